@@ -1,0 +1,110 @@
+"""Typed configs: YAML → validated objects, checked once at the entry point.
+
+Every component has one config class derived from :class:`Config`. Unknown keys, wrong types
+and bad values fail at load time with a message that names the key and says how to fix it::
+
+    cfg = load_config("configs/build_metaqa.yaml", BuildSubgraphsConfig)
+
+Each YAML file in ``configs/`` opens with a comment holding the exact command that runs it and
+declares ``kind:`` so that :func:`load_any_config` can validate it without knowing the caller.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+C = TypeVar("C", bound="Config")
+
+
+class ConfigError(ValueError):
+    """A config failed validation; the message names each bad key and its fix."""
+
+
+class Config(BaseModel):
+    """Base of all rg configs: frozen, strict about unknown keys, documented fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Valid keys at ``loc`` (a pydantic error location) inside ``model``, best effort."""
+    current: Any = model
+    for part in loc[:-1]:
+        fields = getattr(current, "model_fields", None)
+        if fields is None or part not in fields:
+            return []
+        annotation = fields[part].annotation
+        current = next(
+            (a for a in getattr(annotation, "__args__", (annotation,)) if hasattr(a, "model_fields")),
+            annotation,
+        )
+    return list(getattr(current, "model_fields", {}).keys())
+
+
+def format_validation_error(err: ValidationError, model: type[BaseModel], source: str) -> str:
+    """Turn a pydantic error into lines of ``source: key: problem. Fix: ...``."""
+    lines = [f"invalid config {source} for {model.__name__}:"]
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        key = ".".join(str(p) for p in loc) or "<root>"
+        kind = e["type"]
+        if kind == "extra_forbidden":
+            valid = _field_names(model, loc)
+            close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"valid keys here: {sorted(valid)}"
+            lines.append(f"  {key}: unknown key. Fix: remove it or rename it; {hint}")
+        elif kind == "missing":
+            lines.append(f"  {key}: required key is missing. Fix: add `{loc[-1]}:` with a value")
+        else:
+            got = e.get("input")
+            lines.append(f"  {key}: {e['msg']} (got {got!r}). Fix: set `{loc[-1]}` to a valid value")
+    return "\n".join(lines)
+
+
+def validate_config(data: dict[str, Any], model: type[C], source: str = "<dict>") -> C:
+    """Validate a mapping against ``model``; raise :class:`ConfigError` with readable lines."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid config {source}: expected a mapping of keys, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err, model, source)) from None
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping; raise :class:`ConfigError` on a missing file or bad syntax."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist. Fix: pass an existing YAML path")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {path} is not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    return data
+
+
+def load_config(path: str | Path, model: type[C], overrides: dict[str, Any] | None = None) -> C:
+    """Load ``path`` as ``model``; the optional top-level ``kind`` key is checked and dropped.
+
+    Args:
+        path: YAML file.
+        model: The config class expected.
+        overrides: Top-level keys replaced after reading (from command-line flags).
+    """
+    data = read_yaml(path)
+    kind = data.pop("kind", None)
+    expected = getattr(model, "KIND", None)
+    if kind is not None and expected is not None and kind != expected:
+        raise ConfigError(
+            f"config file {path} declares kind {kind!r} but this entry point expects {expected!r}. "
+            f"Fix: pass a config with `kind: {expected}`"
+        )
+    data.update(overrides or {})
+    return validate_config(data, model, source=str(path))

@@ -1,0 +1,344 @@
+"""Graph search over a :class:`~rg.graph.kg.KnowledgeGraph`: k-hop subgraphs, all shortest
+paths (bidirectional BFS), relation-path grounding, and multi-entity connection.
+
+Every search expands whole frontiers with vectorised CSR gathers; only path *enumeration*
+(which is output-sized) runs in Python.
+"""
+
+from __future__ import annotations
+
+from itertools import permutations, product
+from typing import TYPE_CHECKING, Iterator, Literal, Sequence
+
+import numpy as np
+
+from rg.graph.path import Path, split_relation
+
+if TYPE_CHECKING:
+    from rg.graph.kg import KnowledgeGraph, Subgraph
+
+Direction = Literal["out", "in", "both"]
+OPPOSITE: dict[str, Direction] = {"out": "in", "in": "out", "both": "both"}
+_SCRAMBLE = np.uint64(0x9E3779B97F4A7C15)
+
+
+def k_hop(
+    kg: "KnowledgeGraph",
+    seeds: np.ndarray,
+    hops: int,
+    max_triples: int | None = None,
+    direction: Direction = "both",
+) -> "Subgraph":
+    """Triples met by a breadth-first search of ``hops`` rounds from the seeds.
+
+    Round ``d`` (``0 ≤ d < hops``) takes every triple incident to an entity at distance ``d``
+    from the seed set, so the result holds all walks of length ≤ ``hops`` that start at a seed.
+
+    Args:
+        kg: The graph.
+        seeds: ``(S,)`` entity ids.
+        hops: Number of rounds (≥ 0).
+        max_triples: Optional cap. Whole rounds are kept while they fit; the round that would
+            overflow is cut to the remaining budget by a fixed pseudo-random order of triple
+            ids (deterministic, not biased towards file order), and the search stops.
+        direction: Which triples an entity expands through (``both`` for undirected reach).
+
+    Returns:
+        A :class:`Subgraph` with triple ids in round order (ids ascending within a round).
+    """
+    from rg.graph.kg import Subgraph
+
+    if hops < 0:
+        raise ValueError(f"hops must be >= 0, got {hops}")
+    if max_triples is not None and max_triples < 0:
+        raise ValueError(f"max_triples must be >= 0 or None, got {max_triples}")
+    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seen = np.zeros(kg.num_entities, dtype=bool)
+    seen[seeds] = True
+    taken = np.zeros(kg.num_triples, dtype=bool)
+    frontier, layers, count, truncated = seeds, [], 0, False
+    for _ in range(hops):
+        if frontier.size == 0:
+            break
+        edges, others, _ = kg.incident(frontier, direction)
+        fresh = ~taken[edges]
+        edges, others = edges[fresh], others[fresh]
+        layer = np.unique(edges)
+        if max_triples is not None and count + layer.size > max_triples:
+            keep = np.argsort(layer.astype(np.uint64) * _SCRAMBLE, kind="stable")[: max_triples - count]
+            layer, truncated = np.sort(layer[keep]), True
+        taken[layer] = True
+        layers.append(layer)
+        count += layer.size
+        if truncated:
+            break
+        nxt = np.unique(others[~seen[others]])
+        seen[nxt] = True
+        frontier = nxt
+    tids = np.concatenate(layers) if layers else np.zeros(0, dtype=np.int64)
+    ents = np.unique(np.concatenate([seeds, kg.head[tids], kg.tail[tids]]))
+    return Subgraph(seeds=seeds, triple_ids=tids, entity_ids=ents, hops=hops, truncated=truncated)
+
+
+class _Meeting:
+    """Result of a bidirectional BFS: distances from both ends and the middle layer."""
+
+    def __init__(self, length: int, dist_s: np.ndarray, dist_t: np.ndarray, middle: np.ndarray):
+        self.length = length
+        self.dist_s = dist_s
+        self.dist_t = dist_t
+        self.middle = middle
+
+
+def _bibfs(
+    kg: "KnowledgeGraph", s: int, t: int, direction: Direction, max_len: int | None
+) -> _Meeting | None:
+    """Bidirectional BFS meeting in the middle; None when ``t`` is out of reach.
+
+    The side with fewer incident triples expands each round. When a new layer of one side
+    touches the other side's visited set, the shortest length ``L`` is final and every
+    shortest path crosses the new layer at a node with ``dist_s + dist_t == L``.
+    """
+    n = kg.num_entities
+    ds = np.full(n, -1, dtype=np.int32)
+    dt = np.full(n, -1, dtype=np.int32)
+    ds[s], dt[t] = 0, 0
+    if s == t:
+        return _Meeting(0, ds, dt, np.array([s], dtype=np.int64))
+    fs, ft = np.array([s], dtype=np.int64), np.array([t], dtype=np.int64)
+    ks = kt = 0
+    back = OPPOSITE[direction]
+    while fs.size and ft.size:
+        if max_len is not None and ks + kt >= max_len:
+            return None
+        if kg.degree(fs, direction).sum() <= kg.degree(ft, back).sum():
+            _, nb, _ = kg.incident(fs, direction)
+            fs = np.unique(nb[ds[nb] < 0])
+            ks += 1
+            ds[fs] = ks
+            hit = fs[dt[fs] >= 0]
+            if hit.size:
+                length = ks + int(dt[hit].min())
+                return _Meeting(length, ds, dt, hit[dt[hit] == length - ks])
+        else:
+            _, nb, _ = kg.incident(ft, back)
+            ft = np.unique(nb[dt[nb] < 0])
+            kt += 1
+            dt[ft] = kt
+            hit = ft[ds[ft] >= 0]
+            if hit.size:
+                length = kt + int(ds[hit].min())
+                return _Meeting(length, ds, dt, hit[ds[hit] == length - kt])
+    return None
+
+
+def shortest_distance(
+    kg: "KnowledgeGraph", s: int, t: int, direction: Direction = "out", max_len: int | None = None
+) -> int | None:
+    """Length of a shortest path ``s`` → ``t`` (None when unreachable within ``max_len``)."""
+    meet = _bibfs(kg, s, t, direction, max_len)
+    if meet is None or (max_len is not None and meet.length > max_len):
+        return None
+    return meet.length
+
+
+def all_shortest_paths(
+    kg: "KnowledgeGraph",
+    s: int,
+    t: int,
+    direction: Direction = "out",
+    max_len: int | None = None,
+    max_paths: int | None = None,
+) -> list[Path]:
+    """Every shortest path from ``s`` to ``t``, parallel relations as distinct paths.
+
+    Args:
+        kg: The graph.
+        s, t: Entity ids.
+        direction: ``out`` follows triples head → tail (the q→a orientation when ``s`` is a
+            topic entity), ``in`` follows them tail → head (the a→q orientation, walked from
+            ``s``), ``both`` lets each step go either way (relation paths then mix ``r`` and
+            ``r^-1``, as MetaQA's "co-star" questions need).
+        max_len: Ignore paths longer than this.
+        max_paths: Stop after this many paths (enumeration order is deterministic).
+
+    Returns:
+        Paths sorted by their triple ids; ``[Path of length 0]`` when ``s == t``.
+    """
+    meet = _bibfs(kg, s, t, direction, max_len)
+    if meet is None or (max_len is not None and meet.length > max_len):
+        return []
+    back = OPPOSITE[direction]
+    pred_cache: dict[int, list[tuple[int, int]]] = {}
+    succ_cache: dict[int, list[tuple[int, int]]] = {}
+
+    def links(v: int, dist: np.ndarray, way: Direction, cache: dict) -> list[tuple[int, int]]:
+        if v not in cache:
+            e, other, _ = kg.incident(np.array([v]), way)
+            keep = dist[other] == dist[v] - 1
+            cache[v] = sorted(zip(e[keep].tolist(), other[keep].tolist()))
+        return cache[v]
+
+    def prefixes(v: int) -> Iterator[tuple[tuple[int, int, int], ...]]:
+        if v == s:
+            yield ()
+            return
+        for e, u in links(v, meet.dist_s, back, pred_cache):
+            for p in prefixes(u):
+                yield p + ((e, u, v),)
+
+    def suffixes(v: int) -> Iterator[tuple[tuple[int, int, int], ...]]:
+        if v == t:
+            yield ()
+            return
+        for e, w in links(v, meet.dist_t, direction, succ_cache):
+            for p in suffixes(w):
+                yield ((e, v, w),) + p
+
+    steps_list: list[tuple[tuple[int, int, int], ...]] = []
+    for m in sorted(meet.middle.tolist()):
+        for pre in prefixes(m):
+            for suf in suffixes(m):
+                steps_list.append(pre + suf)
+                if max_paths is not None and len(steps_list) >= max_paths:
+                    break
+            else:
+                continue
+            break
+        if max_paths is not None and len(steps_list) >= max_paths:
+            break
+    if not steps_list:
+        steps_list = [()]  # s == t
+    paths = [_to_path(kg, s, steps) for steps in steps_list]
+    paths.sort(key=lambda p: p.triple_ids)
+    return paths
+
+
+def _to_path(kg: "KnowledgeGraph", start: int, steps: Sequence[tuple[int, int, int]]) -> Path:
+    """Build a :class:`Path` from ``(triple id, from node, to node)`` steps."""
+    names, rels = kg.entity_names, kg.relation_names
+    nodes = [start] + [b for _, _, b in steps]
+    return Path(
+        entities=tuple(names[v] for v in nodes),
+        relations=tuple(rels[kg.rel[e]] for e, _, _ in steps),
+        forward=tuple(bool(kg.head[e] == a and kg.tail[e] == b) for e, a, b in steps),
+        triple_ids=tuple(int(e) for e, _, _ in steps),
+    )
+
+
+def ground(
+    kg: "KnowledgeGraph", start: int, relation_path: Sequence[str], max_paths: int | None = None
+) -> list[Path]:
+    """Every walk from ``start`` that follows ``relation_path`` step by step.
+
+    A label ``r`` follows triples ``(x, r, y)`` from ``x`` to ``y``; ``r^-1`` follows them from
+    ``y`` to ``x``. Walks may revisit entities (a co-star walk can return to the start).
+
+    Args:
+        kg: The graph.
+        start: Entity id.
+        relation_path: Relation labels, ``rel^-1`` for a backward step.
+        max_paths: Keep at most this many partial walks after each step.
+
+    Returns:
+        Walks in the order of their triple ids; empty when a relation is unknown or the walk
+        dies out.
+    """
+    cur = np.array([start], dtype=np.int64)
+    chosen: list[np.ndarray] = []
+    parents: list[np.ndarray] = []
+    fwd_flags: list[bool] = []
+    for label in relation_path:
+        rel, fwd = split_relation(label)
+        if not kg.has_relation(rel):
+            return []
+        rid = kg.relation_id(rel)
+        edges, others, src = kg.incident(cur, "out" if fwd else "in")
+        keep = kg.rel[edges] == rid
+        edges, others, src = edges[keep], others[keep], src[keep]
+        if max_paths is not None:
+            edges, others, src = edges[:max_paths], others[:max_paths], src[:max_paths]
+        if edges.size == 0:
+            return []
+        chosen.append(edges)
+        parents.append(src)
+        fwd_flags.append(fwd)
+        cur = others
+    paths = []
+    names, rels = kg.entity_names, kg.relation_names
+    for leaf in range(cur.size):
+        tids, i = [], leaf
+        for step in range(len(chosen) - 1, -1, -1):
+            tids.append(int(chosen[step][i]))
+            i = int(parents[step][i])
+        tids.reverse()
+        nodes = [start] + [
+            int(kg.tail[e] if f else kg.head[e]) for e, f in zip(tids, fwd_flags)
+        ]
+        paths.append(
+            Path(
+                entities=tuple(names[v] for v in nodes),
+                relations=tuple(rels[kg.rel[e]] for e in tids),
+                forward=tuple(fwd_flags),
+                triple_ids=tuple(tids),
+            )
+        )
+    paths.sort(key=lambda p: p.triple_ids)
+    return paths
+
+
+def connect_all(
+    kg: "KnowledgeGraph", topics: np.ndarray, max_len: int, max_paths: int | None = None
+) -> list[Path]:
+    """Shortest walks of length ≤ ``max_len`` that pass through every topic entity.
+
+    Two topics: all shortest paths between them (bidirectional BFS meeting in the middle,
+    edges in either direction). More topics: the visiting orders with the smallest total
+    length, each walk a concatenation of shortest segments between consecutive topics. This is
+    the exploration seed for multi-entity questions (PrivGemo).
+
+    Returns:
+        Walks sorted by triple ids; empty when fewer than two distinct topics or no walk fits.
+    """
+    order_kept = list(dict.fromkeys(int(x) for x in np.asarray(topics).tolist()))
+    if len(order_kept) < 2:
+        return []
+    segments: dict[tuple[int, int], list[Path]] = {}
+
+    def segment(a: int, b: int) -> list[Path]:
+        if (a, b) not in segments:
+            if (b, a) in segments:
+                segments[(a, b)] = [p.reversed() for p in segments[(b, a)]]
+            else:
+                segments[(a, b)] = all_shortest_paths(kg, a, b, "both", max_len, max_paths)
+        return segments[(a, b)]
+
+    best: list[tuple[int, ...]] = []
+    best_len = max_len + 1
+    for order in permutations(order_kept):
+        if order[0] > order[-1]:
+            continue  # a walk and its reverse are the same connection
+        parts = [segment(a, b) for a, b in zip(order, order[1:])]
+        if any(not p for p in parts):
+            continue
+        total = sum(len(p[0]) for p in parts)
+        if total > max_len:
+            continue
+        if total < best_len:
+            best, best_len = [order], total
+        elif total == best_len:
+            best.append(order)
+    walks: list[Path] = []
+    for order in best:
+        parts = [segment(a, b) for a, b in zip(order, order[1:])]
+        for combo in product(*parts):
+            walk = combo[0]
+            for nxt in combo[1:]:
+                walk = walk.then(nxt)
+            walks.append(walk)
+            if max_paths is not None and len(walks) >= max_paths:
+                break
+        if max_paths is not None and len(walks) >= max_paths:
+            break
+    walks.sort(key=lambda p: p.triple_ids)
+    return walks

@@ -1,0 +1,29 @@
+"""Shared fixtures: the real data folder (skipped when absent) and a session-wide local Ray."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rg.data.paths import ENV_VAR, shared_data_dir
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The shared real-data folder; tests using it skip with the reason when it is absent."""
+    path = shared_data_dir()
+    if path is None:
+        pytest.skip(f"real data not found: set ${ENV_VAR} or place shared/data beside the project")
+    return path
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray instance for the whole test session (num_cpus=2)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -1,0 +1,228 @@
+"""Exact tests of the graph engine on tiny hand-made graphs, plus a brute-force oracle check."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from rg.graph import KnowledgeGraph, Path, inverse, split_relation
+from rg.graph.search import shortest_distance
+
+# A ─r1→ B, A ─r2→ B (parallel), B ─r3→ C, A ─r4→ D, D ─r5→ C, F ─r7→ C, C ─r6→ E, E ─r8→ A
+TRIPLES = [
+    ("A", "r1", "B"),  # 0
+    ("A", "r2", "B"),  # 1
+    ("B", "r3", "C"),  # 2
+    ("A", "r4", "D"),  # 3
+    ("D", "r5", "C"),  # 4
+    ("F", "r7", "C"),  # 5
+    ("C", "r6", "E"),  # 6
+    ("E", "r8", "A"),  # 7
+]
+
+
+@pytest.fixture()
+def kg() -> KnowledgeGraph:
+    return KnowledgeGraph.from_triples(TRIPLES)
+
+
+def rel_paths(paths: list[Path]) -> list[tuple[str, ...]]:
+    return [p.relation_path for p in paths]
+
+
+def test_build_keeps_order_parallel_relations_and_csr(kg):
+    assert kg.num_triples == 8 and kg.num_entities == 6 and kg.num_relations == 8
+    assert kg.triples() == TRIPLES
+    a, b = kg.entity_id("A"), kg.entity_id("B")
+    out_a = kg.out_idx[kg.out_ptr[a] : kg.out_ptr[a + 1]].tolist()
+    assert out_a == [0, 1, 3]
+    in_b = kg.in_idx[kg.in_ptr[b] : kg.in_ptr[b + 1]].tolist()
+    assert in_b == [0, 1]  # both parallel relations A→B are distinct triples
+
+
+def test_dedup_drops_only_exact_repeats():
+    kg = KnowledgeGraph.from_triples(TRIPLES + [("A", "r1", "B"), ("A", "r9", "B")], dedup=True)
+    assert kg.triples() == TRIPLES + [("A", "r9", "B")]
+    kept = KnowledgeGraph.from_triples(TRIPLES + [("A", "r1", "B")])
+    assert kept.num_triples == 9
+
+
+def test_empty_graph_and_lookup_errors():
+    empty = KnowledgeGraph.from_triples([])
+    assert empty.num_triples == 0 and empty.num_entities == 0
+    kg = KnowledgeGraph.from_triples(TRIPLES)
+    with pytest.raises(KeyError, match="'Z' is not in the graph"):
+        kg.entity_id("Z")
+    with pytest.raises(KeyError, match=r"\['Y', 'Z'\]"):
+        kg.entity_ids(["A", "Y", "Z"])
+    with pytest.raises(ValueError, match="expected 3"):
+        KnowledgeGraph.from_triples([("A", "r")])
+
+
+def test_neighbourhood(kg):
+    assert kg.neighbourhood("A").tolist() == [0, 1, 3, 7]
+    assert kg.neighbourhood("A", "out").tolist() == [0, 1, 3]
+    assert kg.neighbourhood("C", "in").tolist() == [2, 4, 5]
+
+
+def test_k_hop_both_directions(kg):
+    one = kg.k_hop(["A"], 1)
+    assert one.triple_ids.tolist() == [0, 1, 3, 7] and not one.truncated
+    assert kg.entity_names[one.entity_ids].tolist() == ["A", "B", "D", "E"]
+    two = kg.k_hop(["A"], 2)
+    assert two.triple_ids.tolist() == [0, 1, 3, 7, 2, 4, 6]  # not F→C: C is at distance 2
+    zero = kg.k_hop(["A"], 0)
+    assert zero.triple_ids.tolist() == [] and kg.entity_names[zero.entity_ids].tolist() == ["A"]
+
+
+def test_k_hop_directed_and_multi_seed(kg):
+    assert kg.k_hop(["A"], 2, direction="out").triple_ids.tolist() == [0, 1, 3, 2, 4]
+    assert kg.k_hop(["A"], 1, direction="in").triple_ids.tolist() == [7]
+    assert kg.k_hop(["B", "F"], 1).triple_ids.tolist() == [0, 1, 2, 5]
+
+
+def test_k_hop_cap_keeps_whole_rounds_then_cuts(kg):
+    capped = kg.k_hop(["A"], 2, max_triples=5)
+    assert capped.truncated and len(capped) == 5
+    assert capped.triple_ids[:4].tolist() == [0, 1, 3, 7]
+    assert capped.triple_ids[4] in (2, 4, 6)
+    assert kg.k_hop(["A"], 2, max_triples=5).triple_ids.tolist() == capped.triple_ids.tolist()
+    exact = kg.k_hop(["A"], 2, max_triples=7)
+    assert not exact.truncated and len(exact) == 7
+    with pytest.raises(ValueError, match="hops"):
+        kg.k_hop(["A"], -1)
+
+
+def test_shortest_paths_forward_keeps_parallel_relations(kg):
+    paths = kg.shortest_paths("A", "C", "out")
+    assert [p.triple_ids for p in paths] == [(0, 2), (1, 2), (3, 4)]
+    assert rel_paths(paths) == [("r1", "r3"), ("r2", "r3"), ("r4", "r5")]
+    assert paths[0].render() == "A → [r1] → B → [r3] → C"
+    assert paths[0].triples() == (("A", "r1", "B"), ("B", "r3", "C"))
+
+
+def test_shortest_paths_both_orientations(kg):
+    # q→a over directed triples: C → E → A
+    assert rel_paths(kg.shortest_paths("C", "A", "out")) == [("r6", "r8")]
+    # a→q orientation walked from the topic: A ← E ← C
+    back = kg.shortest_paths("A", "C", "in")
+    assert rel_paths(back) == [("r8^-1", "r6^-1")]
+    assert back[0].render() == "A ← [r8] ← E ← [r6] ← C"
+    assert back[0].reversed() == kg.shortest_paths("C", "A", "out")[0]
+
+
+def test_shortest_paths_mixed_directions(kg):
+    paths = kg.shortest_paths("F", "A", "both")
+    assert sorted(rel_paths(paths)) == sorted(
+        [("r7", "r3^-1", "r1^-1"), ("r7", "r3^-1", "r2^-1"), ("r7", "r5^-1", "r4^-1"), ("r7", "r6", "r8")]
+    )
+    assert rel_paths(kg.shortest_paths("F", "A", "out")) == [("r7", "r6", "r8")]
+    assert kg.shortest_paths("A", "F", "out") == []
+
+
+def test_shortest_paths_limits(kg):
+    assert kg.shortest_paths("F", "A", "both", max_len=2) == []
+    assert len(kg.shortest_paths("F", "A", "both", max_len=3)) == 4
+    assert len(kg.shortest_paths("A", "C", "out", max_paths=2)) == 2
+    same = kg.shortest_paths("A", "A")
+    assert len(same) == 1 and len(same[0]) == 0 and same[0].entities == ("A",)
+    assert shortest_distance(kg, kg.entity_id("F"), kg.entity_id("A"), "both") == 3
+
+
+def test_ground_respects_direction_and_parallel_relations(kg):
+    paths = kg.ground("A", ["r1", "r3"])
+    assert [p.entities for p in paths] == [("A", "B", "C")]
+    back = kg.ground("C", ["r3^-1", "r1^-1"])
+    assert [p.entities for p in back] == [("C", "B", "A")] and back[0].forward == (False, False)
+    assert [p.entities for p in kg.ground("A", ["r1", "r1^-1"])] == [("A", "B", "A")]
+    assert kg.ground("A", ["r3"]) == []  # r3 leaves B, not A
+    assert kg.ground("A", ["nope"]) == []
+    kg2 = KnowledgeGraph.from_triples(TRIPLES + [("A", "r1", "X")])
+    assert sorted(p.end for p in kg2.ground("A", ["r1"])) == ["B", "X"]
+    assert len(kg2.ground("A", ["r1"], max_paths=1)) == 1
+
+
+def test_connecting_paths_two_and_three_topics(kg):
+    two = kg.connecting_paths(["B", "D"], max_len=4)
+    assert sorted(rel_paths(two)) == sorted([("r1^-1", "r4"), ("r2^-1", "r4"), ("r3", "r5^-1")])
+    three = kg.connecting_paths(["B", "D", "F"], max_len=4)
+    # every pair is 2 steps apart (via C or A), so every visiting order costs 4
+    for walk in three:
+        assert {"B", "D", "F"} <= set(walk.entities)
+        assert len(walk) == len(three[0])
+    assert {len(w) for w in three} == {4} and len(three) == 7
+    assert "B → [r3] → C ← [r7] ← F → [r7] → C ← [r5] ← D" in [w.render() for w in three]
+    assert kg.connecting_paths(["B", "D", "F"], max_len=3) == []
+    assert kg.connecting_paths(["B"], max_len=3) == []
+
+
+def test_relation_labels():
+    assert inverse("r") == "r^-1" and inverse("r^-1") == "r"
+    assert split_relation("a.b^-1") == ("a.b", False) and split_relation("a.b") == ("a.b", True)
+    p = Path(("A", "B"), ("r",), (True,), (0,))
+    with pytest.raises(ValueError, match="cannot join"):
+        p.then(p)
+
+
+# ------------------------------------------------------------------ brute-force oracle check
+def _walks(triples, s, max_len, direction):
+    """All simple walks from s up to max_len steps, as tuples of triple ids (pure Python)."""
+    out, stack = [], [(s, (), {s})]
+    while stack:
+        v, steps, seen = stack.pop()
+        out.append((v, steps))
+        if len(steps) == max_len:
+            continue
+        for i, (h, _, t) in enumerate(triples):
+            for a, b, ok in ((h, t, direction in ("out", "both")), (t, h, direction in ("in", "both"))):
+                if ok and a == v and b not in seen:
+                    stack.append((b, steps + (i,), seen | {b}))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(25))
+@pytest.mark.parametrize("direction", ["out", "in", "both"])
+def test_shortest_paths_match_brute_force(seed, direction):
+    rng = random.Random(seed)
+    ents = [f"e{i}" for i in range(7)]
+    triples = [(rng.choice(ents), f"r{rng.randrange(3)}", rng.choice(ents)) for _ in range(12)]
+    triples = [t for t in triples if t[0] != t[2]]
+    kg = KnowledgeGraph.from_triples(triples)
+    names = sorted(set(kg.entity_names.tolist()))
+    for s in names:
+        walks = _walks(triples, s, 6, direction)
+        for t in names:
+            if s == t:
+                continue
+            found = [steps for end, steps in walks if end == t]
+            got = sorted(p.triple_ids for p in kg.shortest_paths(s, t, direction))
+            if not found:
+                assert got == []
+                continue
+            best = min(len(w) for w in found)
+            assert got == sorted(w for w in found if len(w) == best), (s, t)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_k_hop_matches_distance_definition(seed):
+    rng = np.random.default_rng(seed)
+    triples = [(f"e{a}", "r", f"e{b}") for a, b in rng.integers(0, 15, size=(30, 2))]
+    kg = KnowledgeGraph.from_triples(triples)
+    for hops in range(4):
+        sub = kg.k_hop(["e0"] if kg.has_entity("e0") else [triples[0][0]], hops)
+        seed_name = "e0" if kg.has_entity("e0") else triples[0][0]
+        dist = {seed_name: 0}
+        frontier = [seed_name]
+        for d in range(1, hops + 1):
+            nxt = []
+            for v in frontier:
+                for h, _, t in triples:
+                    for a, b in ((h, t), (t, h)):
+                        if a == v and b not in dist:
+                            dist[b] = d
+                            nxt.append(b)
+            frontier = nxt
+        expected = {i for i, (h, _, t) in enumerate(triples) if dist.get(h, 99) < hops or dist.get(t, 99) < hops}
+        assert set(sub.triple_ids.tolist()) == expected
