@@ -52,17 +52,20 @@ def format_validation_error(err: ValidationError, model: type[BaseModel], source
     for e in err.errors():
         loc = tuple(e["loc"])
         key = ".".join(str(p) for p in loc) or "<root>"
+        name = str(loc[-1]) if loc else "the keys named in the message"
         kind = e["type"]
         if kind == "extra_forbidden":
             valid = _field_names(model, loc)
-            close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+            close = difflib.get_close_matches(name, valid, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"valid keys here: {sorted(valid)}"
             lines.append(f"  {key}: unknown key. Fix: remove it or rename it; {hint}")
         elif kind == "missing":
-            lines.append(f"  {key}: required key is missing. Fix: add `{loc[-1]}:` with a value")
+            lines.append(f"  {key}: required key is missing. Fix: add `{name}:` with a value")
+        elif not loc:
+            lines.append(f"  {e['msg']}. Fix: change the keys it names")
         else:
             got = e.get("input")
-            lines.append(f"  {key}: {e['msg']} (got {got!r}). Fix: set `{loc[-1]}` to a valid value")
+            lines.append(f"  {key}: {e['msg']} (got {got!r}). Fix: set `{name}` to a valid value")
     return "\n".join(lines)
 
 

@@ -35,3 +35,14 @@ def require_shared_data(relative: str = "") -> Path:
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist inside the shared data folder {base}")
     return path
+
+
+SHARED_PREFIX = "@shared/"
+
+
+def resolve_data_path(path: str | Path) -> Path:
+    """Resolve a config path; ``@shared/x`` means ``x`` inside the shared data folder."""
+    text = str(path)
+    if text.startswith(SHARED_PREFIX):
+        return require_shared_data(text[len(SHARED_PREFIX) :])
+    return Path(text).expanduser()

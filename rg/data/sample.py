@@ -36,6 +36,39 @@ class Question:
     hops: int | None = None
     relation_paths: tuple[tuple[str, ...], ...] = ()
 
+    def to_record(self) -> dict[str, Any]:
+        """The question-file (jsonl) form: ``id, question, answer, q_entity, hops, relation_paths``."""
+        return {
+            "id": self.id,
+            "question": self.question,
+            "answer": list(self.answers),
+            "q_entity": list(self.q_entities),
+            "hops": self.hops,
+            "relation_paths": [list(p) for p in self.relation_paths],
+        }
+
+    @classmethod
+    def from_record(cls, row: Mapping[str, Any]) -> "Question":
+        """Inverse of :meth:`to_record`; ``hops`` and ``relation_paths`` are optional.
+
+        Raises:
+            ValueError: naming the missing or ill-typed key.
+        """
+        for key in ("id", "question", "answer", "q_entity"):
+            if key not in row:
+                raise ValueError(f"question record lacks key {key!r}")
+        hops = row.get("hops")
+        if hops is not None and (isinstance(hops, bool) or not isinstance(hops, int)):
+            raise ValueError(f"question record {row['id']!r}: hops must be an integer, got {hops!r}")
+        return cls(
+            id=str(row["id"]),
+            question=str(row["question"]),
+            answers=_strs(row["answer"]),
+            q_entities=_strs(row["q_entity"]),
+            hops=hops,
+            relation_paths=tuple(_strs(p) for p in (row.get("relation_paths") or ())),
+        )
+
 
 @dataclass(frozen=True)
 class Sample:

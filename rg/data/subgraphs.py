@@ -1,0 +1,241 @@
+"""Per-question subgraphs cut from a global KG, written as resumable RoG-schema parquet shards.
+
+A question file is split into shards of consecutive lines. Each shard becomes one parquet file
+of :class:`~rg.data.sample.Sample` rows plus a ``.stats.json`` file written after it; a shard
+whose stats file exists is done, which is what makes the build resumable. Lines that cannot
+become a Sample (malformed, topic entity absent from the KG, no hop count) are counted by reason
+in the stats, never dropped silently. This module is Ray-free; :mod:`rg.data.builder` runs it
+on Ray Data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from pydantic import Field
+
+from rg.config import Config
+from rg.data.rog import BadRow, write_rog_parquet
+from rg.data.sample import Question, Sample
+from rg.graph import KnowledgeGraph
+
+MAX_EXAMPLES = 5
+"""Bad-row descriptions kept per shard and reason (counts are always complete)."""
+
+
+class SubgraphConfig(Config):
+    """How a question's subgraph is cut from the global KG."""
+
+    hops: int | None = Field(
+        None, ge=1, description="BFS radius; None uses each question's own hop count."
+    )
+    max_triples: int | None = Field(
+        5000,
+        ge=1,
+        description="Cap on triples per subgraph (hub entities); None for no cap.",
+    )
+    direction: Literal["out", "in", "both"] = Field(
+        "both", description="Edges a BFS round follows; `both` reaches answers on either side."
+    )
+    measure_cap_cost: bool = Field(
+        True, description="For capped subgraphs, also check coverage without the cap."
+    )
+
+
+class Unbuildable(Exception):
+    """A question that cannot get a subgraph; ``reason`` is a BadRow reason."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Built:
+    """A built Sample with its coverage flags.
+
+    Attributes:
+        sample: The question with its subgraph.
+        covered: Every gold answer is an entity of the subgraph.
+        covered_uncapped: The same without the size cap (equals ``covered`` when not truncated).
+        truncated: The size cap cut the subgraph.
+    """
+
+    sample: Sample
+    covered: bool
+    covered_uncapped: bool
+    truncated: bool
+
+
+def build_sample(kg: KnowledgeGraph, question: Question, config: SubgraphConfig) -> Built:
+    """Cut ``question``'s subgraph from ``kg``.
+
+    Topic entities absent from the KG are left out of the search (the Sample keeps them in
+    ``q_entities``); a question none of whose topics is in the KG is unbuildable.
+
+    Raises:
+        Unbuildable: with reason ``no_hops`` or ``topic_not_in_kg``.
+    """
+    hops = config.hops or question.hops
+    if hops is None:
+        raise Unbuildable("no_hops", f"{question.id}: the question has no hop count; set subgraph.hops")
+    present = [e for e in question.q_entities if kg.has_entity(e)]
+    if not present:
+        raise Unbuildable("topic_not_in_kg", f"{question.id}: topic {list(question.q_entities)} not in the KG")
+    sub = kg.k_hop(present, hops, config.max_triples, config.direction)
+    reached = set(kg.entity_names[sub.entity_ids].tolist())
+    covered = all(a in reached for a in question.answers)
+    covered_uncapped = covered
+    if sub.truncated and config.measure_cap_cost and not covered:
+        full = kg.k_hop(present, hops, None, config.direction)
+        covered_uncapped = all(a in set(kg.entity_names[full.entity_ids].tolist()) for a in question.answers)
+    sample = Sample(
+        id=question.id,
+        question=question.question,
+        answers=question.answers,
+        q_entities=question.q_entities,
+        a_entities=tuple(a for a in question.answers if kg.has_entity(a)),
+        triples=tuple(kg.triples(sub.triple_ids)),
+        hops=question.hops if question.hops is not None else hops,
+        relation_paths=question.relation_paths,
+    )
+    return Built(sample, covered, covered_uncapped, sub.truncated)
+
+
+@dataclass
+class ShardStats:
+    """Counts for one shard (or, merged, for a whole question file)."""
+
+    source: str
+    shards: int = 0
+    lines: int = 0
+    built: int = 0
+    covered: int = 0
+    covered_uncapped: int = 0
+    truncated: int = 0
+    triples_total: int = 0
+    triples_max: int = 0
+    bad: dict[str, int] = field(default_factory=dict)
+    bad_examples: list[str] = field(default_factory=list)
+
+    def add_bad(self, row: BadRow) -> None:
+        self.bad[row.reason] = self.bad.get(row.reason, 0) + 1
+        if self.bad[row.reason] <= MAX_EXAMPLES:
+            self.bad_examples.append(row.describe())
+
+    def add_built(self, built: Built) -> None:
+        n = len(built.sample.triples)
+        self.built += 1
+        self.covered += built.covered
+        self.covered_uncapped += built.covered_uncapped
+        self.truncated += built.truncated
+        self.triples_total += n
+        self.triples_max = max(self.triples_max, n)
+
+    def merge(self, other: "ShardStats") -> "ShardStats":
+        bad = Counter(self.bad)
+        bad.update(other.bad)
+        return ShardStats(
+            source=self.source,
+            shards=self.shards + other.shards,
+            lines=self.lines + other.lines,
+            built=self.built + other.built,
+            covered=self.covered + other.covered,
+            covered_uncapped=self.covered_uncapped + other.covered_uncapped,
+            truncated=self.truncated + other.truncated,
+            triples_total=self.triples_total + other.triples_total,
+            triples_max=max(self.triples_max, other.triples_max),
+            bad=dict(sorted(bad.items())),
+            bad_examples=(self.bad_examples + other.bad_examples)[: 4 * MAX_EXAMPLES],
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready totals with derived rates."""
+        out = asdict(self)
+        out["bad_total"] = sum(self.bad.values())
+        out["coverage"] = self.covered / self.built if self.built else None
+        out["coverage_of_lines"] = self.covered / self.lines if self.lines else None
+        out["cap_cost"] = self.covered_uncapped - self.covered
+        out["mean_triples"] = self.triples_total / self.built if self.built else None
+        return out
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One shard to build: the items of a run of question-file lines and where it goes."""
+
+    source: str
+    index: int
+    parquet_path: str
+    items: tuple[Question | BadRow, ...]
+
+    def to_json(self) -> str:
+        rows = [
+            {"bad": asdict(i)} if isinstance(i, BadRow) else {"question": i.to_record()} for i in self.items
+        ]
+        return json.dumps(
+            {"source": self.source, "index": self.index, "parquet_path": self.parquet_path, "items": rows}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> "ShardTask":
+        data = json.loads(text)
+        items = tuple(
+            BadRow(**row["bad"]) if "bad" in row else Question.from_record(row["question"])
+            for row in data["items"]
+        )
+        return cls(data["source"], data["index"], data["parquet_path"], items)
+
+
+def shard_paths(out_dir: str | Path, source: str, index: int) -> tuple[Path, Path]:
+    """``(parquet, stats)`` paths of shard ``index`` of question source ``source``."""
+    base = Path(out_dir) / source / f"shard-{index:05d}"
+    return base.with_suffix(".parquet"), base.with_suffix(".stats.json")
+
+
+def plan_shards(
+    source: str, items: Sequence[Question | BadRow], shard_size: int, out_dir: str | Path
+) -> tuple[list[ShardTask], list[ShardStats]]:
+    """Split a question file's items into shards; return the pending tasks and the stats of
+    shards already done (read back from their stats files, for the final report)."""
+    if shard_size < 1:
+        raise ValueError(f"shard_size must be >= 1, got {shard_size}")
+    pending, done = [], []
+    for index, start in enumerate(range(0, len(items), shard_size)):
+        parquet, stats = shard_paths(out_dir, source, index)
+        if stats.is_file() and parquet.is_file():
+            done.append(ShardStats(**json.loads(stats.read_text())))
+        else:
+            pending.append(ShardTask(source, index, str(parquet), tuple(items[start : start + shard_size])))
+    return pending, done
+
+
+def run_shard(kg: KnowledgeGraph, task: ShardTask, config: SubgraphConfig) -> ShardStats:
+    """Build every question of ``task``, write its parquet then its stats file (both atomic)."""
+    stats = ShardStats(source=task.source, shards=1, lines=len(task.items))
+    samples = []
+    for item in task.items:
+        if isinstance(item, BadRow):
+            stats.add_bad(item)
+            continue
+        try:
+            built = build_sample(kg, item, config)
+        except Unbuildable as err:
+            stats.add_bad(BadRow(item.id, 0, err.reason, err.detail))  # type: ignore[arg-type]
+            continue
+        stats.add_built(built)
+        samples.append(built.sample)
+    parquet = Path(task.parquet_path)
+    parquet.parent.mkdir(parents=True, exist_ok=True)
+    write_rog_parquet(samples, parquet)
+    stats_path = parquet.with_suffix(".stats.json")
+    tmp = stats_path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(stats)))
+    os.replace(tmp, stats_path)
+    return stats

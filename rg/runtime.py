@@ -1,0 +1,35 @@
+"""Starting or joining Ray from a job: one typed config, one function."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import Field
+
+from rg.config import Config
+
+
+class RayConfig(Config):
+    """Where the job's Ray runs.
+
+    Under ``ray job submit`` (``RAY_ADDRESS`` set) the job joins that cluster and the local
+    resource fields are ignored; otherwise a local Ray starts with ``num_cpus``.
+    """
+
+    address: str | None = Field(None, description="Cluster address; None joins $RAY_ADDRESS or starts locally.")
+    num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray (None: all cores).")
+    progress_bars: bool = Field(False, description="Show Ray Data's own operator progress bars.")
+
+
+def init_ray(config: RayConfig) -> None:
+    """Initialise Ray once for this process according to ``config``."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = config.address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=True)
+    else:
+        ray.init(num_cpus=config.num_cpus, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = config.progress_bars
