@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Sequence, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -93,15 +93,38 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load_config(path: str | Path, model: type[C], overrides: dict[str, Any] | None = None) -> C:
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``key.sub=value`` strings (values parsed as YAML) to a nested mapping, in place.
+
+    Raises:
+        ConfigError: for an override without ``=`` or one that descends into a non-mapping.
+    """
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is not key=value. Fix: write e.g. subgraph.max_triples=2000")
+        node = data
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {item!r}: {part!r} is not a section. Fix: check the key path")
+            node = child
+        node[parts[-1]] = yaml.safe_load(raw)
+    return data
+
+
+def load_config(path: str | Path, model: type[C], overrides: Sequence[str] = ()) -> C:
     """Load ``path`` as ``model``; the optional top-level ``kind`` key is checked and dropped.
 
     Args:
         path: YAML file.
         model: The config class expected.
-        overrides: Top-level keys replaced after reading (from command-line flags).
+        overrides: ``key.sub=value`` strings applied after reading (``--set`` flags).
     """
-    data = read_yaml(path)
+    data = apply_overrides(read_yaml(path), overrides)
     kind = data.pop("kind", None)
     expected = getattr(model, "KIND", None)
     if kind is not None and expected is not None and kind != expected:
@@ -109,5 +132,30 @@ def load_config(path: str | Path, model: type[C], overrides: dict[str, Any] | No
             f"config file {path} declares kind {kind!r} but this entry point expects {expected!r}. "
             f"Fix: pass a config with `kind: {expected}`"
         )
-    data.update(overrides or {})
     return validate_config(data, model, source=str(path))
+
+
+CONFIG_KINDS: dict[str, str] = {
+    "build_subgraphs": "rg.data.builder:BuildSubgraphsConfig",
+    "synthetic": "rg.data.synthetic:SyntheticConfig",
+}
+"""YAML ``kind`` → ``module:Class`` of its config (imported on use, so rg.config stays light)."""
+
+
+def config_class(kind: str) -> type[Config]:
+    """The config class registered for ``kind``; raises ConfigError listing the known kinds."""
+    import importlib
+
+    if kind not in CONFIG_KINDS:
+        raise ConfigError(f"unknown config kind {kind!r}. Fix: use one of {sorted(CONFIG_KINDS)}")
+    module, name = CONFIG_KINDS[kind].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def load_any_config(path: str | Path) -> Config:
+    """Load a YAML file by its declared ``kind`` (used to validate every file in configs/)."""
+    data = read_yaml(path)
+    kind = data.get("kind")
+    if kind is None:
+        raise ConfigError(f"config file {path} has no `kind:`. Fix: add e.g. `kind: build_subgraphs`")
+    return load_config(path, config_class(kind))

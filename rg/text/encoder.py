@@ -64,6 +64,10 @@ class EncoderConfig(Config):
             "download from the Hub; the default model never downloads."
         ),
     )
+    trust_remote_code: bool = Field(
+        False,
+        description="Allow model code shipped with the checkpoint (needed by e.g. gte-large-en-v1.5); only for models you trust.",
+    )
 
 
 def default_model_path() -> Path:
@@ -145,7 +149,12 @@ class TextEncoder:
 
         local_only = self.config.offline or self.config.model == DEFAULT_MODEL
         try:
-            return SentenceTransformer(self._source, device=self.config.device, local_files_only=local_only)
+            return SentenceTransformer(
+                self._source,
+                device=self.config.device,
+                local_files_only=local_only,
+                trust_remote_code=self.config.trust_remote_code,
+            )
         except (OSError, ValueError) as err:
             where = "from local files (offline)" if local_only else "locally or from the Hub"
             download = "; to download a named model, set `offline: false`" if local_only else ""
