@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from rg.data.rog import BadRow, read_rog
+from rg.data.records import BadRow
+from rg.data.rog import read_rog
 from rg.data.sample import Question
 from rg.data.subgraphs import (
     ShardStats,

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from rg.config import Config
 from rg.data.paths import resolve_data_path
-from rg.data.rog import BadRow
+from rg.data.records import BadRow
 from rg.data.sources import read_kb_rows, read_question_rows
 from rg.data.subgraphs import ShardStats, ShardTask, SubgraphConfig, plan_shards, run_shard
 from rg.data.synthetic import SyntheticConfig, generate

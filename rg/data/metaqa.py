@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from rg.data.rog import BadRow, BadRowError, iter_text_lines, read_json_file
+from rg.data.records import BadRow, BadRowError, iter_text_lines, read_json_file
 from rg.data.sample import Question, Triple
 
 METAQA_RELATIONS = frozenset(

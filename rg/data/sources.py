@@ -3,7 +3,7 @@
 KB formats: ``metaqa`` (``head|relation|tail``) and ``tsv`` (``head<TAB>relation<TAB>tail``,
 used for Freebase-style names that may contain ``|``). Question formats: ``metaqa``
 (``question with [topic]<TAB>a1|a2``) and ``jsonl`` (one :meth:`Question.to_record` per line).
-Every reader yields bad lines as :class:`~rg.data.rog.BadRow` instead of dropping them.
+Every reader yields bad lines as :class:`~rg.data.records.BadRow` instead of dropping them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator, Literal
 
 from rg.data.metaqa import read_metaqa_kb_rows, read_metaqa_questions
-from rg.data.rog import BadRow, iter_text_lines
+from rg.data.records import BadRow, iter_text_lines
 from rg.data.sample import Question, Triple
 
 KBFormat = Literal["metaqa", "tsv"]

@@ -20,7 +20,8 @@ from typing import Any, Literal, Sequence
 from pydantic import Field
 
 from rg.config import Config
-from rg.data.rog import BadRow, write_rog_parquet
+from rg.data.records import BadRow
+from rg.data.rog import write_rog_parquet
 from rg.data.sample import Question, Sample
 from rg.graph import KnowledgeGraph
 
