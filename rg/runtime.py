@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from typing import Literal
 
 from pydantic import Field
 
@@ -19,6 +21,7 @@ class RayConfig(Config):
     address: str | None = Field(None, description="Cluster address; None joins $RAY_ADDRESS or starts locally.")
     num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray (None: all cores).")
     progress_bars: bool = Field(False, description="Show Ray Data's own operator progress bars.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("WARNING", description="Level of Ray's driver-side logging (INFO shows plans).")
 
 
 def init_ray(config: RayConfig) -> None:
@@ -29,7 +32,13 @@ def init_ray(config: RayConfig) -> None:
         return
     address = config.address or os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, log_to_driver=True)
+        ray.init(address=address, log_to_driver=True, logging_level=config.log_level)
     else:
-        ray.init(num_cpus=config.num_cpus, include_dashboard=False, log_to_driver=False)
+        ray.init(
+            num_cpus=config.num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=config.log_level,
+        )
+    logging.getLogger("ray.data").setLevel(config.log_level)
     ray.data.DataContext.get_current().enable_progress_bars = config.progress_bars

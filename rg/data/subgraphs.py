@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
+import numpy as np
 from pydantic import Field
 
 from rg.config import Config
@@ -90,12 +91,13 @@ def build_sample(kg: KnowledgeGraph, question: Question, config: SubgraphConfig)
     if not present:
         raise Unbuildable("topic_not_in_kg", f"{question.id}: topic {list(question.q_entities)} not in the KG")
     sub = kg.k_hop(present, hops, config.max_triples, config.direction)
-    reached = set(kg.entity_names[sub.entity_ids].tolist())
-    covered = all(a in reached for a in question.answers)
+    answer_ids = [kg.entity_id(a) for a in question.answers if kg.has_entity(a)]
+    all_in_kg = len(answer_ids) == len(question.answers)
+    covered = all_in_kg and bool(np.isin(answer_ids, sub.entity_ids).all())
     covered_uncapped = covered
-    if sub.truncated and config.measure_cap_cost and not covered:
+    if sub.truncated and config.measure_cap_cost and all_in_kg and not covered:
         full = kg.k_hop(present, hops, None, config.direction)
-        covered_uncapped = all(a in set(kg.entity_names[full.entity_ids].tolist()) for a in question.answers)
+        covered_uncapped = bool(np.isin(answer_ids, full.entity_ids).all())
     sample = Sample(
         id=question.id,
         question=question.question,

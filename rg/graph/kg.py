@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from rg.graph import search
+from rg.graph.arrays import gather, unique_ids
 from rg.graph.path import Path
 
 Direction = Literal["out", "in", "both"]
@@ -194,10 +195,10 @@ class KnowledgeGraph:
         nodes = np.asarray(nodes, dtype=np.int64)
         parts = []
         if direction in ("out", "both"):
-            e, src = _gather(self.out_ptr, self.out_idx, nodes)
+            e, src = gather(self.out_ptr, self.out_idx, nodes)
             parts.append((e, self.tail[e], src))
         if direction in ("in", "both"):
-            e, src = _gather(self.in_ptr, self.in_idx, nodes)
+            e, src = gather(self.in_ptr, self.in_idx, nodes)
             parts.append((e, self.head[e], src))
         if len(parts) == 1:
             return parts[0]
@@ -216,7 +217,7 @@ class KnowledgeGraph:
     def neighbourhood(self, entity: str, direction: Direction = "both") -> np.ndarray:
         """Ids of the one-hop triples of ``entity`` (sorted, each once, self-loops included once)."""
         e, _, _ = self.incident(np.array([self.entity_id(entity)]), direction)
-        return np.unique(e)
+        return unique_ids(e)
 
     # ------------------------------------------------------------------------------ search
     def k_hop(
@@ -259,26 +260,3 @@ def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
     return ptr, order
-
-
-def _gather(
-    ptr: np.ndarray, idx: np.ndarray, nodes: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate ``idx[ptr[v]:ptr[v+1]]`` for every ``v`` in ``nodes`` without a Python loop.
-
-    Returns:
-        ``(values, source)``: the gathered triple ids and, per value, the position in
-        ``nodes`` it came from.
-    """
-    if nodes.size == 1:
-        v = int(nodes[0])
-        vals = idx[ptr[v] : ptr[v + 1]]
-        return vals, np.zeros(vals.size, dtype=np.int64)
-    starts = ptr[nodes]
-    counts = ptr[nodes + 1] - starts
-    total = int(counts.sum())
-    if total == 0:
-        return idx[:0], np.zeros(0, dtype=np.int64)
-    source = np.repeat(np.arange(nodes.size, dtype=np.int64), counts)
-    offsets = (starts - (np.cumsum(counts) - counts))[source]
-    return idx[np.arange(total, dtype=np.int64) + offsets], source

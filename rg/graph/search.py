@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Iterator, Literal, Sequence
 
 import numpy as np
 
+from rg.graph.arrays import unique_ids
 from rg.graph.path import Path, split_relation
 
 if TYPE_CHECKING:
     from rg.graph.kg import KnowledgeGraph, Subgraph
+
 
 Direction = Literal["out", "in", "both"]
 OPPOSITE: dict[str, Direction] = {"out": "in", "in": "out", "both": "both"}
@@ -52,7 +54,7 @@ def k_hop(
         raise ValueError(f"hops must be >= 0, got {hops}")
     if max_triples is not None and max_triples < 0:
         raise ValueError(f"max_triples must be >= 0 or None, got {max_triples}")
-    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seeds = unique_ids(np.asarray(seeds, dtype=np.int64))
     seen = np.zeros(kg.num_entities, dtype=bool)
     seen[seeds] = True
     taken = np.zeros(kg.num_triples, dtype=bool)
@@ -63,7 +65,7 @@ def k_hop(
         edges, others, _ = kg.incident(frontier, direction)
         fresh = ~taken[edges]
         edges, others = edges[fresh], others[fresh]
-        layer = np.unique(edges)
+        layer = unique_ids(edges)
         if max_triples is not None and count + layer.size > max_triples:
             keep = np.argsort(layer.astype(np.uint64) * _SCRAMBLE, kind="stable")[: max_triples - count]
             layer, truncated = np.sort(layer[keep]), True
@@ -72,11 +74,11 @@ def k_hop(
         count += layer.size
         if truncated:
             break
-        nxt = np.unique(others[~seen[others]])
+        nxt = unique_ids(others[~seen[others]])
         seen[nxt] = True
         frontier = nxt
     tids = np.concatenate(layers) if layers else np.zeros(0, dtype=np.int64)
-    ents = np.unique(np.concatenate([seeds, kg.head[tids], kg.tail[tids]]))
+    ents = unique_ids(np.concatenate([seeds, kg.head[tids], kg.tail[tids]]))
     return Subgraph(seeds=seeds, triple_ids=tids, entity_ids=ents, hops=hops, truncated=truncated)
 
 
@@ -113,7 +115,7 @@ def _bibfs(
             return None
         if kg.degree(fs, direction).sum() <= kg.degree(ft, back).sum():
             _, nb, _ = kg.incident(fs, direction)
-            fs = np.unique(nb[ds[nb] < 0])
+            fs = unique_ids(nb[ds[nb] < 0])
             ks += 1
             ds[fs] = ks
             hit = fs[dt[fs] >= 0]
@@ -122,7 +124,7 @@ def _bibfs(
                 return _Meeting(length, ds, dt, hit[dt[hit] == length - ks])
         else:
             _, nb, _ = kg.incident(ft, back)
-            ft = np.unique(nb[dt[nb] < 0])
+            ft = unique_ids(nb[dt[nb] < 0])
             kt += 1
             dt[ft] = kt
             hit = ft[ds[ft] >= 0]
