@@ -5,14 +5,20 @@ from __future__ import annotations
 import numpy as np
 
 
-def unique_ids(values: np.ndarray) -> np.ndarray:
-    """Sorted distinct values of an integer array.
+def unique_ids(values: np.ndarray, universe: int | None = None) -> np.ndarray:
+    """Sorted distinct values of a non-negative integer array.
 
-    Sort-and-compare; about 10× faster than ``np.unique`` on numpy 2.x for the id arrays of a
-    BFS frontier (``np.unique`` takes a hash-table path there).
+    Small arrays are sorted and compared (about 10× faster than ``np.unique`` on numpy 2.x,
+    which takes a hash-table path for these id arrays). When ``universe`` (an upper bound on
+    the values) is given and the array is large relative to it, a boolean mask over the
+    universe is cheaper than sorting.
     """
     if values.size <= 1:
         return values.copy()
+    if universe is not None and values.size * 16 > universe:
+        mask = np.zeros(universe, dtype=bool)
+        mask[values] = True
+        return np.flatnonzero(mask)
     s = np.sort(values)
     keep = np.empty(s.size, dtype=bool)
     keep[0] = True

@@ -145,7 +145,11 @@ class KnowledgeGraph:
 
     def entity_ids(self, names: Sequence[str]) -> np.ndarray:
         """Ids of several entity names; raises KeyError listing the absent ones."""
-        ids = self._entity_index.get_indexer(list(names))
+        index = self._entity_index
+        if len(names) <= 8:  # get_indexer builds an Index per call; get_loc is cheaper here
+            ids = np.array([index.get_loc(n) if n in index else -1 for n in names], dtype=np.int64)
+        else:
+            ids = index.get_indexer(list(names))
         if (ids < 0).any():
             missing = [n for n, i in zip(names, ids) if i < 0]
             raise KeyError(f"entities not in the graph: {missing[:5]}")

@@ -65,7 +65,7 @@ def k_hop(
         edges, others, _ = kg.incident(frontier, direction)
         fresh = ~taken[edges]
         edges, others = edges[fresh], others[fresh]
-        layer = unique_ids(edges)
+        layer = unique_ids(edges, kg.num_triples)
         if max_triples is not None and count + layer.size > max_triples:
             keep = np.argsort(layer.astype(np.uint64) * _SCRAMBLE, kind="stable")[: max_triples - count]
             layer, truncated = np.sort(layer[keep]), True
@@ -74,7 +74,7 @@ def k_hop(
         count += layer.size
         if truncated:
             break
-        nxt = unique_ids(others[~seen[others]])
+        nxt = unique_ids(others[~seen[others]], kg.num_entities)
         seen[nxt] = True
         frontier = nxt
     tids = np.concatenate(layers) if layers else np.zeros(0, dtype=np.int64)
@@ -101,6 +101,9 @@ def _bibfs(
     touches the other side's visited set, the shortest length ``L`` is final and every
     shortest path crosses the new layer at a node with ``dist_s + dist_t == L``.
     """
+    back = OPPOSITE[direction]
+    if s != t and (kg.degree(np.array([s]), direction)[0] == 0 or kg.degree(np.array([t]), back)[0] == 0):
+        return None  # an end with no edge in the needed direction: nothing to search
     n = kg.num_entities
     ds = np.full(n, -1, dtype=np.int32)
     dt = np.full(n, -1, dtype=np.int32)
@@ -109,13 +112,12 @@ def _bibfs(
         return _Meeting(0, ds, dt, np.array([s], dtype=np.int64))
     fs, ft = np.array([s], dtype=np.int64), np.array([t], dtype=np.int64)
     ks = kt = 0
-    back = OPPOSITE[direction]
     while fs.size and ft.size:
         if max_len is not None and ks + kt >= max_len:
             return None
         if kg.degree(fs, direction).sum() <= kg.degree(ft, back).sum():
             _, nb, _ = kg.incident(fs, direction)
-            fs = unique_ids(nb[ds[nb] < 0])
+            fs = unique_ids(nb[ds[nb] < 0], n)
             ks += 1
             ds[fs] = ks
             hit = fs[dt[fs] >= 0]
@@ -124,7 +126,7 @@ def _bibfs(
                 return _Meeting(length, ds, dt, hit[dt[hit] == length - ks])
         else:
             _, nb, _ = kg.incident(ft, back)
-            ft = unique_ids(nb[dt[nb] < 0])
+            ft = unique_ids(nb[dt[nb] < 0], n)
             kt += 1
             dt[ft] = kt
             hit = ft[ds[ft] >= 0]

@@ -1,0 +1,1 @@
+"""Benchmarks for rg: each is ``python -m bench.NAME [--quick] [--out PATH]`` (see README.md)."""
