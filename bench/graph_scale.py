@@ -8,7 +8,7 @@ triples is built by rg (``KnowledgeGraph.from_triples``) and by the baseline, a 
 ``MultiDiGraph`` keyed by triple id, each in a fresh process so that the resident-memory
 growth of the build is measured alone (retained after the build, and peak during it; the
 string names are shared with the input triples in both, so the figures are the structure's own
-cost). rg then answers 2-hop k-hop queries and directed
+cost). rg then answers 2-hop k-hop queries and mixed-direction
 all-shortest-path queries between random entity pairs. Writes JSON with the memory ratio
 (networkx / rg) and bytes per triple.
 """
@@ -93,7 +93,7 @@ def measure_queries(n: int, seed: int, queries: int) -> dict[str, float]:
     sizes = [len(kg.k_hop([names[a]], 2, max_triples=10_000)) for a, _ in picks]
     khop = (time.perf_counter() - start) / queries
     start = time.perf_counter()
-    found = sum(bool(kg.shortest_paths(names[a], names[b], "out", max_len=6, max_paths=1000)) for a, b in picks)
+    found = sum(bool(kg.shortest_paths(names[a], names[b], "both", max_len=6, max_paths=1000)) for a, b in picks)
     sp = (time.perf_counter() - start) / queries
     return {"khop_ms": khop * 1e3, "mean_khop_triples": float(np.mean(sizes)),
             "shortest_paths_ms": sp * 1e3, "pairs_connected": found / queries,
