@@ -1,0 +1,36 @@
+"""LLM client layer: the LLMClient protocol, an OpenAI-compatible client, usage ledger, prompts.
+
+The scripted test server lives in :mod:`rg.llm.scripted_server` and is not imported here.
+"""
+
+from rg.llm.client import (
+    RETRYABLE,
+    Completion,
+    ErrorReason,
+    LLMClient,
+    LLMError,
+    OpenAICompatibleClient,
+    complete_sync,
+)
+from rg.llm.config import LOOPBACK_PLACEHOLDER_KEY, LLMConfig, MissingAPIKeyError
+from rg.llm.prompts import PromptRegistry, PromptTemplate
+from rg.llm.usage import SIDES, Side, Usage, UsageLedger
+
+__all__ = [
+    "LOOPBACK_PLACEHOLDER_KEY",
+    "RETRYABLE",
+    "SIDES",
+    "Completion",
+    "ErrorReason",
+    "LLMClient",
+    "LLMConfig",
+    "LLMError",
+    "MissingAPIKeyError",
+    "OpenAICompatibleClient",
+    "PromptRegistry",
+    "PromptTemplate",
+    "Side",
+    "Usage",
+    "UsageLedger",
+    "complete_sync",
+]
