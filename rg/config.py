@@ -138,6 +138,7 @@ def load_config(path: str | Path, model: type[C], overrides: Sequence[str] = ())
 CONFIG_KINDS: dict[str, str] = {
     "build_subgraphs": "rg.data.builder:BuildSubgraphsConfig",
     "synthetic": "rg.data.synthetic:SyntheticConfig",
+    "refine": "rg.supervision.job:RefineConfig",
 }
 """YAML ``kind`` → ``module:Class`` of its config (imported on use, so rg.config stays light)."""
 

@@ -121,6 +121,12 @@ class UsageLedger:
         for (stage, side), usage in other.entries().items():
             self.add(stage, side, usage)  # type: ignore[arg-type]
 
+    def drain(self) -> UsageLedger:
+        """Move every entry into a new ledger and leave this one empty (per-batch reporting)."""
+        moved = UsageLedger()
+        moved._entries, self._entries = self._entries, {}
+        return moved
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form: ``{"stages": {stage: {side: usage}}, "total": usage}``.
 

@@ -1,0 +1,226 @@
+"""The supervision-refinement job on Ray Data (ReG stage S(I) at scale).
+
+Samples (RoG parquet/jsonl, or the subgraph builder's shards) flow through two stages: map
+tasks compute each question's weak labels and compressed candidate pool, then an actor pool
+runs the path selector — an LLM behind an OpenAI-compatible endpoint, or the local similarity
+selector — with many questions in flight per actor (the client is created inside the actor).
+The driver writes each finished batch as an atomic parquet part file, so a killed job loses
+only the batches in flight; a restart skips ids already labelled. A JSON report (counts,
+fallback reasons, pool sizes, tokens and calls) is written next to the labels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+from tqdm.auto import tqdm
+
+from rg.config import Config
+from rg.data.paths import resolve_data_path
+from rg.data.records import BadRow
+from rg.data.rog import iter_rog_rows
+from rg.data.sample import Sample
+from rg.llm.usage import UsageLedger
+from rg.runtime import RayConfig, init_ray
+from rg.supervision.candidates import CandidateConfig
+from rg.supervision.labels import Labels, iter_labels, write_labels
+from rg.supervision.llm_selector import LLMPathSelector, LLMSelectorConfig
+from rg.supervision.refine import Prepared, finish_question, prepare_question
+from rg.supervision.selectors import PathSelector, SimilarityPathSelector, SimilaritySelectorConfig
+from rg.text.encoder import EncoderConfig, TextEncoder
+
+LABELS_DIR = "labels"
+REPORT_FILE = "refine_report.json"
+
+
+class RefineConfig(Config):
+    """``python -m jobs.refine``: weak labels → candidate pool → path selection → labels parquet."""
+
+    KIND: ClassVar[str] = "refine"
+
+    input: str | list[str] = Field(
+        description="RoG parquet/jsonl(.gz) file or folder of parquet shards, or a list of them; `@shared/...` allowed."
+    )
+    output_dir: str = Field(description="Labels go to <output_dir>/labels/, the report beside them.")
+    selector: Literal["similarity", "llm"] = Field("similarity", description="Local similarity selector or an LLM.")
+    similarity: SimilaritySelectorConfig = Field(default_factory=SimilaritySelectorConfig)
+    encoder: EncoderConfig = Field(default_factory=EncoderConfig)
+    llm: LLMSelectorConfig | None = Field(None, description="Endpoint and limits; required when selector is `llm`.")
+    candidates: CandidateConfig = Field(default_factory=CandidateConfig)
+    limit: int | None = Field(None, ge=1, description="Only the first N rows of each input (quick runs).")
+    num_actors: int = Field(2, ge=1, description="Selector actors in the Ray Data pool.")
+    actor_cpus: float = Field(1.0, gt=0, description="CPUs reserved per selector actor (LLM selectors wait on I/O: use less).")
+    batch_size: int = Field(16, ge=1, description="Questions per actor call (selected concurrently).")
+    ray: RayConfig = Field(default_factory=RayConfig)
+
+    @model_validator(mode="after")
+    def _llm_needs_endpoint(self) -> "RefineConfig":
+        if self.selector == "llm" and self.llm is None:
+            raise ValueError("selector is `llm` but no `llm:` section is set; add llm.llm.base_url and llm.llm.model")
+        return self
+
+
+def build_selector(cfg: RefineConfig) -> PathSelector:
+    """The configured selector (constructed where it runs, e.g. inside a Ray actor)."""
+    import torch
+
+    torch.set_num_threads(max(1, int(cfg.actor_cpus)))  # one process per actor: match its CPU share
+    if cfg.selector == "llm":
+        assert cfg.llm is not None  # checked by the config validator
+        return LLMPathSelector(cfg.llm)
+    return SimilarityPathSelector(cfg.similarity, TextEncoder(cfg.encoder))
+
+
+def _prepare_batch(batch: dict[str, np.ndarray], candidates: CandidateConfig) -> dict[str, np.ndarray]:
+    """Map task: weak labels and candidate pool of each sample (pickled for the next stage)."""
+    out = []
+    for blob in batch["sample"]:
+        sample: Sample = pickle.loads(blob)
+        out.append(pickle.dumps((sample, prepare_question(sample, candidates))))
+    return {"prepared": np.array(out, dtype=object)}
+
+
+class _SelectorActor:
+    """Async actor: runs the selector on a batch of prepared questions concurrently."""
+
+    def __init__(self, cfg: RefineConfig) -> None:
+        self.selector = build_selector(cfg)
+
+    async def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        items: list[tuple[Sample, Prepared]] = [pickle.loads(b) for b in batch["prepared"]]
+        selections = await asyncio.gather(*(self.selector.select(s, p.pool) for s, p in items))
+        labels = [finish_question(s, p, sel, self.selector.name) for (s, p), sel in zip(items, selections)]
+        delta = ""
+        if isinstance(self.selector, LLMPathSelector):
+            delta = json.dumps(self.selector.client.ledger.drain().to_dict())
+        return {
+            "labels": np.array([pickle.dumps(x) for x in labels], dtype=object),
+            "ledger": np.array([delta] + [""] * (len(labels) - 1), dtype=object),
+        }
+
+
+def done_ids(labels_dir: Path) -> set[str]:
+    """Ids already labelled by earlier runs (resume)."""
+    return {x.id for x in iter_labels(labels_dir)} if labels_dir.is_dir() and any(labels_dir.glob("*.parquet")) else set()
+
+
+def read_pending(cfg: RefineConfig, skip: set[str]) -> tuple[list[Sample], Counter, int]:
+    """Input samples not yet labelled, bad rows by reason, and the number skipped."""
+    samples, bad, skipped = [], Counter(), 0
+    for source in [cfg.input] if isinstance(cfg.input, str) else cfg.input:
+        for n, (_, item) in enumerate(iter_rog_rows(resolve_data_path(source))):
+            if cfg.limit is not None and n >= cfg.limit:
+                break
+            if isinstance(item, BadRow):
+                bad[item.reason] += 1
+            elif item.id in skip:
+                skipped += 1
+            else:
+                samples.append(item)
+    return samples, bad, skipped
+
+
+def refine(cfg: RefineConfig, progress: bool = True) -> dict[str, Any]:
+    """Run the job; return (and write to ``output_dir/refine_report.json``) the report."""
+    import ray
+
+    out = Path(cfg.output_dir)
+    labels_dir = out / LABELS_DIR
+    labels_dir.mkdir(parents=True, exist_ok=True)
+    samples, bad, resumed = read_pending(cfg, done_ids(labels_dir))
+    ledger = UsageLedger()
+    start = time.perf_counter()
+    written = 0
+    if samples:
+        init_ray(cfg.ray)
+        ds = ray.data.from_items(
+            [{"sample": pickle.dumps(s)} for s in samples],
+            override_num_blocks=max(1, min(len(samples) // cfg.batch_size, 200)),
+        )
+        ds = ds.map_batches(_prepare_batch, fn_kwargs={"candidates": cfg.candidates}, batch_format="numpy")
+        ds = ds.map_batches(
+            _SelectorActor,
+            fn_constructor_kwargs={"cfg": cfg},
+            batch_size=cfg.batch_size,
+            batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(size=cfg.num_actors),
+            num_cpus=cfg.actor_cpus,
+        )
+        bar = tqdm(total=len(samples), unit="q", desc=f"refine ({cfg.selector})", disable=not progress)
+        for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+            labels = [pickle.loads(b) for b in batch["labels"]]
+            write_labels(labels, labels_dir / f"part-{uuid.uuid4().hex[:12]}.parquet")
+            for delta in batch["ledger"]:
+                if delta:
+                    ledger.merge(UsageLedger.from_dict(json.loads(delta)))
+            written += len(labels)
+            bar.update(len(labels))
+        bar.close()
+    report = summarize(list(iter_labels(labels_dir)), cfg, bad, resumed, written, ledger, time.perf_counter() - start)
+    (out / REPORT_FILE).write_text(json.dumps(report, indent=2))
+    return report
+
+
+def summarize(
+    labels: list[Labels], cfg: RefineConfig, bad: Counter, resumed: int, written: int,
+    ledger: UsageLedger, seconds: float,
+) -> dict[str, Any]:
+    """Report over all labels in the output folder (this run and earlier ones)."""
+    ids = [x.id for x in labels]
+    before = np.array([x.pool_before for x in labels], dtype=float)
+    after = np.array([x.pool_after for x in labels], dtype=float)
+    sources = Counter(x.source for x in labels)
+    return {
+        "input": cfg.input,
+        "selector": labels[0].selector if labels else cfg.selector,
+        "prompt_ids": sorted({x.prompt_id for x in labels if x.prompt_id}),
+        "questions": len(labels),
+        "duplicate_ids": len(ids) - len(set(ids)),
+        "this_run": written,
+        "resumed": resumed,
+        "bad_input_rows": dict(bad),
+        "refined": sources.get("refined", 0),
+        "weak_fallback": sources.get("weak", 0),
+        "fallback_reasons": dict(Counter(x.fallback_reason for x in labels if x.fallback_reason)),
+        "mean_pool_before": float(before.mean()) if labels else None,
+        "mean_pool_after": float(after.mean()) if labels else None,
+        "compression_ratio": float(before.sum() / after.sum()) if labels and after.sum() else None,
+        "mean_positive_triples": float(np.mean([len(x.positive_triples) for x in labels])) if labels else None,
+        "prompt_tokens": int(sum(x.prompt_tokens for x in labels)),
+        "completion_tokens": int(sum(x.completion_tokens for x in labels)),
+        "llm_usage_this_run": ledger.to_dict(),
+        "seconds_this_run": seconds,
+        "questions_per_s_this_run": written / seconds if seconds > 0 and written else None,
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A short human-readable summary of a refine report."""
+    lines = [
+        f"selector {report['selector']}  prompts {report['prompt_ids'] or '-'}",
+        f"questions {report['questions']:,} (this run {report['this_run']:,}, resumed {report['resumed']:,}, "
+        f"duplicates {report['duplicate_ids']})",
+        f"refined {report['refined']:,}  weak fallback {report['weak_fallback']:,} {report['fallback_reasons'] or ''}",
+    ]
+    if report["mean_pool_before"] is not None:
+        lines.append(
+            f"pool {report['mean_pool_before']:.1f} → {report['mean_pool_after']:.1f} candidates "
+            f"(compression {report['compression_ratio']:.1f}x); positives {report['mean_positive_triples']:.1f}/question"
+        )
+    total = report["llm_usage_this_run"]["total"]
+    lines.append(
+        f"LLM calls {total['calls']} retries {total['retries']} failures {total['failures']} tokens "
+        f"{total['prompt_tokens']:,}+{total['completion_tokens']:,}"
+    )
+    if report["bad_input_rows"]:
+        lines.append(f"bad input rows: {report['bad_input_rows']}")
+    return "\n".join(lines)

@@ -1,0 +1,242 @@
+"""The per-question supervision record (:class:`Labels`) and its parquet files.
+
+A :class:`Labels` row says which triples of a question's subgraph are positive, which paths
+they came from, and how they were obtained: ``source="refined"`` when a path selector (an LLM
+prompt or a local algorithm) chose them from the candidate pool (ReG, Zou et al. 2025, stage
+S(I)), ``source="weak"`` when the selector failed and the weak shortest-path labels were kept,
+with the reason. Every question gets a row; none is dropped silently.
+
+Files are written atomically (a temporary file in the same folder, then ``os.replace``) with an
+explicit pyarrow schema; :func:`read_labels` reads one file or a folder of part files.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path as FilePath
+from typing import Any, Iterable, Iterator, Literal, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rg.supervision.candidates import CandidatePool
+from rg.supervision.weak import WeakLabels
+
+LabelSource = Literal["refined", "weak"]
+LABEL_SOURCES: tuple[LabelSource, ...] = ("refined", "weak")
+
+LABELS_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("positive_triples", pa.list_(pa.int64()), nullable=False),
+        pa.field("paths", pa.list_(pa.string()), nullable=False),
+        pa.field("relation_paths", pa.list_(pa.list_(pa.string())), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("selector", pa.string(), nullable=False),
+        pa.field("prompt_id", pa.string()),
+        pa.field("fallback_reason", pa.string()),
+        pa.field("prompt_tokens", pa.int64(), nullable=False),
+        pa.field("completion_tokens", pa.int64(), nullable=False),
+        pa.field("pool_before", pa.int64(), nullable=False),
+        pa.field("pool_after", pa.int64(), nullable=False),
+    ]
+)
+"""Columns of a labels parquet file, one row per question (``prompt_id`` and
+``fallback_reason`` are nullable)."""
+
+
+@dataclass(frozen=True)
+class Labels:
+    """Supervision of one question (DESIGN §3).
+
+    Attributes:
+        id: The question id (``Sample.id``).
+        positive_triples: Indices into ``sample.triples`` of the positive triples, sorted, unique.
+        paths: The positive paths rendered as ``h → [r] → t`` (one per grounding).
+        relation_paths: The distinct relation chains of those paths, in first-seen order.
+        source: ``refined`` when the selector's choice was used, ``weak`` when the weak labels
+            were kept.
+        selector: Name of the selector implementation (e.g. ``similarity:<encoder>``,
+            ``llm:<model>``), also on weak rows, so a fallback names what failed.
+        prompt_id: Id of the prompt template used, None for a local selector.
+        fallback_reason: Why the weak labels were kept; None when refined.
+        prompt_tokens: Prompt tokens spent on this question.
+        completion_tokens: Completion tokens spent on this question.
+        pool_before: Candidate paths before compression (``CandidatePool.size_before``).
+        pool_after: Candidates after compression (``CandidatePool.size_after``).
+    """
+
+    id: str
+    positive_triples: tuple[int, ...]
+    paths: tuple[str, ...]
+    relation_paths: tuple[tuple[str, ...], ...]
+    source: LabelSource
+    selector: str
+    prompt_id: str | None = None
+    fallback_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    pool_before: int = 0
+    pool_after: int = 0
+
+    def __post_init__(self) -> None:
+        if self.source not in LABEL_SOURCES:
+            raise ValueError(
+                f"labels {self.id!r}: source must be one of {LABEL_SOURCES}, got {self.source!r}"
+            )
+        if (self.source == "refined") != (self.fallback_reason is None):
+            raise ValueError(
+                f"labels {self.id!r}: fallback_reason must be None exactly when source is 'refined' "
+                f"(got source={self.source!r}, fallback_reason={self.fallback_reason!r})"
+            )
+
+    def to_row(self) -> dict[str, Any]:
+        """The row form (plain lists and scalars) matching :data:`LABELS_SCHEMA`."""
+        return {
+            "id": self.id,
+            "positive_triples": list(self.positive_triples),
+            "paths": list(self.paths),
+            "relation_paths": [list(p) for p in self.relation_paths],
+            "source": self.source,
+            "selector": self.selector,
+            "prompt_id": self.prompt_id,
+            "fallback_reason": self.fallback_reason,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "pool_before": self.pool_before,
+            "pool_after": self.pool_after,
+        }
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "Labels":
+        """Inverse of :meth:`to_row`.
+
+        Raises:
+            ValueError: naming the missing columns or an invalid source.
+        """
+        missing = [name for name in LABELS_SCHEMA.names if name not in row]
+        if missing:
+            raise ValueError(f"labels row {row.get('id', '?')!r} lacks column(s) {missing}")
+        return cls(
+            id=str(row["id"]),
+            positive_triples=tuple(int(t) for t in row["positive_triples"]),
+            paths=tuple(str(p) for p in row["paths"]),
+            relation_paths=tuple(tuple(str(r) for r in p) for p in row["relation_paths"]),
+            source=row["source"],
+            selector=str(row["selector"]),
+            prompt_id=row["prompt_id"],
+            fallback_reason=row["fallback_reason"],
+            prompt_tokens=int(row["prompt_tokens"]),
+            completion_tokens=int(row["completion_tokens"]),
+            pool_before=int(row["pool_before"]),
+            pool_after=int(row["pool_after"]),
+        )
+
+
+def weak_fallback(
+    sample_id: str,
+    weak: WeakLabels,
+    pool: CandidatePool | None,
+    reason: str,
+    selector: str,
+    prompt_id: str | None = None,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+) -> Labels:
+    """Labels that keep the weak shortest-path supervision because refinement failed.
+
+    Args:
+        sample_id: The question id.
+        weak: The question's weak labels (positives and paths are copied from them).
+        pool: The candidate pool, for its sizes; None when no pool was built (sizes 0).
+        reason: Why refinement failed (e.g. ``empty_pool``, ``parse_error``); must be non-empty.
+        selector: The selector that failed.
+        prompt_id: Its prompt template id, if any.
+        prompt_tokens: Tokens spent before the failure.
+        completion_tokens: Tokens spent before the failure.
+    """
+    if not reason:
+        raise ValueError("weak_fallback needs a non-empty reason")
+    paths = weak.paths
+    return Labels(
+        id=sample_id,
+        positive_triples=weak.positive_triples,
+        paths=tuple(p.render() for p in paths),
+        relation_paths=tuple(dict.fromkeys(p.relation_path for p in paths)),
+        source="weak",
+        selector=selector,
+        prompt_id=prompt_id,
+        fallback_reason=reason,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        pool_before=pool.size_before if pool is not None else 0,
+        pool_after=pool.size_after if pool is not None else 0,
+    )
+
+
+def write_labels(labels: Iterable[Labels], path: str | FilePath, batch_size: int = 4096) -> int:
+    """Write labels to one parquet file atomically; return the number of rows.
+
+    The file is written under a temporary name in the same folder and moved into place with
+    ``os.replace``, so readers never see a partial file. Missing parent folders are created.
+
+    Args:
+        labels: Rows to write (consumed once, ``batch_size`` at a time).
+        path: The parquet file to create or replace.
+        batch_size: Rows per record batch.
+    """
+    path = FilePath(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    count = 0
+    try:
+        with pq.ParquetWriter(str(temporary), LABELS_SCHEMA) as writer:
+            batch: list[dict[str, Any]] = []
+            for item in labels:
+                batch.append(item.to_row())
+                if len(batch) == batch_size:
+                    writer.write_table(pa.Table.from_pylist(batch, schema=LABELS_SCHEMA))
+                    count += len(batch)
+                    batch = []
+            if batch or count == 0:
+                writer.write_table(pa.Table.from_pylist(batch, schema=LABELS_SCHEMA))
+                count += len(batch)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return count
+
+
+def iter_labels(path: str | FilePath) -> Iterator[Labels]:
+    """Yield the labels in a parquet file, or in every ``*.parquet`` of a folder (sorted names).
+
+    Files whose names start with ``.`` (temporary files of unfinished writes) are skipped.
+
+    Raises:
+        FileNotFoundError: if the path does not exist or a folder holds no parquet file.
+        ValueError: if a file lacks a labels column.
+    """
+    path = FilePath(path)
+    if path.is_dir():
+        files = sorted(p for p in path.glob("*.parquet") if not p.name.startswith("."))
+        if not files:
+            raise FileNotFoundError(f"{path} holds no .parquet label files")
+    elif path.is_file():
+        files = [path]
+    else:
+        raise FileNotFoundError(f"labels path {path} does not exist")
+    for file in files:
+        parquet = pq.ParquetFile(str(file))
+        missing = [n for n in LABELS_SCHEMA.names if n not in parquet.schema_arrow.names]
+        if missing:
+            raise ValueError(f"{file}: not a labels file, missing column(s) {missing}")
+        for batch in parquet.iter_batches(columns=list(LABELS_SCHEMA.names)):
+            for row in batch.to_pylist():
+                yield Labels.from_row(row)
+
+
+def read_labels(path: str | FilePath) -> list[Labels]:
+    """All labels of a parquet file or folder of part files; see :func:`iter_labels`."""
+    return list(iter_labels(path))
