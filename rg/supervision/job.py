@@ -31,7 +31,9 @@ from rg.data.rog import iter_rog_rows
 from rg.data.sample import Sample
 from rg.llm.usage import UsageLedger
 from rg.runtime import RayConfig, init_ray
+from rg.data.webqsp import read_webqsp_labels
 from rg.supervision.candidates import CandidateConfig
+from rg.supervision.evaluate import compare_with_reference
 from rg.supervision.labels import Labels, iter_labels, write_labels
 from rg.supervision.llm_selector import LLMPathSelector, LLMSelectorConfig
 from rg.supervision.refine import Prepared, finish_question, prepare_question
@@ -57,6 +59,10 @@ class RefineConfig(Config):
     llm: LLMSelectorConfig | None = Field(None, description="Endpoint and limits; required when selector is `llm`.")
     candidates: CandidateConfig = Field(default_factory=CandidateConfig)
     limit: int | None = Field(None, ge=1, description="Only the first N rows of each input (quick runs).")
+    reference_labels: str | None = Field(
+        None,
+        description="WebQSP-style evidence labels (jsonl.gz with evidence_triple_idx) to score weak and refined labels against.",
+    )
     num_actors: int = Field(2, ge=1, description="Selector actors in the Ray Data pool.")
     actor_cpus: float = Field(1.0, gt=0, description="CPUs reserved per selector actor (LLM selectors wait on I/O: use less).")
     batch_size: int = Field(16, ge=1, description="Questions per actor call (selected concurrently).")
@@ -165,7 +171,14 @@ def refine(cfg: RefineConfig, progress: bool = True) -> dict[str, Any]:
             written += len(labels)
             bar.update(len(labels))
         bar.close()
-    report = summarize(list(iter_labels(labels_dir)), cfg, bad, resumed, written, ledger, time.perf_counter() - start)
+    all_labels = list(iter_labels(labels_dir))
+    report = summarize(all_labels, cfg, bad, resumed, written, ledger, time.perf_counter() - start)
+    if cfg.reference_labels:
+        reference = {
+            x.id: x.evidence_triple_idx for x in read_webqsp_labels(resolve_data_path(cfg.reference_labels))
+        }
+        inputs, _, _ = read_pending(cfg, skip=set())
+        report["vs_reference"] = compare_with_reference(inputs, all_labels, reference, cfg.candidates.weak)
     (out / REPORT_FILE).write_text(json.dumps(report, indent=2))
     return report
 
@@ -221,6 +234,11 @@ def format_report(report: dict[str, Any]) -> str:
         f"LLM calls {total['calls']} retries {total['retries']} failures {total['failures']} tokens "
         f"{total['prompt_tokens']:,}+{total['completion_tokens']:,}"
     )
+    for name, q in report.get("vs_reference", {}).items():
+        lines.append(
+            f"vs reference, {name:<16} P {q['precision']:.3f} R {q['recall']:.3f} F1 {q['f1']:.3f} "
+            f"({q['questions']} questions, {q['mean_positives']:.1f} positives)"
+        )
     if report["bad_input_rows"]:
         lines.append(f"bad input rows: {report['bad_input_rows']}")
     return "\n".join(lines)
