@@ -66,6 +66,9 @@ class RefineConfig(Config):
     num_actors: int = Field(2, ge=1, description="Selector actors in the Ray Data pool.")
     actor_cpus: float = Field(1.0, gt=0, description="CPUs reserved per selector actor (LLM selectors wait on I/O: use less).")
     batch_size: int = Field(16, ge=1, description="Questions per actor call (selected concurrently).")
+    calls_per_actor: int = Field(
+        1, ge=1, description="Batches an actor works on at once; > 1 overlaps LLM waits across batches."
+    )
     ray: RayConfig = Field(default_factory=RayConfig)
 
     @model_validator(mode="after")
@@ -150,7 +153,7 @@ def refine(cfg: RefineConfig, progress: bool = True) -> dict[str, Any]:
         init_ray(cfg.ray)
         ds = ray.data.from_items(
             [{"sample": pickle.dumps(s)} for s in samples],
-            override_num_blocks=max(1, min(len(samples) // cfg.batch_size, 200)),
+            override_num_blocks=max(1, -(-len(samples) // cfg.batch_size)),
         )
         ds = ds.map_batches(_prepare_batch, fn_kwargs={"candidates": cfg.candidates}, batch_format="numpy")
         ds = ds.map_batches(
@@ -158,7 +161,11 @@ def refine(cfg: RefineConfig, progress: bool = True) -> dict[str, Any]:
             fn_constructor_kwargs={"cfg": cfg},
             batch_size=cfg.batch_size,
             batch_format="numpy",
-            compute=ray.data.ActorPoolStrategy(size=cfg.num_actors),
+            compute=ray.data.ActorPoolStrategy(
+                size=cfg.num_actors,
+                max_concurrent_calls_per_actor=cfg.calls_per_actor,
+                max_tasks_in_flight_per_actor=2 * cfg.calls_per_actor,
+            ),
             num_cpus=cfg.actor_cpus,
         )
         bar = tqdm(total=len(samples), unit="q", desc=f"refine ({cfg.selector})", disable=not progress)
