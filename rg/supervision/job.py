@@ -18,7 +18,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from rg.config import Config
 from rg.data.paths import resolve_data_path
 from rg.data.records import BadRow
-from rg.data.rog import iter_rog_rows
+from rg.data.rog import iter_rog_rows, rog_files, sample_from_row
 from rg.data.sample import Sample
 from rg.llm.usage import UsageLedger
 from rg.runtime import RayConfig, init_ray
@@ -40,7 +40,13 @@ from rg.supervision.refine import Prepared, finish_question, prepare_question
 from rg.supervision.selectors import PathSelector, SimilarityPathSelector, SimilaritySelectorConfig
 from rg.text.encoder import EncoderConfig, TextEncoder
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import ray
+
 LABELS_DIR = "labels"
+READ_CPUS = 0.25
+"""CPUs reserved per read task; the actor pool must leave at least this much free."""
 REPORT_FILE = "refine_report.json"
 
 
@@ -64,7 +70,12 @@ class RefineConfig(Config):
         description="WebQSP-style evidence labels (jsonl.gz with evidence_triple_idx) to score weak and refined labels against.",
     )
     num_actors: int = Field(2, ge=1, description="Selector actors in the Ray Data pool.")
-    actor_cpus: float = Field(1.0, gt=0, description="CPUs reserved per selector actor (LLM selectors wait on I/O: use less).")
+    actor_cpus: float = Field(
+        0.5,
+        gt=0,
+        description="CPUs reserved per selector actor; num_actors × actor_cpus must leave CPUs for reading "
+        "(LLM selectors mostly wait on I/O: 0.25 is plenty).",
+    )
     batch_size: int = Field(16, ge=1, description="Questions per actor call (selected concurrently).")
     calls_per_actor: int = Field(
         1, ge=1, description="Batches an actor works on at once; > 1 overlaps LLM waits across batches."
@@ -89,13 +100,27 @@ def build_selector(cfg: RefineConfig) -> PathSelector:
     return SimilarityPathSelector(cfg.similarity, TextEncoder(cfg.encoder))
 
 
-def _prepare_batch(batch: dict[str, np.ndarray], candidates: CandidateConfig) -> dict[str, np.ndarray]:
-    """Map task: weak labels and candidate pool of each sample (pickled for the next stage)."""
-    out = []
-    for blob in batch["sample"]:
-        sample: Sample = pickle.loads(blob)
-        out.append(pickle.dumps((sample, prepare_question(sample, candidates))))
-    return {"prepared": np.array(out, dtype=object)}
+def _prepare_batch(
+    batch: "pa.Table", candidates: CandidateConfig, skip: frozenset[str], source: str
+) -> dict[str, np.ndarray]:
+    """Map task: validate rows, skip labelled ids, build weak labels and the candidate pool.
+
+    Returns one output row per input row: ``kind`` is ``sample`` (payload: pickled
+    ``(Sample, Prepared)``), ``skipped`` (already labelled) or ``bad`` (payload: the BadRow).
+    """
+    kinds, payloads = [], []
+    for row in batch.to_pylist():
+        item = sample_from_row(row, source, -1)
+        if isinstance(item, BadRow):
+            kinds.append("bad")
+            payloads.append(pickle.dumps(item))
+        elif item.id in skip:
+            kinds.append("skipped")
+            payloads.append(b"")
+        else:
+            kinds.append("sample")
+            payloads.append(pickle.dumps((item, prepare_question(item, candidates))))
+    return {"kind": np.array(kinds, dtype=object), "payload": np.array(payloads, dtype=object)}
 
 
 class _SelectorActor:
@@ -105,15 +130,18 @@ class _SelectorActor:
         self.selector = build_selector(cfg)
 
     async def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        items: list[tuple[Sample, Prepared]] = [pickle.loads(b) for b in batch["prepared"]]
-        selections = await asyncio.gather(*(self.selector.select(s, p.pool) for s, p in items))
-        labels = [finish_question(s, p, sel, self.selector.name) for (s, p), sel in zip(items, selections)]
+        kinds = list(batch["kind"])
+        todo = [pickle.loads(p) for k, p in zip(kinds, batch["payload"]) if k == "sample"]
+        selections = await asyncio.gather(*(self.selector.select(s, p.pool) for s, p in todo))
+        labels = iter(finish_question(s, p, sel, self.selector.name) for (s, p), sel in zip(todo, selections))
+        payloads = [pickle.dumps(next(labels)) if k == "sample" else p for k, p in zip(kinds, batch["payload"])]
         delta = ""
         if isinstance(self.selector, LLMPathSelector):
             delta = json.dumps(self.selector.client.ledger.drain().to_dict())
         return {
-            "labels": np.array([pickle.dumps(x) for x in labels], dtype=object),
-            "ledger": np.array([delta] + [""] * (len(labels) - 1), dtype=object),
+            "kind": np.array(kinds, dtype=object),
+            "payload": np.array(payloads, dtype=object),
+            "ledger": np.array([delta] + [""] * (len(kinds) - 1), dtype=object),
         }
 
 
@@ -122,40 +150,58 @@ def done_ids(labels_dir: Path) -> set[str]:
     return {x.id for x in iter_labels(labels_dir)} if labels_dir.is_dir() and any(labels_dir.glob("*.parquet")) else set()
 
 
-def read_pending(cfg: RefineConfig, skip: set[str]) -> tuple[list[Sample], Counter, int]:
-    """Input samples not yet labelled, bad rows by reason, and the number skipped."""
-    samples, bad, skipped = [], Counter(), 0
-    for source in [cfg.input] if isinstance(cfg.input, str) else cfg.input:
-        for n, (_, item) in enumerate(iter_rog_rows(resolve_data_path(source))):
-            if cfg.limit is not None and n >= cfg.limit:
-                break
-            if isinstance(item, BadRow):
-                bad[item.reason] += 1
-            elif item.id in skip:
-                skipped += 1
-            else:
-                samples.append(item)
-    return samples, bad, skipped
+def check_resources(cfg: RefineConfig, cluster_cpus: float) -> None:
+    """Fail fast when the actor pool would take every CPU and starve the read tasks."""
+    need = cfg.num_actors * cfg.actor_cpus + READ_CPUS
+    if need > cluster_cpus:
+        raise ValueError(
+            f"num_actors × actor_cpus = {cfg.num_actors} × {cfg.actor_cpus} leaves no CPU for reading on a "
+            f"cluster with {cluster_cpus:g} CPUs (needs {need:g}). Fix: lower `num_actors` or `actor_cpus`"
+        )
+
+
+def input_sources(cfg: RefineConfig) -> list[str]:
+    return [cfg.input] if isinstance(cfg.input, str) else list(cfg.input)
+
+
+def read_input(source: str, limit: int | None) -> "ray.data.Dataset":
+    """One input as a streaming Ray Dataset (parquet files or shards, or jsonl/jsonl.gz)."""
+    import ray
+
+    files = [str(f) for f in rog_files(resolve_data_path(source))]
+    if all(f.endswith(".parquet") for f in files):
+        ds = ray.data.read_parquet(files, num_cpus=READ_CPUS)
+    else:
+        ds = ray.data.read_json(files, lines=True, num_cpus=READ_CPUS)
+    return ds.limit(limit) if limit is not None else ds
 
 
 def refine(cfg: RefineConfig, progress: bool = True) -> dict[str, Any]:
-    """Run the job; return (and write to ``output_dir/refine_report.json``) the report."""
+    """Run the job; return (and write to ``output_dir/refine_report.json``) the report.
+
+    Rows stream from the inputs through Ray Data (nothing is loaded whole on the driver);
+    the driver writes each finished batch as an atomic parquet part file.
+    """
     import ray
 
     out = Path(cfg.output_dir)
     labels_dir = out / LABELS_DIR
     labels_dir.mkdir(parents=True, exist_ok=True)
-    samples, bad, resumed = read_pending(cfg, done_ids(labels_dir))
-    ledger = UsageLedger()
+    skip = frozenset(done_ids(labels_dir))
+    init_ray(cfg.ray)
+    check_resources(cfg, ray.cluster_resources().get("CPU", 0.0))
+    ledger, bad, counts = UsageLedger(), Counter(), Counter()
     start = time.perf_counter()
-    written = 0
-    if samples:
-        init_ray(cfg.ray)
-        ds = ray.data.from_items(
-            [{"sample": pickle.dumps(s)} for s in samples],
-            override_num_blocks=max(1, -(-len(samples) // cfg.batch_size)),
+    for source in input_sources(cfg):
+        ds = read_input(source, cfg.limit)
+        total = ds.count()
+        ds = ds.repartition(target_num_rows_per_block=cfg.batch_size)  # spread questions over the actors
+        ds = ds.map_batches(
+            _prepare_batch,
+            fn_kwargs={"candidates": cfg.candidates, "skip": skip, "source": source},
+            batch_size=cfg.batch_size,
+            batch_format="pyarrow",
         )
-        ds = ds.map_batches(_prepare_batch, fn_kwargs={"candidates": cfg.candidates}, batch_format="numpy")
         ds = ds.map_batches(
             _SelectorActor,
             fn_constructor_kwargs={"cfg": cfg},
@@ -168,26 +214,43 @@ def refine(cfg: RefineConfig, progress: bool = True) -> dict[str, Any]:
             ),
             num_cpus=cfg.actor_cpus,
         )
-        bar = tqdm(total=len(samples), unit="q", desc=f"refine ({cfg.selector})", disable=not progress)
+        bar = tqdm(total=total, unit="q", desc=f"refine {Path(source).name} ({cfg.selector})", disable=not progress)
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
-            labels = [pickle.loads(b) for b in batch["labels"]]
-            write_labels(labels, labels_dir / f"part-{uuid.uuid4().hex[:12]}.parquet")
+            labels = []
+            for kind, payload in zip(batch["kind"], batch["payload"]):
+                counts[kind] += 1
+                if kind == "sample":
+                    labels.append(pickle.loads(payload))
+                elif kind == "bad":
+                    bad[pickle.loads(payload).reason] += 1
+            if labels:
+                write_labels(labels, labels_dir / f"part-{uuid.uuid4().hex[:12]}.parquet")
             for delta in batch["ledger"]:
                 if delta:
                     ledger.merge(UsageLedger.from_dict(json.loads(delta)))
-            written += len(labels)
-            bar.update(len(labels))
+            bar.update(len(batch["kind"]))
         bar.close()
     all_labels = list(iter_labels(labels_dir))
-    report = summarize(all_labels, cfg, bad, resumed, written, ledger, time.perf_counter() - start)
+    report = summarize(
+        all_labels, cfg, bad, counts["skipped"], counts["sample"], ledger, time.perf_counter() - start
+    )
     if cfg.reference_labels:
         reference = {
             x.id: x.evidence_triple_idx for x in read_webqsp_labels(resolve_data_path(cfg.reference_labels))
         }
-        inputs, _, _ = read_pending(cfg, skip=set())
-        report["vs_reference"] = compare_with_reference(inputs, all_labels, reference, cfg.candidates.weak)
+        report["vs_reference"] = compare_with_reference(iter_samples(cfg), all_labels, reference, cfg.candidates.weak)
     (out / REPORT_FILE).write_text(json.dumps(report, indent=2))
     return report
+
+
+def iter_samples(cfg: RefineConfig) -> Iterator[Sample]:
+    """The input samples, streamed on the driver (used only for scoring against references)."""
+    for source in input_sources(cfg):
+        for n, (_, item) in enumerate(iter_rog_rows(resolve_data_path(source))):
+            if cfg.limit is not None and n >= cfg.limit:
+                break
+            if isinstance(item, Sample):
+                yield item
 
 
 def summarize(

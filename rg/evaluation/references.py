@@ -1,0 +1,50 @@
+"""Reference positives for triple recall: weak labels, labels files, WebQSP GPT-4o evidence.
+
+Each loader returns a :data:`~rg.evaluation.retrieval.Reference`: question id → indices into
+``sample.triples`` of the positive triples, ready for
+:func:`~rg.evaluation.retrieval.evaluate_retrieval`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from rg.data.sample import Sample
+from rg.data.webqsp import read_webqsp_labels
+from rg.supervision.labels import LabelSource, iter_labels
+from rg.supervision.weak import WeakConfig, weak_labels
+
+
+def weak_reference(samples: Iterable[Sample], config: WeakConfig | None = None) -> dict[str, tuple[int, ...]]:
+    """The weak labels (shortest topic–answer paths) of each sample as a reference.
+
+    Args:
+        samples: The questions with their subgraphs.
+        config: Weak-label search settings; defaults to :class:`WeakConfig`.
+    """
+    return {sample.id: weak_labels(sample, config).positive_triples for sample in samples}
+
+
+def labels_reference(path: str | Path, source: LabelSource | None = None) -> dict[str, tuple[int, ...]]:
+    """The positives of a labels parquet file or folder (``rg.supervision.labels``).
+
+    Args:
+        path: A labels parquet file or a folder of part files.
+        source: Keep only rows with this ``source`` (``refined`` or ``weak``); None keeps all,
+            so weak fallbacks stand in for failed refinements as they do in training.
+    """
+    return {
+        labels.id: labels.positive_triples
+        for labels in iter_labels(path)
+        if source is None or labels.source == source
+    }
+
+
+def webqsp_gpt4o_reference(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """The GPT-4o evidence triples of WebQSP test questions (SubgraphRAG's released labels).
+
+    Args:
+        path: ``webqsp-evidence/webqsp_test_labels.jsonl.gz`` (``evidence_triple_idx`` per id).
+    """
+    return {row.id: row.evidence_triple_idx for row in read_webqsp_labels(path)}
