@@ -17,11 +17,11 @@ Neither reads gold answers: scorers see the question, its topic entities and its
 
 from __future__ import annotations
 
-import re
 from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from rg.data.entities import is_unnamed
 from rg.data.sample import Sample, Triple
 from rg.graph import KnowledgeGraph
 from rg.supervision.selectors import verbalise_relation
@@ -31,7 +31,6 @@ from rg.text.encoder import TextEncoder
 UNNAMED = "unnamed"
 """How an unnamed Freebase node (``m.``/``g.`` id, e.g. a CVT) is written in triple text."""
 
-_UNNAMED_ID = re.compile(r"[mg]\.[0-9a-z_]+")
 
 
 @runtime_checkable
@@ -55,9 +54,6 @@ class TripleScorer(Protocol):
         ...
 
 
-def is_unnamed(entity: str) -> bool:
-    """Whether ``entity`` is a Freebase machine id (``m.0abc``, ``g.11b6``) without a name."""
-    return _UNNAMED_ID.fullmatch(entity) is not None
 
 
 def entity_text(entity: str) -> str:
