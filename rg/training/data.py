@@ -32,8 +32,8 @@ import numpy as np
 import torch
 from pydantic import Field, model_validator
 
-from rg.data.entities import is_unnamed
 from rg.config import Config
+from rg.data.entities import is_unnamed
 from rg.data.sample import Sample
 from rg.retrievers.graphs import EmbeddingTables, QuestionGraph
 from rg.supervision.labels import LabelSource, Labels, read_labels, weak_fallback
