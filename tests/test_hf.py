@@ -29,7 +29,7 @@ def test_load_hf_rog_offline_fails_fast_with_advice(hub_env, variable: str) -> N
     start = time.monotonic()
     with pytest.raises((ImportError, HubUnavailableError), match="read_rog"):
         load_hf_rog("rmanluo/RoG-webqsp", "test")
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 30  # no network wait (minutes); generous for loaded machines
     with pytest.raises(HubUnavailableError, match=variable):
         check_hub_reachable(endpoint="http://127.0.0.1:1")
 
@@ -46,7 +46,7 @@ def test_check_hub_reachable_uses_configured_endpoint(hub_env) -> None:
     start = time.monotonic()
     with pytest.raises(HubUnavailableError, match=f"{endpoint}.*read_rog"):
         check_hub_reachable(timeout=1.0)
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 30  # bounded by the probe timeout, not a TCP default
 
 
 def test_probe_endpoint_local_server(hub_env) -> None:

@@ -69,7 +69,7 @@ def test_retry_after_is_capped_by_max_backoff():
     with ScriptedServer([Status(503, retry_after=100), Reply("ok")]) as srv:
         start = time.monotonic()
         assert run(make_client(srv, max_backoff_s=0.05)).retries == 1
-        assert time.monotonic() - start < 2.0
+        assert time.monotonic() - start < 30  # far below the 100 s the server asked for
 
 
 @pytest.mark.parametrize("code", [500, 503])
@@ -96,12 +96,11 @@ def test_client_errors_fail_at_once(code):
 
 
 def test_timeouts_are_retried_then_fail():
-    with ScriptedServer(Script.always(Reply("too late", delay_s=1.0))) as srv:
+    # the reply would arrive after 30 s; the error (not the text) shows each attempt timed out
+    with ScriptedServer(Script.always(Reply("too late", delay_s=30.0))) as srv:
         client = make_client(srv, timeout_s=0.2, max_retries=1)
-        start = time.monotonic()
         with pytest.raises(LLMError) as info:
             run(client)
-        assert time.monotonic() - start < 0.9
         assert info.value.reason == "timeout" and len(srv.chat_requests) == 2
 
 
