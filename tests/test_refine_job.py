@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import pickle
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
-from rg.data.rog import write_rog_parquet
+from rg.data.rog import read_rog, write_rog_parquet
 from rg.data.subgraphs import SubgraphConfig, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer
-from rg.supervision.job import RefineConfig, refine
+from rg.supervision.job import RefineConfig, _SelectorActor, refine
 from rg.supervision.labels import read_labels
+from rg.supervision.refine import prepare_question
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,3 +115,22 @@ def test_killed_job_resumes_to_the_same_labels(ray_local, samples_file, tmp_path
     final, expected = by_id(out / "labels"), by_id(reference / "labels")
     assert len(read_labels(out / "labels")) == 40  # no duplicates across part files
     assert final == expected
+
+
+def test_selector_crash_falls_back_to_weak_labels(samples_file):
+    """A selector that raises (not an LLM error) still yields a weak label with the reason."""
+
+    class Exploding:
+        name = "exploding"
+
+        async def select(self, sample, pool):
+            raise RuntimeError("boom")
+
+    actor = _SelectorActor.__new__(_SelectorActor)
+    actor.selector = Exploding()
+    sample = next(iter(read_rog(samples_file)))
+    batch = {"kind": np.array(["sample"], dtype=object),
+             "payload": np.array([pickle.dumps((sample, prepare_question(sample)))], dtype=object)}
+    out = asyncio.run(actor(batch))
+    label = pickle.loads(out["payload"][0])
+    assert label.source == "weak" and label.fallback_reason == "selector_error:RuntimeError"

@@ -37,7 +37,7 @@ from rg.supervision.evaluate import compare_with_reference
 from rg.supervision.labels import Labels, iter_labels, write_labels
 from rg.supervision.llm_selector import LLMPathSelector, LLMSelectorConfig
 from rg.supervision.refine import Prepared, finish_question, prepare_question
-from rg.supervision.selectors import PathSelector, SimilarityPathSelector, SimilaritySelectorConfig
+from rg.supervision.selectors import PathSelector, Selection, SimilarityPathSelector, SimilaritySelectorConfig
 from rg.text.encoder import EncoderConfig, TextEncoder
 
 if TYPE_CHECKING:
@@ -118,8 +118,14 @@ def _prepare_batch(
             kinds.append("skipped")
             payloads.append(b"")
         else:
+            try:
+                prepared = prepare_question(item, candidates)
+            except Exception as err:  # one broken question must not fail its whole batch
+                kinds.append("bad")
+                payloads.append(pickle.dumps(BadRow(source, -1, "bad_value", f"{item.id}: cannot build candidates: {err!r}")))
+                continue
             kinds.append("sample")
-            payloads.append(pickle.dumps((item, prepare_question(item, candidates))))
+            payloads.append(pickle.dumps((item, prepared)))
     return {"kind": np.array(kinds, dtype=object), "payload": np.array(payloads, dtype=object)}
 
 
@@ -132,7 +138,10 @@ class _SelectorActor:
     async def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         kinds = list(batch["kind"])
         todo = [pickle.loads(p) for k, p in zip(kinds, batch["payload"]) if k == "sample"]
-        selections = await asyncio.gather(*(self.selector.select(s, p.pool) for s, p in todo))
+        outcomes = await asyncio.gather(*(self.selector.select(s, p.pool) for s, p in todo), return_exceptions=True)
+        selections = [
+            Selection(failure=f"selector_error:{type(o).__name__}") if isinstance(o, Exception) else o for o in outcomes
+        ]
         labels = iter(finish_question(s, p, sel, self.selector.name) for (s, p), sel in zip(todo, selections))
         payloads = [pickle.dumps(next(labels)) if k == "sample" else p for k, p in zip(kinds, batch["payload"])]
         delta = ""
