@@ -1,0 +1,417 @@
+"""Distributed retriever training on Ray Train (V2): ``python -m jobs.train``.
+
+The driver reads the questions, splits them into train and validation by a seeded shuffle of
+their ids, embeds every string **once** (:func:`rg.training.data.build_tables` with a
+:class:`~rg.text.TextEncoder` and its on-disk cache), builds the :class:`QuestionGraph` tensors,
+puts the tables into the object store and hands the graphs to a
+:class:`ray.train.torch.TorchTrainer` as Ray Datasets of pickled graphs. Each worker trains its
+shard of the training questions under DDP (gloo on CPU) with the shared loop
+:func:`rg.training.loop.fit`; every worker evaluates the *whole* validation set (it is not split
+across workers, and the DDP replicas hold identical weights, so all ranks compute the same
+metrics) and reports them each epoch. Rank 0 attaches a checkpoint (weights, optimizer, epoch,
+model config, history). Ray Train keeps the ``keep_checkpoints`` best by the validation recall
+that selects epochs (SubgraphRAG, Li et al., 2024: triple recall@100).
+
+Resumption: a run is named by ``run_name`` under ``storage_path``; resubmitting the same config
+restores Ray Train's checkpoint manager from storage, the workers load the latest checkpoint and
+continue at the next epoch. After training the best checkpoint is exported with
+:meth:`Retriever.save` to ``output_dir`` and a ``train_report.json`` is written beside it::
+
+    report = train_retriever(load_config("configs/train_synthetic_mlp.yaml", TrainJobConfig))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import random
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, ClassVar
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from rg.config import Config
+from rg.data.paths import resolve_data_path
+from rg.data.rog import read_rog
+from rg.data.sample import Sample
+from rg.retrievers.base import CheckpointMeta, Ranked, Retriever
+from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph
+from rg.retrievers.mlp import MLPConfig
+from rg.retrievers.pna import PNAConfig
+from rg.retrievers.registry import build_retriever, load_retriever
+from rg.runtime import RayConfig, init_ray
+from rg.text.encoder import EncoderConfig, TextEncoder
+from rg.training.data import LabelConfig, build_tables, load_labels, question_graphs
+from rg.training.loop import TrainConfig, fit
+
+REPORT_FILE = "train_report.json"
+MODEL_FILE = "model.pt"
+OPTIMIZER_FILE = "optimizer.pt"
+EPOCH_FILE = "epoch.json"
+MODEL_CONFIG_FILE = "model_config.json"
+HISTORY_FILE = "history.json"
+
+RetrieverChoice = Annotated[MLPConfig | PNAConfig, Field(discriminator="kind")]
+
+
+class TrainJobConfig(Config):
+    """``python -m jobs.train``: RoG samples → labels → distributed retriever training → best retriever."""
+
+    KIND: ClassVar[str] = "train"
+
+    input: str = Field(
+        description="RoG parquet/jsonl(.gz) file or folder of parquet shards (e.g. the subgraph builder's output); "
+        "`@shared/...` allowed."
+    )
+    val_fraction: float = Field(
+        0.2, gt=0, lt=1, description="Share of the questions held out for validation (seeded split by id)."
+    )
+    split_seed: int = Field(0, description="Seed of the train/validation split.")
+    limit: int | None = Field(None, ge=2, description="Only the first N questions of the input (quick runs).")
+    retriever: RetrieverChoice = Field(
+        default_factory=MLPConfig, description="Retriever config; `kind: mlp` or `kind: pna` picks the model."
+    )
+    labels: LabelConfig = Field(default_factory=LabelConfig, description="Supervision: weak or refined labels.")
+    encoder: EncoderConfig = Field(
+        default_factory=EncoderConfig,
+        description="Text encoder of the embedding tables; set cache_dir so reruns skip the encoding.",
+    )
+    train: TrainConfig = Field(default_factory=TrainConfig, description="Epochs, optimiser, batching, selection.")
+    num_workers: int = Field(2, ge=1, description="Ray Train workers (DDP replicas).")
+    use_gpu: bool = Field(False, description="One GPU per worker (NCCL); False trains on CPU with gloo.")
+    run_name: str = Field(
+        min_length=1,
+        description="Stable name of the Ray Train run; resubmitting with the same name resumes from its latest checkpoint.",
+    )
+    storage_path: str = Field(
+        "outputs/ray_results",
+        description="Where Ray Train persists checkpoints (<storage_path>/<run_name>). On a multi-node cluster this "
+        "must be shared storage (NFS path or s3:// / gs:// URI) reachable from every node.",
+    )
+    keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept (the best by the selection metric).")
+    max_failures: int = Field(0, ge=-1, description="Worker-group restarts on failure (-1: unlimited).")
+    output_dir: str = Field(description="The best retriever is exported here (Retriever.save) with train_report.json.")
+    ray: RayConfig = Field(default_factory=RayConfig, description="Where Ray runs.")
+
+
+def split_ids(ids: Sequence[str], val_fraction: float, seed: int) -> tuple[set[str], set[str]]:
+    """Split question ids into (train, val) by a seeded shuffle of the sorted ids.
+
+    Each side gets at least one id when there are two or more.
+
+    Raises:
+        ValueError: for fewer than two ids or duplicate ids.
+    """
+    unique = sorted(set(ids))
+    if len(unique) != len(ids):
+        raise ValueError("question ids must be unique; deduplicate the input")
+    if len(unique) < 2:
+        raise ValueError(f"need at least 2 questions to split into train and validation, got {len(unique)}")
+    random.Random(f"rg-train-split:{seed}").shuffle(unique)
+    n_val = min(max(1, round(val_fraction * len(unique))), len(unique) - 1)
+    return set(unique[n_val:]), set(unique[:n_val])
+
+
+def _trainable(graphs: Sequence[QuestionGraph], config: TrainConfig) -> list[QuestionGraph]:
+    """The training graphs :func:`fit` would use (labelled, with triples, with a positive if required)."""
+    return [
+        g
+        for g in graphs
+        if g.labels is not None
+        and g.head.numel() > 0
+        and (g.num_positives > 0 or not config.skip_unlabelled)
+    ]
+
+
+class _LossModule(nn.Module):
+    """Puts a retriever's training loss behind ``forward`` so DDP can wrap it (gradients sync in backward)."""
+
+    def __init__(self, retriever: Retriever) -> None:
+        super().__init__()
+        self.retriever = retriever
+
+    def forward(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
+        return self.retriever.loss(batch, tables)
+
+
+class _DistributedRetriever:
+    """What :func:`fit` sees: the raw retriever, except that ``loss`` runs through the DDP wrapper.
+
+    ``parameters``/``state_dict``/``train``/``eval`` are the raw module's (no ``module.`` prefix),
+    ``retrieve`` is the raw module's (inference needs no gradient sync).
+    """
+
+    def __init__(self, retriever: Retriever, wrapped: nn.Module) -> None:
+        self.retriever = retriever
+        self.wrapped = wrapped
+
+    @property
+    def training(self) -> bool:
+        return self.retriever.training
+
+    def train(self, mode: bool = True) -> "_DistributedRetriever":
+        self.wrapped.train(mode)
+        return self
+
+    def eval(self) -> "_DistributedRetriever":
+        return self.train(False)
+
+    def parameters(self):
+        return self.retriever.parameters()
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self.retriever.state_dict()
+
+    def loss(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
+        return self.wrapped(batch, tables)
+
+    def retrieve(self, batch: GraphBatch, tables: EmbeddingTables, k: int) -> list[Ranked]:
+        return self.retriever.retrieve(batch, tables, k)
+
+
+def _shard_graphs(name: str) -> list[QuestionGraph]:
+    import ray.train
+
+    shard = ray.train.get_dataset_shard(name)
+    return [pickle.loads(row["graph"]) for row in shard.iter_rows()]
+
+
+def _equalise(graphs: list[QuestionGraph]) -> list[QuestionGraph]:
+    """Truncate every worker's shard to the smallest one, so all ranks take the same DDP steps."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return graphs
+    count = torch.tensor([len(graphs)], dtype=torch.long)
+    dist.all_reduce(count, op=dist.ReduceOp.MIN)
+    return graphs[: int(count.item())]
+
+
+def train_loop_per_worker(config: dict[str, Any]) -> None:
+    """Ray Train worker: DDP training of one retriever with per-epoch reports and rank-0 checkpoints.
+
+    ``config`` holds ``tables`` (an ObjectRef of :class:`EmbeddingTables`), ``kind`` and
+    ``model_config`` (a dict; PNA's ``deg`` already filled on the driver) and ``train`` (a
+    :class:`TrainConfig` dict).
+    """
+    import ray
+    import ray.train
+    import ray.train.torch
+
+    context = ray.train.get_context()
+    rank = context.get_world_rank()
+    train_cfg = TrainConfig.model_validate(config["train"])
+    tables: EmbeddingTables = ray.get(config["tables"])
+    train_graphs = _equalise(_shard_graphs("train"))
+    val_graphs = _shard_graphs("val")
+
+    torch.manual_seed(train_cfg.seed)
+    retriever = build_retriever(config["kind"], config["model_config"])
+    start_epoch, optimizer_state, history = 0, None, []
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as folder:
+            folder = Path(folder)
+            retriever.load_state_dict(torch.load(folder / MODEL_FILE, map_location="cpu"))
+            optimizer_state = torch.load(folder / OPTIMIZER_FILE, map_location="cpu")
+            start_epoch = int(json.loads((folder / EPOCH_FILE).read_text())["epoch"]) + 1
+            history = json.loads((folder / HISTORY_FILE).read_text())
+    if start_epoch >= train_cfg.epochs:
+        return
+    wrapped = ray.train.torch.prepare_model(
+        _LossModule(retriever), parallel_strategy_kwargs={"find_unused_parameters": True}
+    )
+    model = _DistributedRetriever(retriever, wrapped)
+
+    def on_epoch_end(epoch: int, metrics: dict[str, float], _model: Any, optimizer: torch.optim.Optimizer) -> None:
+        row = {**metrics, "start_epoch": float(start_epoch), "world_size": float(context.get_world_size())}
+        row["train_questions_per_worker"] = float(len(train_graphs))
+        history.append(row)
+        if rank != 0:
+            ray.train.report(row)
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            torch.save(retriever.state_dict(), folder / MODEL_FILE)
+            torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
+            (folder / EPOCH_FILE).write_text(json.dumps({"epoch": epoch}) + "\n")
+            (folder / MODEL_CONFIG_FILE).write_text(retriever.config.model_dump_json(indent=2) + "\n")
+            (folder / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
+            ray.train.report(row, checkpoint=ray.train.Checkpoint.from_directory(tmp))
+
+    fit(
+        model,  # type: ignore[arg-type]  # duck-typed: loss through DDP, everything else the raw module
+        train_graphs,
+        val_graphs,
+        tables,
+        train_cfg,
+        on_epoch_end=on_epoch_end,
+        start_epoch=start_epoch,
+        optimizer_state=optimizer_state,
+    )
+
+
+def _read_samples(cfg: TrainJobConfig) -> list[Sample]:
+    samples = []
+    for sample in read_rog(resolve_data_path(cfg.input)):
+        samples.append(sample)
+        if cfg.limit is not None and len(samples) >= cfg.limit:
+            break
+    return samples
+
+
+def _json_ready(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_ready(v) for v in value]
+    return value
+
+
+def train_retriever(cfg: TrainJobConfig) -> dict[str, Any]:
+    """Train ``cfg.retriever`` on Ray Train, export the best checkpoint and return the report.
+
+    Returns:
+        The report also written to ``<output_dir>/train_report.json``: split sizes, the
+        selection metric and the best epoch's metrics, the history of every epoch (including
+        those of an earlier, resumed submission), ``resumed`` and ``start_epoch``, and the
+        export folder.
+
+    Raises:
+        ValueError: if no training question is usable (no labels / positives).
+        RuntimeError: if the run produced no checkpoint.
+    """
+    import ray
+    import ray.data
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    started = time.perf_counter()
+    init_ray(cfg.ray)
+    samples = _read_samples(cfg)
+    train_ids, val_ids = split_ids([s.id for s in samples], cfg.val_fraction, cfg.split_seed)
+    train_samples = [s for s in samples if s.id in train_ids]
+    val_samples = [s for s in samples if s.id in val_ids]
+
+    encoder = TextEncoder(cfg.encoder)
+    tables, index = build_tables(samples, encoder)
+    labels = load_labels(samples, cfg.labels)
+    train_graphs = _trainable(question_graphs(train_samples, index, labels), cfg.train)
+    val_graphs = question_graphs(val_samples, index, labels)
+    if len(train_graphs) < cfg.num_workers:
+        raise ValueError(
+            f"only {len(train_graphs)} usable training question(s) for {cfg.num_workers} workers; "
+            "use more questions (limit), fewer num_workers, or labels with positives"
+        )
+
+    model_config = build_retriever(cfg.retriever.kind, cfg.retriever, train_graphs=train_graphs).config
+    train_ds = ray.data.from_items([{"graph": pickle.dumps(g)} for g in train_graphs])
+    val_ds = ray.data.from_items([{"graph": pickle.dumps(g)} for g in val_graphs])
+    metric = cfg.train.selection_metric
+    storage = resolve_data_path(cfg.storage_path)
+    storage_path = cfg.storage_path if "://" in cfg.storage_path else str(storage.resolve())
+    trainer = TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config={
+            "tables": ray.put(tables),
+            "kind": cfg.retriever.kind,
+            "model_config": model_config.model_dump(mode="json"),
+            "train": cfg.train.model_dump(mode="json"),
+        },
+        scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
+        run_config=ray.train.RunConfig(
+            name=cfg.run_name,
+            storage_path=storage_path,
+            checkpoint_config=ray.train.CheckpointConfig(
+                num_to_keep=cfg.keep_checkpoints,
+                checkpoint_score_attribute=metric,
+                checkpoint_score_order="max",
+            ),
+            failure_config=ray.train.FailureConfig(max_failures=cfg.max_failures),
+        ),
+        datasets={"train": train_ds, "val": val_ds},
+        dataset_config=ray.train.DataConfig(datasets_to_split=["train"]),
+    )
+    result = trainer.fit()
+
+    kept = [(c, m) for c, m in (result.best_checkpoints or []) if m.get(metric) is not None]
+    if not kept:
+        raise RuntimeError(f"run {cfg.run_name!r} under {storage_path} produced no checkpoint with {metric!r}")
+    best_checkpoint, best_metrics = max(
+        kept, key=lambda cm: -math.inf if math.isnan(float(cm[1][metric])) else float(cm[1][metric])
+    )
+    latest = result.checkpoint or best_checkpoint
+    with latest.as_directory() as folder:
+        history = json.loads((Path(folder) / HISTORY_FILE).read_text())
+    output = Path(cfg.output_dir)
+    with best_checkpoint.as_directory() as folder:
+        folder = Path(folder)
+        best_epoch = int(json.loads((folder / EPOCH_FILE).read_text())["epoch"])
+        exported = build_retriever(cfg.retriever.kind, json.loads((folder / MODEL_CONFIG_FILE).read_text()))
+        exported.load_state_dict(torch.load(folder / MODEL_FILE, map_location="cpu"))
+    meta = CheckpointMeta(
+        label_source=cfg.labels.source,
+        encoder_model_id=index.encoder_model_id,
+        extra={"run_name": cfg.run_name, "epoch": best_epoch, "metric": metric, "value": best_metrics[metric]},
+    )
+    retriever_dir = exported.save(output / "retriever", meta)
+    load_retriever(retriever_dir)  # fail here, not at inference, if the export does not read back
+
+    start_epoch = int(history[-1]["start_epoch"]) if history else 0
+    run_epochs = [int(row["epoch"]) for row in history if int(row["start_epoch"]) == start_epoch]
+    report = _json_ready(
+        {
+            "run_name": cfg.run_name,
+            "storage_path": storage_path,
+            "kind": cfg.retriever.kind,
+            "label_source": cfg.labels.source,
+            "encoder_model_id": index.encoder_model_id,
+            "questions": len(samples),
+            "train_questions": len(train_samples),
+            "train_usable": len(train_graphs),
+            "val_questions": len(val_samples),
+            "num_workers": cfg.num_workers,
+            "metric": metric,
+            "best_epoch": best_epoch,
+            "best_value": float(best_metrics[metric]),
+            "best_metrics": {k: v for k, v in best_metrics.items() if isinstance(v, (int, float))},
+            "resumed": start_epoch > 0,
+            "start_epoch": start_epoch,
+            "epochs_run": run_epochs,
+            "history": history,
+            "retriever_dir": str(retriever_dir),
+            "seconds": time.perf_counter() - started,
+        }
+    )
+    output.mkdir(parents=True, exist_ok=True)
+    (output / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A short text summary of a :func:`train_retriever` report."""
+    best = report["best_metrics"]
+    ks = sorted({int(k.split("@")[1]) for k in best if k.startswith("val_triple_recall@")})
+    rows = [
+        f"run {report['run_name']} ({report['kind']}, {report['label_source']} labels, {report['num_workers']} workers)",
+        f"questions: {report['train_questions']} train ({report['train_usable']} usable), {report['val_questions']} val",
+        f"epochs run: {report['epochs_run']}" + (f" (resumed at epoch {report['start_epoch']})" if report["resumed"] else ""),
+        f"best epoch {report['best_epoch']} by {report['metric']} = {report['best_value']:.4f}",
+        f"{'K':>6}  {'triple recall':>13}  {'answer recall':>13}",
+    ]
+    for k in ks:
+        triple = best.get(f"val_triple_recall@{k}")
+        answer = best.get(f"val_answer_recall@{k}")
+        rows.append(
+            f"{k:>6}  {'-' if triple is None else f'{triple:.4f}':>13}  {'-' if answer is None else f'{answer:.4f}':>13}"
+        )
+    rows.append(f"retriever saved to {report['retriever_dir']}")
+    return "\n".join(rows)
