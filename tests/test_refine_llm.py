@@ -104,7 +104,8 @@ def test_refinement_with_scripted_replies_and_failures():
     for tag, reason in expected_fallback.items():
         assert labels[tag].source == "weak" and labels[tag].fallback_reason == reason
         assert labels[tag].positive_triples == (0, 1)  # both parallel shortest paths Film A → Ann
-    assert dict(attempts) == {"ok": 1, "malformed": 1, "range": 1, "ratelimit": 2, "broken": 3, "slow": 3}
+    slow = attempts.pop("slow")  # an attempt can time out before the server has read it
+    assert dict(attempts) == {"ok": 1, "malformed": 1, "range": 1, "ratelimit": 2, "broken": 3} and 1 <= slow <= 3
 
     usage = client.ledger.get("refine", "hand")
     assert (usage.calls, usage.retries, usage.failures) == (6, 1 + 2 + 2, 2)
