@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterator, Literal
+from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Literal
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 BadRowReason = Literal[
     "bad_encoding",
@@ -111,3 +116,44 @@ def read_json_file(path: str | Path) -> Any:
             return json.load(handle)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ValueError(f"{path}: not valid JSON: {err}") from err
+
+
+def write_parquet_atomic(
+    rows: Iterable[dict[str, Any]], path: str | Path, schema: "pa.Schema", batch_size: int = 1024
+) -> int:
+    """Write dict rows as one parquet file, atomically; return the number of rows.
+
+    The file is written under a temporary name in the same folder and moved into place with
+    ``os.replace``, so readers never see a half-written file; on failure the temporary file is
+    removed and any existing file is left untouched. Missing parent folders are created. An
+    empty input still writes a file with the schema.
+
+    Args:
+        rows: Mappings with the schema's columns (consumed once, ``batch_size`` at a time).
+        path: The parquet file to create or replace.
+        schema: The pyarrow schema of the file.
+        batch_size: Rows per record batch.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    count = 0
+    try:
+        with pq.ParquetWriter(str(temporary), schema) as writer:
+            batch: list[dict[str, Any]] = []
+            for row in rows:
+                batch.append(row)
+                if len(batch) == batch_size:
+                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                    count += len(batch)
+                    batch = []
+            if batch or count == 0:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                count += len(batch)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return count

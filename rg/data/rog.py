@@ -16,15 +16,13 @@ unknown) raise in both forms. Loading from the Hugging Face hub is in ``rg.data.
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rg.data.records import BadRow, BadRowError, BadRowReason, iter_text_lines
+from rg.data.records import BadRow, BadRowError, BadRowReason, iter_text_lines, write_parquet_atomic
 from rg.data.sample import ROG_COLUMNS, Sample
 
 REQUIRED_COLUMNS = tuple(c for c in ROG_COLUMNS if c != "choices")
@@ -233,23 +231,4 @@ def write_rog_parquet(samples: Iterable[Sample], path: str | Path, batch_size: i
         path: The parquet file to create or replace; missing parent folders are created.
         batch_size: Rows per record batch.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    count = 0
-    try:
-        with pq.ParquetWriter(str(temporary), ROG_PARQUET_SCHEMA) as writer:
-            batch: list[dict[str, Any]] = []
-            for sample in samples:
-                batch.append(sample.to_rog())
-                if len(batch) == batch_size:
-                    writer.write_table(pa.Table.from_pylist(batch, schema=ROG_PARQUET_SCHEMA))
-                    count += len(batch)
-                    batch = []
-            if batch or count == 0:
-                writer.write_table(pa.Table.from_pylist(batch, schema=ROG_PARQUET_SCHEMA))
-                count += len(batch)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-    return count
+    return write_parquet_atomic((s.to_rog() for s in samples), path, ROG_PARQUET_SCHEMA, batch_size)

@@ -36,7 +36,7 @@ from rg.supervision.candidates import CandidateConfig
 from rg.supervision.evaluate import compare_with_reference
 from rg.supervision.labels import Labels, iter_labels, write_labels
 from rg.supervision.llm_selector import LLMPathSelector, LLMSelectorConfig
-from rg.supervision.refine import Prepared, finish_question, prepare_question
+from rg.supervision.refine import finish_question, prepare_question
 from rg.supervision.selectors import PathSelector, Selection, SimilarityPathSelector, SimilaritySelectorConfig
 from rg.text.encoder import EncoderConfig, TextEncoder
 

@@ -12,8 +12,6 @@ explicit pyarrow schema; :func:`read_labels` reads one file or a folder of part 
 
 from __future__ import annotations
 
-import os
-import uuid
 from dataclasses import dataclass
 from pathlib import Path as FilePath
 from typing import Any, Iterable, Iterator, Literal, Mapping
@@ -21,6 +19,7 @@ from typing import Any, Iterable, Iterator, Literal, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rg.data.records import write_parquet_atomic
 from rg.supervision.candidates import CandidatePool
 from rg.supervision.weak import WeakLabels
 
@@ -187,26 +186,7 @@ def write_labels(labels: Iterable[Labels], path: str | FilePath, batch_size: int
         path: The parquet file to create or replace.
         batch_size: Rows per record batch.
     """
-    path = FilePath(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    count = 0
-    try:
-        with pq.ParquetWriter(str(temporary), LABELS_SCHEMA) as writer:
-            batch: list[dict[str, Any]] = []
-            for item in labels:
-                batch.append(item.to_row())
-                if len(batch) == batch_size:
-                    writer.write_table(pa.Table.from_pylist(batch, schema=LABELS_SCHEMA))
-                    count += len(batch)
-                    batch = []
-            if batch or count == 0:
-                writer.write_table(pa.Table.from_pylist(batch, schema=LABELS_SCHEMA))
-                count += len(batch)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-    return count
+    return write_parquet_atomic((x.to_row() for x in labels), path, LABELS_SCHEMA, batch_size)
 
 
 def iter_labels(path: str | FilePath) -> Iterator[Labels]:

@@ -80,7 +80,7 @@ class EmbeddingCache:
 
     Example::
 
-        cache = EmbeddingCache("/tmp/emb")
+        cache = EmbeddingCache("outputs/encoder_cache")
         cache.put_many("my-model", ["a b"], np.ones((1, 4), np.float32))
         cache.get_many("my-model", ["a b", "c"])  # {"a b": array([1., 1., 1., 1.])}
     """

@@ -8,7 +8,7 @@ false) or a local model folder. With ``cache_dir`` set, vectors are kept in an
 :class:`~rg.text.cache.EmbeddingCache`, so an entity seen in many subgraphs is encoded once
 across questions, jobs and processes::
 
-    encoder = TextEncoder(EncoderConfig(cache_dir="/tmp/rg-emb"))
+    encoder = TextEncoder(EncoderConfig(cache_dir="outputs/encoder_cache"))
     vectors = encoder.encode(["Barack Obama", "people.person.place_of_birth"])  # (2, 384)
 """
 
