@@ -139,6 +139,7 @@ CONFIG_KINDS: dict[str, str] = {
     "build_subgraphs": "rg.data.builder:BuildSubgraphsConfig",
     "synthetic": "rg.data.synthetic:SyntheticConfig",
     "refine": "rg.supervision.job:RefineConfig",
+    "evaluate": "rg.evaluation.job:EvaluateConfig",
     "train": "rg.training.ray_train:TrainJobConfig",
 }
 """YAML ``kind`` → ``module:Class`` of its config (imported on use, so rg.config stays light)."""
