@@ -13,7 +13,8 @@ from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph.kg import KnowledgeGraph
 from rg.retrievers.registry import load_retriever
 from rg.text.encoder import EncoderConfig
-from rg.training.ray_train import REPORT_FILE, TrainJobConfig, split_ids, train_retriever
+from rg.training.data import split_ids
+from rg.training.ray_train import REPORT_FILE, TrainJobConfig, train_retriever
 
 
 @pytest.fixture(scope="module")

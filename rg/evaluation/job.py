@@ -17,6 +17,7 @@ from rg.evaluation.retrieval import DEFAULT_KS, evaluate_retrieval
 from rg.evaluation.retriever_scorer import RetrieverScorer
 from rg.evaluation.scorers import CosineScorer, HopDistanceScorer, TripleScorer
 from rg.text.encoder import EncoderConfig, TextEncoder
+from rg.training.data import split_ids
 
 
 class MethodConfig(Config):
@@ -39,6 +40,11 @@ class EvaluateConfig(Config):
 
     input: str = Field(description="RoG parquet/jsonl(.gz) file or folder of shards; `@shared/...` allowed.")
     limit: int | None = Field(None, ge=1, description="Only the first N questions.")
+    split: Literal["all", "train", "val"] = Field(
+        "all", description="Questions to score: `val` is the held-out side of jobs.train's seeded split."
+    )
+    val_fraction: float = Field(0.2, gt=0, lt=1, description="As in the training config (split `train`/`val`).")
+    split_seed: int = Field(0, description="As in the training config (split `train`/`val`).")
     output_dir: str = Field(description="Where retrieval.json / .md / .png go.")
     methods: list[MethodConfig] = Field(min_length=1)
     weak_reference: bool = Field(True, description="Score against weak shortest-path labels.")
@@ -60,6 +66,10 @@ def build_scorer(method: MethodConfig, encoder: TextEncoder) -> TripleScorer:
 def evaluate(cfg: EvaluateConfig) -> tuple[list[dict[str, Any]], ReportFiles]:
     """Evaluate every method; write and return the results."""
     samples = list(read_rog(resolve_data_path(cfg.input)))[: cfg.limit]
+    if cfg.split != "all":
+        train_ids, val_ids = split_ids([s.id for s in samples], cfg.val_fraction, cfg.split_seed)
+        keep = val_ids if cfg.split == "val" else train_ids
+        samples = [s for s in samples if s.id in keep]
     references: dict[str, dict[str, tuple[int, ...]]] = {}
     if cfg.weak_reference:
         references["weak"] = weak_reference(samples)
@@ -69,5 +79,5 @@ def evaluate(cfg: EvaluateConfig) -> tuple[list[dict[str, Any]], ReportFiles]:
         references["gpt4o"] = webqsp_gpt4o_reference(resolve_data_path(cfg.gpt4o_labels))
     encoder = TextEncoder(cfg.encoder)
     results = [evaluate_retrieval(samples, build_scorer(m, encoder), references, cfg.ks) for m in cfg.methods]
-    files = write_results(results, Path(cfg.output_dir), title=f"{Path(cfg.input).name}: {len(samples)} questions")
+    files = write_results(results, Path(cfg.output_dir), title=f"{Path(cfg.input).name} ({cfg.split}): {len(samples)} questions")
     return [r.to_dict() for r in results], files

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import math
 import pickle
-import random
 import tempfile
 import time
 from collections.abc import Sequence
@@ -47,7 +46,7 @@ from rg.retrievers.pna import PNAConfig
 from rg.retrievers.registry import build_retriever, load_retriever
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
-from rg.training.data import LabelConfig, build_tables, load_labels, question_graphs
+from rg.training.data import LabelConfig, build_tables, load_labels, question_graphs, split_ids
 from rg.training.loop import TrainConfig, fit
 
 REPORT_FILE = "train_report.json"
@@ -98,24 +97,6 @@ class TrainJobConfig(Config):
     max_failures: int = Field(0, ge=-1, description="Worker-group restarts on failure (-1: unlimited).")
     output_dir: str = Field(description="The best retriever is exported here (Retriever.save) with train_report.json.")
     ray: RayConfig = Field(default_factory=RayConfig, description="Where Ray runs.")
-
-
-def split_ids(ids: Sequence[str], val_fraction: float, seed: int) -> tuple[set[str], set[str]]:
-    """Split question ids into (train, val) by a seeded shuffle of the sorted ids.
-
-    Each side gets at least one id when there are two or more.
-
-    Raises:
-        ValueError: for fewer than two ids or duplicate ids.
-    """
-    unique = sorted(set(ids))
-    if len(unique) != len(ids):
-        raise ValueError("question ids must be unique; deduplicate the input")
-    if len(unique) < 2:
-        raise ValueError(f"need at least 2 questions to split into train and validation, got {len(unique)}")
-    random.Random(f"rg-train-split:{seed}").shuffle(unique)
-    n_val = min(max(1, round(val_fraction * len(unique))), len(unique) - 1)
-    return set(unique[n_val:]), set(unique[:n_val])
 
 
 def _trainable(graphs: Sequence[QuestionGraph], config: TrainConfig) -> list[QuestionGraph]:
