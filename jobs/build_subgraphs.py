@@ -10,30 +10,17 @@ starts over. Prints a coverage table; the full report is ``<output_dir>/build_re
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
-from rg.config import ConfigError, load_config
+from rg.cli import job_parser, load_job_config
 from rg.data.builder import BuildSubgraphsConfig, build_subgraphs, format_report
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m jobs.build_subgraphs", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", required=True, help="YAML file with `kind: build_subgraphs`")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key, e.g. --set subgraph.max_triples=2000 (repeatable)")
-    parser.add_argument("--fresh", action="store_true", help="delete output_dir first instead of resuming")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    return parser.parse_args(argv)
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        cfg = load_config(args.config, BuildSubgraphsConfig, args.overrides)
-    except ConfigError as err:
-        print(err, file=sys.stderr)
+    args = job_parser("jobs.build_subgraphs", __doc__, BuildSubgraphsConfig, resumable=True).parse_args(argv)
+    cfg = load_job_config(args, BuildSubgraphsConfig)
+    if cfg is None:
         return 2
     start = time.perf_counter()
     report = build_subgraphs(cfg, fresh=args.fresh, progress=not args.no_progress)

@@ -8,23 +8,16 @@ Writes ``retrieval.json``, ``retrieval.md`` (printed) and ``retrieval.png`` to `
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from rg.config import ConfigError, load_config
+from rg.cli import job_parser, load_job_config
 from rg.evaluation.job import EvaluateConfig, evaluate
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.evaluate", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", required=True, help="YAML file with `kind: evaluate`")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key, e.g. --set limit=100 (repeatable)")
-    args = parser.parse_args(argv)
-    try:
-        cfg = load_config(args.config, EvaluateConfig, args.overrides)
-    except ConfigError as err:
-        print(err, file=sys.stderr)
+    args = job_parser("jobs.evaluate", __doc__, EvaluateConfig).parse_args(argv)
+    cfg = load_job_config(args, EvaluateConfig)
+    if cfg is None:
         return 2
     _, files = evaluate(cfg)
     print(files.markdown.read_text())

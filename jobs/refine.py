@@ -12,27 +12,18 @@ summary; the labels are ``<output_dir>/labels/*.parquet`` and the report
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 from pathlib import Path
 
-from rg.config import ConfigError, load_config
+from rg.cli import job_parser, load_job_config
 from rg.supervision.job import RefineConfig, format_report, refine
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.refine", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", required=True, help="YAML file with `kind: refine`")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key, e.g. --set limit=100 (repeatable)")
-    parser.add_argument("--fresh", action="store_true", help="delete output_dir first instead of resuming")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    args = parser.parse_args(argv)
-    try:
-        cfg = load_config(args.config, RefineConfig, args.overrides)
-    except ConfigError as err:
-        print(err, file=sys.stderr)
+    args = job_parser("jobs.refine", __doc__, RefineConfig, resumable=True).parse_args(argv)
+    cfg = load_job_config(args, RefineConfig)
+    if cfg is None:
         return 2
     if args.fresh and Path(cfg.output_dir).exists():
         shutil.rmtree(cfg.output_dir)

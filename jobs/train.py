@@ -11,23 +11,16 @@ retriever is ``<output_dir>/retriever`` and the report ``<output_dir>/train_repo
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from rg.config import ConfigError, load_config
+from rg.cli import job_parser, load_job_config
 from rg.training.ray_train import TrainJobConfig, format_report, train_retriever
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.train", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", required=True, help="YAML file with `kind: train`")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key, e.g. --set train.epochs=10 (repeatable)")
-    args = parser.parse_args(argv)
-    try:
-        cfg = load_config(args.config, TrainJobConfig, args.overrides)
-    except ConfigError as err:
-        print(err, file=sys.stderr)
+    args = job_parser("jobs.train", __doc__, TrainJobConfig).parse_args(argv)
+    cfg = load_job_config(args, TrainJobConfig)
+    if cfg is None:
         return 2
     print(format_report(train_retriever(cfg)))
     return 0
