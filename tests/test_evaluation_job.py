@@ -58,7 +58,7 @@ def test_evaluate_job_writes_results_for_each_method(setup):
 def test_evaluate_job_scores_the_held_out_split(setup):
     tmp, encoder_cfg, _ = setup
     cfg = EvaluateConfig(input=str(tmp / "samples.parquet"), output_dir=str(tmp / "val"), encoder=encoder_cfg,
-                         methods=[{"kind": "hop_distance"}], split="val", val_fraction=0.2)
+                         methods=[{"kind": "hop_distance"}], side="val", split={"val_fraction": 0.2})
     results, _ = evaluate(cfg)
     assert results[0]["questions"] == 6  # 20% of 30
 

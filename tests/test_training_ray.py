@@ -1,19 +1,27 @@
 """Ray Train retriever training (rg.training.ray_train): 2 CPU workers under DDP, the best
-checkpoint exported and loadable, and a resubmitted run resuming from its latest checkpoint."""
+checkpoint exported and loadable, and a resubmitted run (after finishing, or after being killed)
+resuming from its latest checkpoint."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
+import yaml
 
 from rg.data.rog import write_rog_parquet
 from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph.kg import KnowledgeGraph
+from rg.config import load_config
 from rg.retrievers.registry import load_retriever
 from rg.text.encoder import EncoderConfig
-from rg.training.data import split_ids
 from rg.training.ray_train import REPORT_FILE, TrainJobConfig, train_retriever
 
 
@@ -36,14 +44,6 @@ def synthetic_parquet(tmp_path_factory):
 @pytest.fixture(scope="module")
 def encoder_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("encoder_cache")
-
-
-def test_split_is_seeded_and_disjoint():
-    ids = [f"q{i}" for i in range(10)]
-    train, val = split_ids(ids, 0.2, 0)
-    assert len(val) == 2 and len(train) == 8 and not train & val
-    assert split_ids(list(reversed(ids)), 0.2, 0) == (train, val)
-    assert split_ids(ids, 0.2, 1) != (train, val)
 
 
 @pytest.mark.parametrize(
@@ -93,3 +93,61 @@ def test_train_export_and_resume(ray_local, synthetic_parquet, encoder_cache, tm
     assert [int(row["epoch"]) for row in second["history"]] == [0, 1, 2]
     assert second["history"][:2] == first["history"]
     assert second["best_value"] == max(r["val_triple_recall@100"] for r in second["history"])
+
+
+def _registered_epoch(run_dir: Path) -> int | None:
+    """The epoch of the latest checkpoint Ray Train has registered (its run snapshot), if any."""
+    snapshot = run_dir / "checkpoint_manager_snapshot.json"
+    if not snapshot.is_file():
+        return None
+    latest = json.loads(snapshot.read_text()).get("latest_checkpoint_result")
+    return None if latest is None else int(latest["metrics"]["epoch"])
+
+
+def test_killed_job_resumes_when_resubmitted(ray_local, synthetic_parquet, encoder_cache, tmp_path):
+    """``python -m jobs.train`` is SIGKILLed after its first checkpoint; the resubmission resumes."""
+    storage = tmp_path / "ray_results"
+    settings = {
+        "kind": "train",
+        "input": str(synthetic_parquet),
+        "retriever": {"kind": "mlp", "hidden": 16},
+        "encoder": {"cache_dir": str(encoder_cache)},
+        "train": {"epochs": 200, "questions_per_batch": 2, "eval_ks": [10, 100]},
+        "num_workers": 2,
+        "run_name": "killed",
+        "storage_path": str(storage),
+        "keep_checkpoints": 1,
+        "output_dir": str(tmp_path / "out"),
+    }
+    config_file = tmp_path / "train.yaml"
+    config_file.write_text(yaml.safe_dump(settings))
+    env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address}
+    job = subprocess.Popen(
+        [sys.executable, "-m", "jobs.train", "--config", str(config_file)],
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while _registered_epoch(storage / "killed") is None and time.monotonic() < deadline:
+            assert job.poll() is None, job.stderr.read().decode()[-2000:] if job.stderr else "job exited"
+            time.sleep(0.2)
+        assert _registered_epoch(storage / "killed") is not None, "no checkpoint within 300 s"
+        assert job.poll() is None, "the job finished before it could be killed"
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    killed_at = _registered_epoch(storage / "killed")
+    assert killed_at is not None
+    assert not (tmp_path / "out" / REPORT_FILE).exists()
+
+    resumed = train_retriever(
+        load_config(config_file, TrainJobConfig, [f"train.epochs={killed_at + 3}"])
+    )
+    assert resumed["resumed"] is True
+    assert resumed["start_epoch"] == killed_at + 1
+    assert resumed["epochs_run"] == list(range(resumed["start_epoch"], killed_at + 3))
+    assert [int(row["epoch"]) for row in resumed["history"]] == list(range(killed_at + 3))

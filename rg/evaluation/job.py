@@ -10,14 +10,13 @@ from pydantic import Field, model_validator
 
 from rg.config import Config
 from rg.data.paths import resolve_data_path
-from rg.data.rog import read_rog
+from rg.data.splits import SplitConfig, load_split_samples
 from rg.evaluation.references import labels_reference, weak_reference, webqsp_gpt4o_reference
 from rg.evaluation.report import ReportFiles, write_results
 from rg.evaluation.retrieval import DEFAULT_KS, evaluate_retrieval
 from rg.evaluation.retriever_scorer import RetrieverScorer
 from rg.evaluation.scorers import CosineScorer, HopDistanceScorer, TripleScorer
 from rg.text.encoder import EncoderConfig, TextEncoder
-from rg.training.data import split_ids
 
 
 class MethodConfig(Config):
@@ -38,13 +37,19 @@ class EvaluateConfig(Config):
 
     KIND: ClassVar[str] = "evaluate"
 
-    input: str = Field(description="RoG parquet/jsonl(.gz) file or folder of shards; `@shared/...` allowed.")
-    limit: int | None = Field(None, ge=1, description="Only the first N questions.")
-    split: Literal["all", "train", "val"] = Field(
-        "all", description="Questions to score: `val` is the held-out side of jobs.train's seeded split."
+    input: str | list[str] = Field(
+        description="RoG parquet/jsonl(.gz) file(s) or folder(s) of shards; `@shared/...` allowed."
     )
-    val_fraction: float = Field(0.2, gt=0, lt=1, description="As in the training config (split `train`/`val`).")
-    split_seed: int = Field(0, description="As in the training config (split `train`/`val`).")
+    limit: int | None = Field(None, ge=1, description="Only the first N questions of each input.")
+    split: SplitConfig = Field(
+        default_factory=SplitConfig, description="As in the training config, so `side: val` is its held-out side."
+    )
+    side: Literal["all", "train", "val", "test"] = Field(
+        "all", description="Questions to score; `test` needs `split.file`."
+    )
+    by_hops: bool = Field(
+        True, description="Also evaluate each hop count separately (into by_hops/<n>hop/) when there are several."
+    )
     output_dir: str = Field(description="Where retrieval.json / .md / .png go.")
     methods: list[MethodConfig] = Field(min_length=1)
     weak_reference: bool = Field(True, description="Score against weak shortest-path labels.")
@@ -64,12 +69,10 @@ def build_scorer(method: MethodConfig, encoder: TextEncoder) -> TripleScorer:
 
 
 def evaluate(cfg: EvaluateConfig) -> tuple[list[dict[str, Any]], ReportFiles]:
-    """Evaluate every method; write and return the results."""
-    samples = list(read_rog(resolve_data_path(cfg.input)))[: cfg.limit]
-    if cfg.split != "all":
-        train_ids, val_ids = split_ids([s.id for s in samples], cfg.val_fraction, cfg.split_seed)
-        keep = val_ids if cfg.split == "val" else train_ids
-        samples = [s for s in samples if s.id in keep]
+    """Evaluate every method on the chosen side (and per hop count); write and return the results."""
+    samples = load_split_samples(cfg.input, cfg.split, (cfg.side,), cfg.limit)[cfg.side]
+    if not samples:
+        raise ValueError(f"no questions on side {cfg.side!r} of {cfg.input}; check `input`, `split` and `side`")
     references: dict[str, dict[str, tuple[int, ...]]] = {}
     if cfg.weak_reference:
         references["weak"] = weak_reference(samples)
@@ -78,6 +81,15 @@ def evaluate(cfg: EvaluateConfig) -> tuple[list[dict[str, Any]], ReportFiles]:
     if cfg.gpt4o_labels:
         references["gpt4o"] = webqsp_gpt4o_reference(resolve_data_path(cfg.gpt4o_labels))
     encoder = TextEncoder(cfg.encoder)
-    results = [evaluate_retrieval(samples, build_scorer(m, encoder), references, cfg.ks) for m in cfg.methods]
-    files = write_results(results, Path(cfg.output_dir), title=f"{Path(cfg.input).name} ({cfg.split}): {len(samples)} questions")
+    scorers = [build_scorer(m, encoder) for m in cfg.methods]
+    name = ", ".join(Path(p).name for p in ([cfg.input] if isinstance(cfg.input, str) else cfg.input))
+    groups = sorted({s.hops for s in samples if s.hops is not None})
+    if cfg.by_hops and len(groups) > 1:
+        for hops in groups:
+            subset = [s for s in samples if s.hops == hops]
+            results = [evaluate_retrieval(subset, scorer, references, cfg.ks) for scorer in scorers]
+            write_results(results, Path(cfg.output_dir) / "by_hops" / f"{hops}hop",
+                          title=f"{name} ({cfg.side}, {hops}-hop): {len(subset)} questions")
+    results = [evaluate_retrieval(samples, scorer, references, cfg.ks) for scorer in scorers]
+    files = write_results(results, Path(cfg.output_dir), title=f"{name} ({cfg.side}): {len(samples)} questions")
     return [r.to_dict() for r in results], files

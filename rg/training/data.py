@@ -24,7 +24,6 @@ here; ``refined`` reads a labels parquet file or folder written by the refine jo
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -256,21 +255,3 @@ def load_labels(samples: Iterable[Sample], config: LabelConfig) -> dict[str, Lab
         }
     wanted = {s.id for s in samples}
     return {row.id: row for row in read_labels(str(config.path)) if row.id in wanted}
-
-
-def split_ids(ids: Sequence[str], val_fraction: float, seed: int) -> tuple[set[str], set[str]]:
-    """Split question ids into (train, val) by a seeded shuffle of the sorted ids.
-
-    Each side gets at least one id when there are two or more.
-
-    Raises:
-        ValueError: for fewer than two ids or duplicate ids.
-    """
-    unique = sorted(set(ids))
-    if len(unique) != len(ids):
-        raise ValueError("question ids must be unique; deduplicate the input")
-    if len(unique) < 2:
-        raise ValueError(f"need at least 2 questions to split into train and validation, got {len(unique)}")
-    random.Random(f"rg-train-split:{seed}").shuffle(unique)
-    n_val = min(max(1, round(val_fraction * len(unique))), len(unique) - 1)
-    return set(unique[n_val:]), set(unique[:n_val])

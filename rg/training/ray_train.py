@@ -37,8 +37,7 @@ from torch import nn
 
 from rg.config import Config
 from rg.data.paths import resolve_data_path
-from rg.data.rog import read_rog
-from rg.data.sample import Sample
+from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta, Ranked, Retriever
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph
 from rg.retrievers.mlp import MLPConfig
@@ -46,7 +45,7 @@ from rg.retrievers.pna import PNAConfig
 from rg.retrievers.registry import build_retriever, load_retriever
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
-from rg.training.data import LabelConfig, build_tables, load_labels, question_graphs, split_ids
+from rg.training.data import LabelConfig, build_tables, load_labels, question_graphs
 from rg.training.loop import TrainConfig, fit
 
 REPORT_FILE = "train_report.json"
@@ -64,15 +63,15 @@ class TrainJobConfig(Config):
 
     KIND: ClassVar[str] = "train"
 
-    input: str = Field(
-        description="RoG parquet/jsonl(.gz) file or folder of parquet shards (e.g. the subgraph builder's output); "
-        "`@shared/...` allowed."
+    input: str | list[str] = Field(
+        description="RoG parquet/jsonl(.gz) file(s) or folder(s) of parquet shards (e.g. the subgraph builder's "
+        "output); `@shared/...` allowed."
     )
-    val_fraction: float = Field(
-        0.2, gt=0, lt=1, description="Share of the questions held out for validation (seeded split by id)."
+    split: SplitConfig = Field(
+        default_factory=SplitConfig,
+        description="Train/val membership: a canonical split file or a seeded split, optionally capped per side.",
     )
-    split_seed: int = Field(0, description="Seed of the train/validation split.")
-    limit: int | None = Field(None, ge=2, description="Only the first N questions of the input (quick runs).")
+    limit: int | None = Field(None, ge=2, description="Only the first N questions of each input (quick runs).")
     retriever: RetrieverChoice = Field(
         default_factory=MLPConfig, description="Retriever config; `kind: mlp` or `kind: pna` picks the model."
     )
@@ -238,15 +237,6 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     )
 
 
-def _read_samples(cfg: TrainJobConfig) -> list[Sample]:
-    samples = []
-    for sample in read_rog(resolve_data_path(cfg.input)):
-        samples.append(sample)
-        if cfg.limit is not None and len(samples) >= cfg.limit:
-            break
-    return samples
-
-
 def _json_ready(value: Any) -> Any:
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
@@ -277,10 +267,14 @@ def train_retriever(cfg: TrainJobConfig) -> dict[str, Any]:
 
     started = time.perf_counter()
     init_ray(cfg.ray)
-    samples = _read_samples(cfg)
-    train_ids, val_ids = split_ids([s.id for s in samples], cfg.val_fraction, cfg.split_seed)
-    train_samples = [s for s in samples if s.id in train_ids]
-    val_samples = [s for s in samples if s.id in val_ids]
+    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit)
+    train_samples, val_samples = sides["train"], sides["val"]
+    if not train_samples or not val_samples:
+        raise ValueError(
+            f"the split gives {len(train_samples)} training and {len(val_samples)} validation questions from "
+            f"{cfg.input}; both need at least one (check `input` and `split`)"
+        )
+    samples = train_samples + val_samples
 
     encoder = TextEncoder(cfg.encoder)
     tables, index = build_tables(samples, encoder)

@@ -1,0 +1,138 @@
+"""Planner supervision: (question, relation path) pairs from refined labels or weak paths.
+
+A question's target paths are the relation chains of its refined labels
+(:class:`~rg.supervision.labels.Labels`, ``relation_paths``) when it has a labels row with at
+least one path; otherwise the relation paths of its weak shortest paths
+(:func:`~rg.supervision.weak.weak_labels`; :attr:`Path.relation_path` writes ``r^-1`` for a
+backward step). Weak relation paths are ordered by how many answers they reach, so the
+``max_paths_per_question`` cap keeps the chains that explain most answers and drops rarer
+shortcuts first. RoG trains on the same kind of pairs, one example per path.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rg.data.sample import Sample
+from rg.supervision.labels import Labels
+from rg.supervision.weak import WeakConfig, weak_labels
+
+
+@dataclass(frozen=True)
+class PlanTarget:
+    """The relation paths a planner should write for one question.
+
+    Attributes:
+        id: The question id.
+        question: The question text.
+        relation_paths: Target paths, best first (``r^-1`` marks a backward step).
+        source: ``refined`` or ``weak`` (the source of the labels row, or ``weak`` when computed here).
+    """
+
+    id: str
+    question: str
+    relation_paths: tuple[tuple[str, ...], ...]
+    source: str
+
+
+@dataclass
+class TargetStats:
+    """Counts from :func:`plan_targets` (nothing is dropped silently).
+
+    Attributes:
+        by_source: Questions with targets, per source.
+        no_path: Questions without any path (no labels path and no weak path).
+        too_long: Paths left out for exceeding ``max_len``.
+        capped: Paths left out by ``max_paths``.
+    """
+
+    by_source: Counter = field(default_factory=Counter)
+    no_path: int = 0
+    too_long: int = 0
+    capped: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {**{f"questions_{k}": v for k, v in sorted(self.by_source.items())},
+                "questions_without_path": self.no_path, "paths_too_long": self.too_long,
+                "paths_capped": self.capped}
+
+
+def weak_relation_paths(sample: Sample, config: WeakConfig | None = None) -> tuple[tuple[str, ...], ...]:
+    """The distinct relation paths of a question's weak shortest paths, most answers reached first.
+
+    Ties keep first-seen order (topic entities in question order, then answers).
+    """
+    reached: dict[tuple[str, ...], set[str]] = {}
+    for pair in weak_labels(sample, config).pairs:
+        for path in pair.paths:
+            reached.setdefault(path.relation_path, set()).add(pair.answer)
+    ranked = sorted(reached.items(), key=lambda item: -len(item[1]))  # stable: ties keep first-seen order
+    return tuple(path for path, _ in ranked)
+
+
+def plan_targets(
+    samples: Iterable[Sample],
+    labels: Mapping[str, Labels] | None = None,
+    weak: WeakConfig | None = None,
+    max_paths: int | None = 4,
+    max_len: int | None = None,
+) -> tuple[list[PlanTarget], TargetStats]:
+    """Target relation paths per question.
+
+    Args:
+        samples: The training questions with their subgraphs.
+        labels: Labels rows by question id (e.g. the refine job's output); None or a missing
+            row or a row without paths falls back to weak paths computed here.
+        weak: Weak-path search settings.
+        max_paths: Keep at most this many paths per question (None: all).
+        max_len: Leave out paths with more relations (None: no limit).
+
+    Returns:
+        Targets of the questions that have at least one path, and the counts.
+    """
+    stats = TargetStats()
+    targets = []
+    for sample in samples:
+        row = None if labels is None else labels.get(sample.id)
+        if row is not None and row.relation_paths:
+            paths, source = row.relation_paths, row.source
+        else:
+            paths, source = weak_relation_paths(sample, weak), "weak"
+        kept = [p for p in paths if len(p) > 0 and (max_len is None or len(p) <= max_len)]
+        stats.too_long += len(paths) - len(kept)
+        if max_paths is not None and len(kept) > max_paths:
+            stats.capped += len(kept) - max_paths
+            kept = kept[:max_paths]
+        if not kept:
+            stats.no_path += 1
+            continue
+        stats.by_source[source] += 1
+        targets.append(PlanTarget(sample.id, sample.question, tuple(kept), source))
+    return targets, stats
+
+
+def target_rows(targets: Sequence[PlanTarget]) -> list[tuple[str, str, tuple[str, ...]]]:
+    """One ``(id, question, relation_path)`` row per target path (the planner's training pairs)."""
+    return [(t.id, t.question, path) for t in targets for path in t.relation_paths]
+
+
+def reference_paths(
+    samples: Iterable[Sample], labels: Mapping[str, Labels] | None = None, weak: WeakConfig | None = None
+) -> dict[str, tuple[tuple[str, ...], ...]]:
+    """Reference relation paths per question for evaluation.
+
+    The dataset's gold paths (``sample.relation_paths``: synthetic data, WebQSP parses) when it
+    has them, else the labels row's paths, else the weak relation paths (MetaQA).
+    """
+    out = {}
+    for sample in samples:
+        row = None if labels is None else labels.get(sample.id)
+        if sample.relation_paths:
+            out[sample.id] = sample.relation_paths
+        elif row is not None and row.relation_paths:
+            out[sample.id] = row.relation_paths
+        else:
+            out[sample.id] = weak_relation_paths(sample, weak)
+    return out

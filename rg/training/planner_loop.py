@@ -1,0 +1,224 @@
+"""The in-process planner training loop, shared by Ray Train workers and the tests.
+
+Nothing here imports Ray. :func:`fit_planner` runs epochs of AdamW steps on the trainable
+tensors of a :class:`~rg.retrievers.planner.PlannerModel` (LoRA matrices and modules_to_save),
+with the causal-LM loss on the path tokens only, evaluates on held-out examples after each
+epoch and keeps the best epoch's trained tensors::
+
+    result = fit_planner(planner, train_examples, val_examples, PlannerFitConfig(epochs=5))
+    planner.load_trainable_state(result.best_state)
+
+Validation needs no graph: ``val_path_exact_match`` is the share of questions for which
+greedy decoding would write one of its target paths exactly, i.e. every target token is the
+arg-max given the target prefix (one teacher-forced forward pass per batch). Epochs are ranked by
+it, ties broken by the lower validation loss.
+
+Determinism: batch order comes from a generator seeded with ``(seed, epoch)`` and the global
+torch RNG (LoRA dropout) is reseeded at each epoch start, so a run resumed at ``start_epoch``
+with the saved tensors and optimizer state repeats the uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from rg.config import Config
+from rg.retrievers.planner.model import IGNORE_INDEX, Example, PlannerModel
+
+SELECTION_METRIC = "val_path_exact_match"
+
+EpochCallback = Callable[[int, dict[str, float], torch.optim.Optimizer], None]
+"""``on_epoch_end(epoch, metrics, optimizer)``, called after each epoch's evaluation."""
+
+
+class PlannerFitConfig(Config):
+    """Settings of :func:`fit_planner`."""
+
+    epochs: int = Field(10, ge=1, description="Epochs to train (counting from 0; resumed runs start later).")
+    lr: float = Field(2e-3, gt=0, description="AdamW learning rate of the adapter.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    batch_size: int = Field(32, ge=1, description="(question, path) examples per optimisation step and worker.")
+    grad_clip: float | None = Field(1.0, gt=0, description="Clip the gradient norm to this; None disables.")
+    eval_batch_size: int = Field(128, ge=1, description="Examples per validation forward pass.")
+    seed: int = Field(0, description="Seed of the batch order and of dropout.")
+
+
+@dataclass(frozen=True)
+class PlannerFitResult:
+    """What :func:`fit_planner` returns.
+
+    Attributes:
+        history: One metrics dict per epoch run.
+        best_epoch: The epoch kept (by ``val_path_exact_match``, then lower ``val_loss``; the
+            last epoch without validation examples).
+        best_metric: Its ``val_path_exact_match`` (NaN without validation).
+        best_state: CPU copies of the trained tensors at ``best_epoch``.
+    """
+
+    history: list[dict[str, float]]
+    best_epoch: int
+    best_metric: float
+    best_state: dict[str, torch.Tensor]
+
+
+def collate(examples: Sequence[Example], pad: int) -> dict[str, torch.Tensor]:
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (padding labelled -100).
+
+    Shapes:
+        N examples -> each (N, T_max)
+    """
+    width = max(len(e.input_ids) for e in examples)
+    ids = torch.full((len(examples), width), pad, dtype=torch.long)
+    labels = torch.full((len(examples), width), IGNORE_INDEX, dtype=torch.long)
+    mask = torch.zeros((len(examples), width), dtype=torch.long)
+    for row, example in enumerate(examples):
+        n = len(example.input_ids)
+        ids[row, :n] = torch.tensor(example.input_ids)
+        labels[row, :n] = torch.tensor(example.labels)
+        mask[row, :n] = 1
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def example_batches(
+    examples: Sequence[Example], batch_size: int, pad: int, generator: torch.Generator | None = None
+) -> list[dict[str, torch.Tensor]]:
+    """Collated batches of ``batch_size`` examples, shuffled when a generator is given."""
+    order = torch.randperm(len(examples), generator=generator).tolist() if generator is not None else range(len(examples))
+    ordered = [examples[i] for i in order]
+    return [collate(ordered[i : i + batch_size], pad) for i in range(0, len(ordered), batch_size)]
+
+
+def train_epoch(
+    model: nn.Module,
+    batches: Sequence[dict[str, torch.Tensor]],
+    optimizer: torch.optim.Optimizer,
+    grad_clip: float | None = None,
+) -> float:
+    """One optimiser step per batch; returns the mean training loss.
+
+    Args:
+        model: The planner, or a wrapper of it (DDP) whose ``forward(**batch)`` returns the loss.
+        batches: From :func:`example_batches`.
+        optimizer: Over the trainable tensors.
+        grad_clip: Max gradient norm, None for no clipping.
+    """
+    model.train()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    total, steps = 0.0, 0
+    for batch in batches:
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(**batch)
+        loss.backward()
+        if grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        optimizer.step()
+        total += float(loss.detach())
+        steps += 1
+    return total / max(steps, 1)
+
+
+@torch.no_grad()
+def evaluate_examples(planner: PlannerModel, examples: Sequence[Example], batch_size: int = 128) -> dict[str, float]:
+    """Teacher-forced validation: token-weighted loss, token accuracy and greedy path exact match.
+
+    ``path_exact_match`` is per question: a question counts when any of its examples has every
+    path token as the arg-max of the model's distribution given the preceding target tokens.
+    Returns an empty dict for no examples.
+    """
+    if not examples:
+        return {}
+    planner.eval()
+    loss_sum, tokens, correct = 0.0, 0, 0
+    exact: dict[str, bool] = {}
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start : start + batch_size]
+        batch = collate(chunk, planner.vocab.pad)
+        logits = planner.logits(batch["input_ids"], batch["attention_mask"])[:, :-1].float()  # (N, T-1, V)
+        target = batch["labels"][:, 1:]  # (N, T-1)
+        scored = target != IGNORE_INDEX  # (N, T-1)
+        loss_sum += float(torch.nn.functional.cross_entropy(logits[scored], target[scored], reduction="sum"))
+        hits = logits.argmax(-1) == target  # (N, T-1)
+        correct += int((hits & scored).sum())
+        tokens += int(scored.sum())
+        for example, ok in zip(chunk, (hits | ~scored).all(dim=1).tolist()):
+            exact[example.id] = exact.get(example.id, False) or ok
+    return {
+        "loss": loss_sum / max(tokens, 1),
+        "token_accuracy": correct / max(tokens, 1),
+        "path_exact_match": sum(exact.values()) / len(exact),
+    }
+
+
+def _better(metrics: dict[str, float], best: dict[str, float] | None) -> bool:
+    if best is None or SELECTION_METRIC not in metrics:
+        return True
+    key = (metrics.get(SELECTION_METRIC, -math.inf), -metrics.get("val_loss", math.inf))
+    return key > (best.get(SELECTION_METRIC, -math.inf), -best.get("val_loss", math.inf))
+
+
+def fit_planner(
+    planner: PlannerModel,
+    train: Sequence[Example],
+    val: Sequence[Example],
+    config: PlannerFitConfig,
+    model: nn.Module | None = None,
+    on_epoch_end: EpochCallback | None = None,
+    start_epoch: int = 0,
+    optimizer_state: dict | None = None,
+) -> PlannerFitResult:
+    """Train the planner's adapter for epochs ``start_epoch .. config.epochs - 1``.
+
+    Args:
+        planner: The planner (its trainable tensors are updated in place).
+        train: Training examples (:meth:`PlannerModel.examples`).
+        val: Validation examples; may be empty (the last epoch is then kept).
+        config: Epochs, optimiser and batching.
+        model: What the loss is computed through, e.g. the planner wrapped in DDP; None uses
+            ``planner`` itself.
+        on_epoch_end: Called after each epoch with its metrics (Ray Train reports and checkpoints there).
+        start_epoch: First epoch to run (resuming).
+        optimizer_state: AdamW state to resume from.
+
+    Returns:
+        The history, the best epoch of this run and its trained tensors.
+
+    Raises:
+        ValueError: if there are no training examples.
+    """
+    if not train:
+        raise ValueError("no training examples; check the labels (every question lacked a target path)")
+    model = model if model is not None else planner
+    params = [p for p in planner.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    if optimizer_state is not None:
+        optimizer.load_state_dict(optimizer_state)
+    history: list[dict[str, float]] = []
+    best: dict[str, float] | None = None
+    best_state = planner.trainable_state()
+    for epoch in range(start_epoch, config.epochs):
+        started = time.perf_counter()
+        torch.manual_seed(config.seed * 100_003 + epoch)
+        generator = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
+        batches = example_batches(train, config.batch_size, planner.vocab.pad, generator)
+        metrics = {"epoch": float(epoch), "train_loss": train_epoch(model, batches, optimizer, config.grad_clip)}
+        metrics["train_examples"] = float(len(train))
+        metrics.update({f"val_{k}": v for k, v in evaluate_examples(planner, val, config.eval_batch_size).items()})
+        metrics["epoch_seconds"] = time.perf_counter() - started
+        if _better(metrics, best):
+            best, best_state = metrics, planner.trainable_state()
+        metrics["best_epoch"] = best["epoch"] if best is not None else float(epoch)
+        history.append(metrics)
+        if on_epoch_end is not None:
+            on_epoch_end(epoch, dict(metrics), optimizer)
+    if best is None:
+        return PlannerFitResult(history, start_epoch - 1, math.nan, best_state)
+    return PlannerFitResult(
+        history, int(best["epoch"]), float(best.get(SELECTION_METRIC, math.nan)), best_state
+    )

@@ -1,0 +1,379 @@
+"""Distributed planner training on Ray Train (V2): ``python -m jobs.train`` with ``kind: train_planner``.
+
+The driver reads the train and validation questions (:class:`~rg.data.splits.SplitConfig`),
+derives the target relation paths (refined labels, else weak shortest paths;
+:mod:`rg.training.planner_data`), builds the planner once — tokenizer trained on the training
+questions, base model, untrained LoRA adapter — and ships it to the workers as the bytes of a
+checkpoint folder, with the tokenised examples as Ray Datasets. Each worker trains its shard of
+the training examples under DDP (gloo on CPU) with the shared loop
+:func:`rg.training.planner_loop.fit_planner`, evaluates the whole validation set and reports
+each epoch; rank 0 attaches a checkpoint holding the planner (adapter via peft
+``save_pretrained``, tokenizer, model config, prompt template id; a tiny model's base weights),
+the optimizer state, the epoch and the history.
+
+Resumption follows :mod:`rg.training.ray_train`: the run is ``run_name`` under
+``storage_path``; resubmitting restores the run and the workers continue after the latest
+checkpoint. Afterwards the best checkpoint (validation path exact match, then loss) is exported
+to ``<output_dir>/planner`` and, if ``evaluation.side`` is set, scored with constrained and
+unconstrained beam search; the report goes to ``<output_dir>/train_report.json``::
+
+    report = train_planner(load_config("configs/train_planner_synthetic.yaml", PlannerTrainConfig))
+
+DeepSpeed (``configs/deepspeed_zero2.json``) is for GPU clusters with a pretrained checkpoint
+and is not used by this CPU loop.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import pickle
+import tarfile
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import torch
+from pydantic import Field
+
+from rg.config import Config
+from rg.data.paths import resolve_data_path
+from rg.data.sample import Sample
+from rg.data.splits import SplitConfig, load_split_samples
+from rg.retrievers.base import CheckpointMeta
+from rg.retrievers.planner.config import DecodeConfig, PlannerConfig
+from rg.retrievers.planner.evaluate import MODES, evaluate_planner
+from rg.retrievers.planner.model import Example, PlannerModel, load_planner
+from rg.runtime import RayConfig, init_ray
+from rg.supervision.labels import Labels, read_labels
+from rg.training.data import LabelConfig
+from rg.training.planner_data import plan_targets, reference_paths, target_rows
+from rg.training.planner_loop import SELECTION_METRIC, PlannerFitConfig, fit_planner
+
+REPORT_FILE = "train_report.json"
+PLANNER_DIR = "planner"
+OPTIMIZER_FILE = "optimizer.pt"
+EPOCH_FILE = "epoch.json"
+HISTORY_FILE = "history.json"
+
+
+class PlannerEvalConfig(Config):
+    """Scoring of the exported planner after training."""
+
+    side: Literal["val", "test"] | None = Field(
+        "val", description="Questions to score ('test' needs `split.file`); None skips the evaluation."
+    )
+    beam_widths: tuple[int, ...] = Field((1, 5), min_length=1, description="Beam widths k to score.")
+    modes: tuple[Literal["constrained", "unconstrained"], ...] = Field(MODES, min_length=1, description="Decoding modes.")
+    decode: DecodeConfig = Field(default_factory=DecodeConfig, description="Batch size and grounding cap.")
+    by_hops: bool = Field(True, description="Also score each hop count separately when there are several.")
+
+
+class PlannerTrainConfig(Config):
+    """``python -m jobs.train`` (kind ``train_planner``): questions → path targets → LoRA planner."""
+
+    KIND: ClassVar[str] = "train_planner"
+
+    input: str | list[str] = Field(
+        description="RoG parquet/jsonl(.gz) file(s) or folder(s) of shards; `@shared/...` allowed."
+    )
+    split: SplitConfig = Field(default_factory=SplitConfig, description="Train / val (/ test) membership.")
+    limit: int | None = Field(None, ge=2, description="Only the first N questions of each input (quick runs).")
+    planner: PlannerConfig = Field(default_factory=PlannerConfig, description="Base model, tokenizer, LoRA.")
+    labels: LabelConfig = Field(
+        default_factory=LabelConfig,
+        description="'weak': weak relation paths; 'refined': paths of a labels parquet, weak where a question has none.",
+    )
+    max_paths_per_question: int | None = Field(
+        4, ge=1, description="Target paths kept per question (weak ones: those reaching most answers first)."
+    )
+    train: PlannerFitConfig = Field(default_factory=PlannerFitConfig, description="Epochs, optimiser, batching.")
+    num_workers: int = Field(2, ge=1, description="Ray Train workers (DDP replicas).")
+    use_gpu: bool = Field(False, description="One GPU per worker (NCCL); False trains on CPU with gloo.")
+    run_name: str = Field(
+        min_length=1, description="Stable name of the Ray Train run; resubmitting with it resumes the run."
+    )
+    storage_path: str = Field(
+        "outputs/ray_results",
+        description="Where Ray Train persists checkpoints (<storage_path>/<run_name>); shared storage on a cluster.",
+    )
+    keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept (the best by validation path exact match).")
+    max_failures: int = Field(0, ge=-1, description="Worker-group restarts on failure (-1: unlimited).")
+    output_dir: str = Field(description="The best planner is exported here (planner/) with train_report.json.")
+    evaluation: PlannerEvalConfig = Field(default_factory=PlannerEvalConfig, description="Scoring after training.")
+    ray: RayConfig = Field(default_factory=RayConfig, description="Where Ray runs.")
+
+
+def pack_folder(folder: str | Path) -> bytes:
+    """A folder as the bytes of an uncompressed tar (to ship a small checkpoint through the object store)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(str(folder), arcname=".")
+    return buffer.getvalue()
+
+
+def unpack_folder(data: bytes, folder: str | Path) -> Path:
+    """Inverse of :func:`pack_folder`."""
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+        tar.extractall(str(folder), filter="data")
+    return Path(folder)
+
+
+def _shard_examples(name: str) -> list[Example]:
+    import ray.train
+
+    shard = ray.train.get_dataset_shard(name)
+    return [pickle.loads(row["example"]) for row in shard.iter_rows()]
+
+
+def _equal_steps(examples: list[Example]) -> list[Example]:
+    """Cut every worker's shard to the smallest one, so all ranks take the same number of DDP steps."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return examples
+    count = torch.tensor([len(examples)], dtype=torch.long)
+    dist.all_reduce(count, op=dist.ReduceOp.MIN)
+    return examples[: int(count.item())]
+
+
+def planner_loop_per_worker(config: dict[str, Any]) -> None:
+    """Ray Train worker: DDP training of the planner's adapter, per-epoch reports, rank-0 checkpoints.
+
+    ``config`` holds ``initial`` (an ObjectRef of the packed initial planner folder), ``train``
+    (a :class:`PlannerFitConfig` dict) and ``meta`` (a :class:`CheckpointMeta` dict).
+    """
+    import ray
+    import ray.train
+    import ray.train.torch
+
+    context = ray.train.get_context()
+    rank = context.get_world_rank()
+    fit_cfg = PlannerFitConfig.model_validate(config["train"])
+    meta = CheckpointMeta.model_validate(config["meta"])
+    train = _equal_steps(_shard_examples("train"))
+    val = _shard_examples("val")
+
+    start_epoch, optimizer_state, history = 0, None, []
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as folder:
+            folder = Path(folder)
+            planner = PlannerModel.load(folder / PLANNER_DIR, trainable=True)
+            optimizer_state = torch.load(folder / OPTIMIZER_FILE, map_location="cpu")
+            start_epoch = int(json.loads((folder / EPOCH_FILE).read_text())["epoch"]) + 1
+            history = json.loads((folder / HISTORY_FILE).read_text())
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            planner = PlannerModel.load(unpack_folder(ray.get(config["initial"]), tmp), trainable=True)
+    if start_epoch >= fit_cfg.epochs:
+        return
+    wrapped = ray.train.torch.prepare_model(planner, parallel_strategy_kwargs={"find_unused_parameters": False})
+
+    def on_epoch_end(epoch: int, metrics: dict[str, float], optimizer: torch.optim.Optimizer) -> None:
+        row = {**metrics, "start_epoch": float(start_epoch), "world_size": float(context.get_world_size())}
+        history.append(row)
+        if rank != 0:
+            ray.train.report(row)
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            planner.save(folder / PLANNER_DIR, meta.model_copy(update={"extra": {**meta.extra, "epoch": epoch}}))
+            torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
+            (folder / EPOCH_FILE).write_text(json.dumps({"epoch": epoch}) + "\n")
+            (folder / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
+            ray.train.report(row, checkpoint=ray.train.Checkpoint.from_directory(tmp))
+
+    fit_planner(planner, train, val, fit_cfg, model=wrapped, on_epoch_end=on_epoch_end,
+                start_epoch=start_epoch, optimizer_state=optimizer_state)
+
+
+def _labels(cfg: PlannerTrainConfig, samples: Sequence[Sample]) -> dict[str, Labels] | None:
+    if cfg.labels.source == "weak":
+        return None
+    wanted = {s.id for s in samples}
+    return {row.id: row for row in read_labels(resolve_data_path(str(cfg.labels.path))) if row.id in wanted}
+
+
+def _relations(samples: Sequence[Sample]) -> set[str]:
+    return {r for s in samples for _, r, _ in s.triples}
+
+
+def _selection_key(metrics: dict[str, Any]) -> tuple[float, float]:
+    exact = float(metrics.get(SELECTION_METRIC, math.nan))
+    loss = float(metrics.get("val_loss", math.nan))
+    return (-math.inf if math.isnan(exact) else exact, -math.inf if math.isnan(loss) else -loss)
+
+
+def _json_ready(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    return value
+
+
+def score_planner(planner: PlannerModel, samples: Sequence[Sample], gold: dict, cfg: PlannerEvalConfig) -> dict[str, Any]:
+    """Scores of ``samples`` for every mode × k, overall and (``by_hops``) per hop count."""
+    def rows(subset: Sequence[Sample]) -> list[dict[str, Any]]:
+        return [r.to_dict() for r in evaluate_planner(planner, subset, gold, cfg.beam_widths, cfg.modes, cfg.decode)]
+
+    result: dict[str, Any] = {"side": cfg.side, "questions": len(samples), "all": rows(samples)}
+    hops = sorted({s.hops for s in samples if s.hops is not None})
+    if cfg.by_hops and len(hops) > 1:
+        result["by_hops"] = {f"{h}hop": rows([s for s in samples if s.hops == h]) for h in hops}
+    return result
+
+
+def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
+    """Train ``cfg.planner`` on Ray Train, export the best checkpoint, score it and return the report.
+
+    Returns:
+        The report also written to ``<output_dir>/train_report.json``: split sizes and target
+        counts, the best epoch and its metrics, the history (including a resumed run's earlier
+        epochs), ``resumed``/``start_epoch``, the export folder and the evaluation scores.
+
+    Raises:
+        ValueError: if there are no training or validation examples.
+        RuntimeError: if the run produced no checkpoint.
+    """
+    import ray
+    import ray.data
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    started = time.perf_counter()
+    init_ray(cfg.ray)
+    sides = ("train", "val") + (("test",) if cfg.evaluation.side == "test" else ())
+    by_side = load_split_samples(cfg.input, cfg.split, sides, cfg.limit)
+    train_samples, val_samples = by_side["train"], by_side["val"]
+    labels = _labels(cfg, train_samples + val_samples)
+    max_len = cfg.planner.max_path_len
+    train_targets, train_stats = plan_targets(train_samples, labels, cfg.labels.weak, cfg.max_paths_per_question, max_len)
+    val_targets, val_stats = plan_targets(val_samples, labels, cfg.labels.weak, cfg.max_paths_per_question, max_len)
+    if not train_targets or not val_targets:
+        raise ValueError(
+            f"{len(train_targets)} training and {len(val_targets)} validation questions have a target path; "
+            "both need some: check `input`, `split` and `labels`"
+        )
+
+    torch.manual_seed(cfg.train.seed)
+    planner = PlannerModel.build(
+        cfg.planner, [t.question for t in train_targets], _relations(train_samples + val_samples)
+    )
+    train_examples = planner.examples(target_rows(train_targets))
+    val_examples = planner.examples(target_rows(val_targets))
+    if len(train_examples) < cfg.num_workers:
+        raise ValueError(f"{len(train_examples)} training example(s) for {cfg.num_workers} workers; use more questions")
+    meta = CheckpointMeta(
+        label_source=cfg.labels.source, extra={"run_name": cfg.run_name, "targets": train_stats.to_dict()}
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        initial = ray.put(pack_folder(planner.save(tmp, meta)))
+
+    storage = cfg.storage_path if "://" in cfg.storage_path else str(resolve_data_path(cfg.storage_path).resolve())
+    trainer = TorchTrainer(
+        planner_loop_per_worker,
+        train_loop_config={"initial": initial, "train": cfg.train.model_dump(mode="json"),
+                           "meta": meta.model_dump(mode="json")},
+        scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
+        run_config=ray.train.RunConfig(
+            name=cfg.run_name,
+            storage_path=storage,
+            checkpoint_config=ray.train.CheckpointConfig(
+                num_to_keep=cfg.keep_checkpoints, checkpoint_score_attribute=SELECTION_METRIC,
+                checkpoint_score_order="max",
+            ),
+            failure_config=ray.train.FailureConfig(max_failures=cfg.max_failures),
+        ),
+        datasets={
+            "train": ray.data.from_items([{"example": pickle.dumps(e)} for e in train_examples]),
+            "val": ray.data.from_items([{"example": pickle.dumps(e)} for e in val_examples]),
+        },
+        dataset_config=ray.train.DataConfig(datasets_to_split=["train"]),
+    )
+    result = trainer.fit()
+
+    kept = [(c, m) for c, m in (result.best_checkpoints or []) if m.get(SELECTION_METRIC) is not None]
+    if not kept:
+        raise RuntimeError(f"run {cfg.run_name!r} under {storage} produced no checkpoint with {SELECTION_METRIC!r}")
+    best_checkpoint, best_metrics = max(kept, key=lambda cm: _selection_key(cm[1]))
+    with (result.checkpoint or best_checkpoint).as_directory() as folder:
+        history = json.loads((Path(folder) / HISTORY_FILE).read_text())
+    output = Path(cfg.output_dir)
+    with best_checkpoint.as_directory() as folder:
+        best_epoch = int(json.loads((Path(folder) / EPOCH_FILE).read_text())["epoch"])
+        exported = PlannerModel.load(Path(folder) / PLANNER_DIR)
+    planner_dir = exported.save(output / PLANNER_DIR, meta.model_copy(update={"extra": {
+        **meta.extra, "epoch": best_epoch, "metric": SELECTION_METRIC, "value": best_metrics[SELECTION_METRIC]}}))
+    exported = load_planner(planner_dir)  # fail here, not at inference, if the export does not read back
+
+    evaluation = None
+    if cfg.evaluation.side is not None:
+        samples = by_side[cfg.evaluation.side]
+        evaluation = score_planner(exported, samples, reference_paths(samples, labels, cfg.labels.weak), cfg.evaluation)
+
+    start_epoch = int(history[-1]["start_epoch"]) if history else 0
+    report = _json_ready({
+        "run_name": cfg.run_name,
+        "storage_path": storage,
+        "label_source": cfg.labels.source,
+        "train_questions": len(train_samples),
+        "val_questions": len(val_samples),
+        "train_targets": train_stats.to_dict(),
+        "val_targets": val_stats.to_dict(),
+        "train_examples": len(train_examples),
+        "val_examples": len(val_examples),
+        "vocab_size": len(exported.tokenizer),
+        "relation_tokens": len(exported.vocab.label_to_id),
+        "adapter_parameters": exported.adapter_parameters,
+        "num_workers": cfg.num_workers,
+        "metric": SELECTION_METRIC,
+        "best_epoch": best_epoch,
+        "best_metrics": {k: v for k, v in best_metrics.items() if isinstance(v, (int, float))},
+        "resumed": start_epoch > 0,
+        "start_epoch": start_epoch,
+        "epochs_run": [int(r["epoch"]) for r in history if int(r["start_epoch"]) == start_epoch],
+        "history": history,
+        "planner_dir": str(planner_dir),
+        "evaluation": evaluation,
+        "seconds": time.perf_counter() - started,
+    })
+    output.mkdir(parents=True, exist_ok=True)
+    (output / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def format_planner_report(report: dict[str, Any]) -> str:
+    """A short text summary of a :func:`train_planner` report."""
+    best = report["best_metrics"]
+    lines = [
+        f"run {report['run_name']} (planner, {report['label_source']} labels, {report['num_workers']} workers)",
+        f"questions: {report['train_questions']} train, {report['val_questions']} val; "
+        f"examples: {report['train_examples']} train, {report['val_examples']} val",
+        f"epochs run: {report['epochs_run']}" + (f" (resumed at epoch {report['start_epoch']})" if report["resumed"] else ""),
+        f"best epoch {report['best_epoch']}: val path exact match {best.get(SELECTION_METRIC, float('nan')):.4f}, "
+        f"val loss {best.get('val_loss', float('nan')):.4f}",
+    ]
+    evaluation = report.get("evaluation")
+    if evaluation:
+        groups = {"all": evaluation["all"], **evaluation.get("by_hops", {})}
+        lines.append(f"{evaluation['side']} ({evaluation['questions']} questions):")
+        lines.append(f"{'group':>6} {'mode':>13} {'k':>3} {'path EM':>8} {'ans recall':>10} {'groundable':>10} {'q/s':>8}")
+        for name, rows in groups.items():
+            for r in rows:
+                lines.append(
+                    f"{name:>6} {r['mode']:>13} {r['beam_width']:>3} {_fmt(r['path_exact_match']):>8} "
+                    f"{_fmt(r['answer_recall']):>10} {_fmt(r['groundable_fraction']):>10} {_fmt(r['questions_per_s'], 1):>8}"
+                )
+    lines.append(f"planner saved to {report['planner_dir']}")
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
