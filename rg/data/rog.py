@@ -162,8 +162,11 @@ def _iter_jsonl_rows(path: Path) -> Iterator[Sample | BadRow]:
         yield sample_from_row(row, source, index)
 
 
-def _parquet_batches(path: Path, batch_size: int = 1024) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """``(index of the batch's first row, batch)`` over a RoG parquet file's known columns."""
+def _parquet_batches(path: Path, batch_size: int = 64) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """``(index of the batch's first row, batch)`` over a RoG parquet file's known columns.
+
+    Batches are small (64 rows) because one 3-hop MetaQA row can hold thousands of triples.
+    """
     try:
         parquet = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as err:

@@ -1,0 +1,48 @@
+"""Configuration of evidence-chain construction (ReG stage S(II))."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from rg.config import Config
+
+
+class EvidenceConfig(Config):
+    """How one question's retrieved triples become evidence chains.
+
+    See :func:`rg.evidence.build_evidence` for the algorithm each switch controls.
+    """
+
+    max_length: int = Field(
+        3,
+        ge=1,
+        le=8,
+        description=(
+            "Longest chain, in triples, grown by BFS from a topic entity (ReG uses short chains; "
+            "MetaQA needs up to 3). Each extra step multiplies the walks searched by the branching "
+            "factor, so values above 4 are rarely useful."
+        ),
+    )
+    keep_unanchored: bool = Field(
+        True,
+        description=(
+            "Keep retrieved triples that no chain uses (not reachable from a topic within "
+            "max_length, a parallel relation, or a cross edge between entities already reached) as "
+            "one-step unanchored chains, so nothing retrieved is silently dropped. False drops them "
+            "and counts them in EvidenceStats.dropped."
+        ),
+    )
+    merge_answers: bool = Field(
+        True,
+        description=(
+            "Multi-answer merging: walks with the same source and relation path (directions "
+            "included) but different ends become one chain with several ends, rendered {a | b}."
+        ),
+    )
+    merge_entities: bool = Field(
+        True,
+        description=(
+            "Multi-entity merging: chains from different topic entities whose ends overlap are "
+            "placed together on one line, restricted to the shared ends."
+        ),
+    )
