@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pickle
 import signal
@@ -51,6 +52,20 @@ def test_similarity_job_labels_every_question_and_resumes(ray_local, samples_fil
     assert report["mean_pool_before"] >= report["mean_pool_after"] > 0
     again = refine(cfg, progress=False)
     assert (again["this_run"], again["resumed"], again["questions"], again["duplicate_ids"]) == (0, 40, 40, 0)
+
+
+def test_split_limits_the_job_to_the_chosen_sides(ray_local, samples_file, tmp_path):
+    ids = sorted(s.id for s in read_rog(samples_file))
+    split_file = tmp_path / "split.json"
+    split_file.write_text(json.dumps({"unit": "id", "splits": {"train": ids[:5], "val": ids[5:7], "test": ids[7:]}}))
+    cfg = RefineConfig.model_validate({
+        "input": str(samples_file), "output_dir": str(tmp_path / "out"), "batch_size": 4,
+        "split": {"file": str(split_file), "max_questions": {"train": 3}}, "sides": ["train", "val"],
+    })
+    report = refine(cfg, progress=False)
+    labelled = set(by_id(tmp_path / "out" / "labels"))
+    assert report["questions"] == 5 and len(labelled) == 5
+    assert labelled >= set(ids[5:7]) and len(labelled & set(ids[:5])) == 3
 
 
 def test_llm_job_counts_calls_and_tokens(ray_local, samples_file, tmp_path):

@@ -29,6 +29,7 @@ from rg.data.paths import resolve_data_path
 from rg.data.records import BadRow
 from rg.data.rog import iter_rog_rows, rog_files, sample_from_row
 from rg.data.sample import Sample
+from rg.data.splits import SplitConfig, SplitName
 from rg.llm.usage import UsageLedger
 from rg.runtime import RayConfig, init_ray
 from rg.data.webqsp import read_webqsp_labels
@@ -65,6 +66,12 @@ class RefineConfig(Config):
     llm: LLMSelectorConfig | None = Field(None, description="Endpoint and limits; required when selector is `llm`.")
     candidates: CandidateConfig = Field(default_factory=CandidateConfig)
     limit: int | None = Field(None, ge=1, description="Only the first N rows of each input (quick runs).")
+    split: SplitConfig | None = Field(
+        None,
+        description="Refine only the questions on `sides` of this split (the training job's `split` section), "
+        "e.g. the capped train and val sides of MetaQA's canonical split.",
+    )
+    sides: list[SplitName] = Field(default_factory=lambda: ["train", "val"], description="Sides of `split` to refine.")
     reference_labels: str | None = Field(
         None,
         description="WebQSP-style evidence labels (jsonl.gz with evidence_triple_idx) to score weak and refined labels against.",
@@ -173,15 +180,34 @@ def input_sources(cfg: RefineConfig) -> list[str]:
     return [cfg.input] if isinstance(cfg.input, str) else list(cfg.input)
 
 
-def read_input(source: str, limit: int | None) -> "ray.data.Dataset":
-    """One input as a streaming Ray Dataset (parquet files or shards, or jsonl/jsonl.gz)."""
+def wanted_ids(cfg: RefineConfig) -> frozenset[str] | None:
+    """The ids to refine when a split file restricts the input (None: every row)."""
+    if cfg.split is None:
+        return None
+    if cfg.split.file is None:
+        raise ValueError("refine's `split` needs `split.file`; a seeded split is decided by the training job")
+    by_side = cfg.split.ids_from_file()
+    return frozenset().union(*(by_side[side] for side in cfg.sides))
+
+
+def read_input(source: str, limit: int | None, ids: frozenset[str] | None = None) -> "ray.data.Dataset":
+    """One input as a streaming Ray Dataset (parquet files or shards, or jsonl/jsonl.gz).
+
+    Args:
+        source: A RoG file or folder.
+        limit: Keep the first N rows (after the id filter).
+        ids: Keep only these question ids.
+    """
     import ray
+    from ray.data.expressions import col
 
     files = [str(f) for f in rog_files(resolve_data_path(source))]
     if all(f.endswith(".parquet") for f in files):
         ds = ray.data.read_parquet(files, num_cpus=READ_CPUS)
     else:
         ds = ray.data.read_json(files, lines=True, num_cpus=READ_CPUS)
+    if ids is not None:
+        ds = ds.filter(expr=col("id").is_in(sorted(ids)))
     return ds.limit(limit) if limit is not None else ds
 
 
@@ -201,8 +227,9 @@ def refine(cfg: RefineConfig, progress: bool = True) -> dict[str, Any]:
     check_resources(cfg, ray.cluster_resources().get("CPU", 0.0))
     ledger, bad, counts = UsageLedger(), Counter(), Counter()
     start = time.perf_counter()
+    ids = wanted_ids(cfg)
     for source in input_sources(cfg):
-        ds = read_input(source, cfg.limit)
+        ds = read_input(source, cfg.limit, ids)
         total = ds.count()
         ds = ds.repartition(target_num_rows_per_block=cfg.batch_size)  # spread questions over the actors
         ds = ds.map_batches(
@@ -254,11 +281,14 @@ def refine(cfg: RefineConfig, progress: bool = True) -> dict[str, Any]:
 
 def iter_samples(cfg: RefineConfig) -> Iterator[Sample]:
     """The input samples, streamed on the driver (used only for scoring against references)."""
+    ids = wanted_ids(cfg)
     for source in input_sources(cfg):
-        for n, (_, item) in enumerate(iter_rog_rows(resolve_data_path(source))):
+        n = 0
+        for _, item in iter_rog_rows(resolve_data_path(source)):
             if cfg.limit is not None and n >= cfg.limit:
                 break
-            if isinstance(item, Sample):
+            if isinstance(item, Sample) and (ids is None or item.id in ids):
+                n += 1
                 yield item
 
 

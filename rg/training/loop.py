@@ -85,7 +85,7 @@ class FitResult:
     """What :func:`fit` returns.
 
     Attributes:
-        history: One metrics dict per epoch run (``epoch``, ``train_loss``, ``epoch_seconds``,
+        history: One metrics dict per epoch run (``epoch``, ``train_loss``, ``train_seconds``, ``epoch_seconds``,
             ``val_*`` recalls and loss, ``best_epoch``).
         best_epoch: The epoch with the best selection metric (the last one without validation).
         best_metric: Its value (NaN without validation).
@@ -293,6 +293,7 @@ def fit(
         metrics: dict[str, float] = {"epoch": float(epoch)}
         batches = make_batches(train, config.questions_per_batch, generator)
         metrics["train_loss"] = train_epoch(model, batches, tables, optimizer)
+        metrics["train_seconds"] = time.perf_counter() - started
         if val_batches:
             metrics.update({f"val_{k}": v for k, v in evaluate(model, val_batches, tables, config.ks).items()})
         metrics["epoch_seconds"] = time.perf_counter() - started

@@ -1,0 +1,203 @@
+"""How fast do the retrievers score and train? Batched scoring, FLOP rate, Ray Train scaling.
+
+    python -m bench.retriever --quick
+    python -m bench.retriever [--input outputs/metaqa/2hop-test] [--questions 400] [--out PATH]
+
+Three measurements, each against a baseline taken in the same run:
+
+* **Scoring throughput** over MetaQA 2-hop test subgraphs (the builder's shards): the MLP-DDE
+  retriever scores ``--batch`` questions per forward pass (rg's way) against a loop with one
+  question per pass (the reference SubgraphRAG code's way); both include collating the
+  question graphs. Target: batched ≥ 5× the loop.
+* **FLOP rate** of the batched MLP forward (FLOPs it executes, counted from its shapes) against
+  a plain ``torch.mm`` of a large square matrix timed here (``matmul_peak_gflops``). Target:
+  ≥ 50% of the peak.
+* **Ray Train scaling**: ``jobs.train``'s ``train_retriever`` with 2 workers against 1 on the
+  same questions and epochs; the speedup is the ratio of the summed training-phase time of the
+  epochs (``train_seconds``, without validation, which every worker runs whole, and without Ray
+  start-up, reported apart as wall time). Target: ≥ 1.6.
+
+The text encoder's embeddings come from its on-disk cache when present (``--cache-dir``);
+encoding is not timed. The model is untrained (scoring cost does not depend on the weights).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from itertools import islice
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from rg.data.rog import read_rog, write_rog_parquet
+from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph, collate
+from rg.retrievers.mlp import MLPConfig, MLPRetriever
+from rg.text.encoder import EncoderConfig, TextEncoder
+from rg.training.data import build_tables, question_graph
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "retriever.json"
+DEFAULT_INPUT = Path("outputs/metaqa/2hop-test")
+
+
+def best_time(fn: Callable[[], Any], repeat: int) -> float:
+    """The fastest of ``repeat`` timed calls of ``fn`` (after one warm-up call)."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def mlp_flops(model: MLPRetriever, batch: GraphBatch) -> float:
+    """FLOPs of :meth:`MLPRetriever.forward` on ``batch`` (multiply-adds count 2).
+
+    The forward projects each distinct question, entity (twice: as head and as tail) and
+    relation once, then adds four hidden rows per triple, applies ReLU and the output layer.
+    """
+    hidden, dim, width = model.config.hidden, model.config.text_dim, model.config.entity_dim
+    questions = int(batch.question.numel())
+    entities = int(batch.topic.numel())
+    relations = int(torch.unique(batch.rel).numel())
+    triples = int(batch.head.numel())
+    projections = 2 * hidden * (questions * dim + 2 * entities * width + relations * dim)
+    per_triple = triples * (4 * hidden + hidden + 2 * hidden)
+    return float(projections + per_triple)
+
+
+def matmul_peak_gflops(size: int, repeat: int) -> float:
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    seconds = best_time(lambda: torch.mm(a, b), repeat)
+    return 2 * size**3 / seconds / 1e9
+
+
+def scoring(
+    model: MLPRetriever, graphs: list[QuestionGraph], tables: EmbeddingTables, batch_questions: int, repeat: int
+) -> dict[str, Any]:
+    triples = sum(int(g.head.numel()) for g in graphs)
+    chunks = [graphs[i : i + batch_questions] for i in range(0, len(graphs), batch_questions)]
+
+    @torch.no_grad()
+    def batched() -> None:
+        for chunk in chunks:
+            model(collate(chunk), tables)
+
+    @torch.no_grad()
+    def loop() -> None:
+        for graph in graphs:
+            model(collate([graph]), tables)
+
+    batched_s = best_time(batched, repeat)
+    loop_s = best_time(loop, repeat)
+    batches = [collate(chunk) for chunk in chunks]
+    flops = sum(mlp_flops(model, b) for b in batches)
+
+    @torch.no_grad()
+    def forward_only() -> None:
+        for b in batches:
+            model(b, tables)
+
+    forward_s = best_time(forward_only, repeat)
+    return {
+        "questions": len(graphs),
+        "triples": triples,
+        "batch_questions": batch_questions,
+        "scoring_triples_per_s": triples / batched_s,
+        "per_question_loop_triples_per_s": triples / loop_s,
+        "batched_speedup": loop_s / batched_s,
+        "mlp_forward_s": forward_s,
+        "mlp_gflops": flops / forward_s / 1e9,
+        "mlp_flops_per_triple": flops / triples,
+    }
+
+
+def train_scaling(samples_path: Path, workdir: Path, cache_dir: str, epochs: int) -> dict[str, Any]:
+    from rg.training.ray_train import TrainJobConfig, train_retriever
+
+    rows: dict[int, dict[str, Any]] = {}
+    for workers in (1, 2):
+        cfg = TrainJobConfig.model_validate(
+            {
+                "input": str(samples_path),
+                "retriever": {"kind": "mlp"},
+                "encoder": {"cache_dir": cache_dir},
+                "train": {"epochs": epochs, "questions_per_batch": 8, "eval_ks": [100]},
+                "num_workers": workers,
+                "run_name": f"bench_retriever_{workers}w",
+                "storage_path": str(workdir / "ray_results"),
+                "output_dir": str(workdir / f"out_{workers}w"),
+            }
+        )
+        start = time.perf_counter()
+        report = train_retriever(cfg)
+        rows[workers] = {
+            "workers": workers,
+            "train_seconds": sum(float(r["train_seconds"]) for r in report["history"]),
+            "epoch_seconds": sum(float(r["epoch_seconds"]) for r in report["history"]),
+            "wall_s": time.perf_counter() - start,
+            "train_questions": report["train_usable"],
+            "epochs": epochs,
+        }
+    return {
+        "by_workers": [rows[1], rows[2]],
+        "train_speedup_2_workers": rows[1]["train_seconds"] / rows[2]["train_seconds"],
+        "epoch_speedup_2_workers": rows[1]["epoch_seconds"] / rows[2]["epoch_seconds"],
+        "wall_speedup_2_workers": rows[1]["wall_s"] / rows[2]["wall_s"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--input", type=Path, default=DEFAULT_INPUT, help="MetaQA 2-hop subgraph shards (RoG).")
+    parser.add_argument("--questions", type=int, default=400, help="Questions scored (and trained on).")
+    parser.add_argument("--batch", type=int, default=64, help="Questions per batched forward pass.")
+    parser.add_argument("--epochs", type=int, default=3, help="Epochs of each Ray Train run.")
+    parser.add_argument("--repeat", type=int, default=3, help="Timed repetitions (best kept).")
+    parser.add_argument("--cache-dir", default="outputs/encoder_cache", help="Text encoder cache.")
+    parser.add_argument("--no-train", action="store_true", help="Skip the Ray Train scaling runs.")
+    parser.add_argument("--quick", action="store_true", help="100 questions, 1 epoch, 1 repetition.")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.questions, args.epochs, args.repeat = 100, 1, 1
+    if not args.input.exists():
+        parser.error(
+            f"{args.input} not found: build MetaQA subgraphs first "
+            "(python -m jobs.build_subgraphs --config configs/build_metaqa.yaml) or pass --input"
+        )
+    samples = list(islice(read_rog(args.input), args.questions))
+    encoder = TextEncoder(EncoderConfig(cache_dir=args.cache_dir))
+    tables, index = build_tables(samples, encoder)
+    graphs = [question_graph(s, index) for s in samples]
+    model = MLPRetriever(MLPConfig(text_dim=tables.dim)).eval()
+    result: dict[str, Any] = {
+        "input": str(args.input),
+        "torch_threads": torch.get_num_threads(),
+        "model": model.config.model_dump(mode="json"),
+        **scoring(model, graphs, tables, args.batch, args.repeat),
+    }
+    result["matmul_peak_gflops"] = matmul_peak_gflops(2048, args.repeat)
+    result["mlp_share_of_peak"] = result["mlp_gflops"] / result["matmul_peak_gflops"]
+    if not args.no_train:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "samples.parquet"
+            write_rog_parquet(samples, path)
+            result.update(train_scaling(path, Path(tmp), args.cache_dir, args.epochs))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    keys = ("scoring_triples_per_s", "per_question_loop_triples_per_s", "batched_speedup", "mlp_gflops",
+            "matmul_peak_gflops", "mlp_share_of_peak", "train_speedup_2_workers")
+    for key in keys:
+        if key in result:
+            print(f"{key:>34}: {result[key]:,.3f}")
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
