@@ -67,6 +67,15 @@ class TestDDE:
         assert dde(g.topic, g.head, g.tail, rounds=1).tolist() == FOUR_NODE_DDE[:, [0, 1, 4, 5]].tolist()
         assert dde(g.topic, g.head, g.tail, rounds=0).shape == (4, 0)
 
+    def test_undirected_rounds_reach_mixed_direction_walks(self) -> None:
+        # 0 -r-> 1 <-r- 2: entity 2 shares a neighbour with the topic (MetaQA's co-star pattern).
+        g = graph("m", [(0, 0, 1), (2, 0, 1)], topic=[0], num_entities=3)
+        directional = dde(g.topic, g.head, g.tail, rounds=2)
+        assert directional[2, 0::2].tolist() == [0.0, 0.0, 0.0, 0.0]  # no topic signal reaches 2
+        mixed = dde(g.topic, g.head, g.tail, rounds=2, undirected_rounds=2)
+        assert torch.equal(mixed[:, :8], directional)
+        assert mixed[:, 8:].tolist() == [[0.0, 1.0, 0.5, 0.5], [0.5, 0.5, 0.0, 1.0], [0.0, 1.0, 0.5, 0.5]]
+
     def test_parallel_triples_each_count(self) -> None:
         g = graph("p", [(0, 0, 2), (0, 1, 2), (1, 0, 2)], topic=[0], num_entities=3)
         assert dde(g.topic, g.head, g.tail, rounds=1)[2, :2].tolist() == pytest.approx([2 / 3, 1 / 3])

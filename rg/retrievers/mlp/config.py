@@ -28,12 +28,21 @@ class MLPConfig(RetrieverConfig):
             "tail→head (DDE width = 2 columns × 2 directions × rounds); 0 disables DDE."
         ),
     )
+    undirected_rounds: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Extra DDE rounds along triples in either direction (an rg addition, 0 = SubgraphRAG's DDE). "
+            "Directional rounds cannot see entities reached by mixed-direction walks (MetaQA's "
+            "X -starred_actors-> A <-starred_actors- film); 3 covers MetaQA's 3-hop questions."
+        ),
+    )
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout after the hidden layer.")
 
     @property
     def entity_dim(self) -> int:
         """Width of an entity feature: text ⊕ topic one-hot ⊕ DDE."""
-        return self.text_dim + TOPIC_COLUMNS + 2 * TOPIC_COLUMNS * self.dde_rounds
+        return self.text_dim + TOPIC_COLUMNS * (1 + 2 * self.dde_rounds + self.undirected_rounds)
 
     @property
     def triple_dim(self) -> int:

@@ -37,7 +37,9 @@ def mean_neighbours(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> to
     return scatter(x[src], dst, dim=0, dim_size=x.shape[0], reduce="mean")  # (E, C)
 
 
-def dde(topic: torch.Tensor, head: torch.Tensor, tail: torch.Tensor, rounds: int = 2) -> torch.Tensor:
+def dde(
+    topic: torch.Tensor, head: torch.Tensor, tail: torch.Tensor, rounds: int = 2, undirected_rounds: int = 0
+) -> torch.Tensor:
     """Directional distance encoding of every entity (SubgraphRAG, DESIGN §5).
 
     Starting from the two-column topic one-hot, ``rounds`` rounds of mean aggregation along
@@ -50,23 +52,26 @@ def dde(topic: torch.Tensor, head: torch.Tensor, tail: torch.Tensor, rounds: int
         topic: Bool topic flags.
         head, tail: Entity ids of each triple (batch-global ids work: a batch is a disjoint union).
         rounds: Rounds per direction.
+        undirected_rounds: Further rounds, again from the one-hot, along every triple both ways
+            (rg's addition for mixed-direction walks; 0 gives SubgraphRAG's encoding).
 
     Returns:
-        ``[fwd_1, ..., fwd_rounds, bwd_1, ..., bwd_rounds]`` concatenated.
+        ``[fwd_1, ..., fwd_rounds, bwd_1, ..., bwd_rounds, und_1, ...]`` concatenated.
 
     Shapes:
-        topic: (E,); head, tail: (T,) -> (E, 4 * rounds)
+        topic: (E,); head, tail: (T,) -> (E, 2 * (2 * rounds + undirected_rounds))
     """
     one_hot = topic_one_hot(topic)  # (E, 2)
+    both = (torch.cat([head, tail]), torch.cat([tail, head]))  # (2T,), (2T,)
     encodings = []
-    for src, dst in ((head, tail), (tail, head)):
+    for (src, dst), count in (((head, tail), rounds), ((tail, head), rounds), (both, undirected_rounds)):
         x = one_hot
-        for _ in range(rounds):
+        for _ in range(count):
             x = mean_neighbours(x, src, dst)  # (E, 2)
             encodings.append(x)
     if not encodings:
         return one_hot.new_zeros(one_hot.shape[0], 0)  # (E, 0)
-    return torch.cat(encodings, dim=1)  # (E, 4 * rounds)
+    return torch.cat(encodings, dim=1)  # (E, 2 * (2 * rounds + undirected_rounds))
 
 
 class MLPRetriever(Retriever):
@@ -103,11 +108,12 @@ class MLPRetriever(Retriever):
         """Text ⊕ topic one-hot ⊕ DDE of every entity of the batch.
 
         Shapes:
-            batch: E entities -> (E, D + 2 + 4 * rounds)
+            batch: E entities -> (E, F) with F = config.entity_dim
         """
         text = self.entity_text(tables, batch.entity_text)  # (E, D)
-        encoding = dde(batch.topic, batch.head, batch.tail, self.config.dde_rounds)  # (E, 4 * rounds)
-        return torch.cat([text, topic_one_hot(batch.topic), encoding], dim=1)  # (E, D + 2 + 4 * rounds)
+        config = self.config
+        encoding = dde(batch.topic, batch.head, batch.tail, config.dde_rounds, config.undirected_rounds)  # (E, C)
+        return torch.cat([text, topic_one_hot(batch.topic), encoding], dim=1)  # (E, F)
 
     def triple_inputs(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
         """The explicit MLP input ``[q, h, r, t]`` of every triple (reference for :meth:`forward`).
