@@ -1,9 +1,13 @@
-"""Evaluate retrieval: trained retrievers next to untrained baselines, recall@K against references.
+"""Evaluate retrieval (recall@K of retrievers and baselines) or question answering (Hit, F1, cost).
 
     python -m jobs.evaluate --config configs/evaluate_synthetic.yaml
-    ray job submit --working-dir . -- python -m jobs.evaluate --config configs/evaluate_synthetic.yaml
+    python -m jobs.evaluate --config configs/evaluate_qa_synthetic.yaml --set chains=false
+    ray job submit --working-dir . -- python -m jobs.evaluate --config configs/evaluate_qa_synthetic.yaml
 
-Writes ``retrieval.json``, ``retrieval.md`` (printed) and ``retrieval.png`` to ``output_dir``.
+The config's ``kind`` picks the mode. ``evaluate``: writes ``retrieval.json``, ``retrieval.md``
+(printed) and ``retrieval.png`` to ``output_dir``. ``evaluate_qa``: answers the questions with
+Ray Data batch inference (retriever → evidence chains → reader) and writes ``qa.json``,
+``qa.md`` (printed), ``qa.png`` and ``predictions.jsonl`` to ``output_dir``.
 """
 
 from __future__ import annotations
@@ -11,11 +15,26 @@ from __future__ import annotations
 import sys
 
 from rg.cli import job_parser, load_job_config
+from rg.config import ConfigError, read_yaml
 from rg.evaluation.job import EvaluateConfig, evaluate
+from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa, format_qa
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = job_parser("jobs.evaluate", __doc__, EvaluateConfig).parse_args(argv)
+    parser = job_parser("jobs.evaluate", __doc__, EvaluateConfig)
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar (QA mode)")
+    args = parser.parse_args(argv)
+    try:
+        kind = read_yaml(args.config).get("kind", EvaluateConfig.KIND)
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    if kind == QAEvaluateConfig.KIND:
+        qa_cfg = load_job_config(args, QAEvaluateConfig)
+        if qa_cfg is None:
+            return 2
+        print(format_qa(evaluate_qa(qa_cfg, progress=not args.no_progress)))
+        return 0
     cfg = load_job_config(args, EvaluateConfig)
     if cfg is None:
         return 2

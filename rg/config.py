@@ -140,7 +140,10 @@ CONFIG_KINDS: dict[str, str] = {
     "synthetic": "rg.data.synthetic:SyntheticConfig",
     "refine": "rg.supervision.job:RefineConfig",
     "evaluate": "rg.evaluation.job:EvaluateConfig",
+    "evaluate_qa": "rg.evaluation.qa_job:QAEvaluateConfig",
+    "pipeline": "rg.pipeline:PipelineConfig",
     "train": "rg.training.ray_train:TrainJobConfig",
+    "train_planner": "rg.training.planner_ray:PlannerTrainConfig",
 }
 """YAML ``kind`` → ``module:Class`` of its config (imported on use, so rg.config stays light)."""
 

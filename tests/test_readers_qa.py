@@ -177,9 +177,19 @@ def test_retriever_reader_walk_scores_on_a_two_step_chain():
     def ranked(**cfg):
         return [(a.text, a.score) for a in read_local(ev, **cfg).ranked]
 
-    assert ranked() == [("F1", 0.9), ("1999", 0.6), ("Bob", 0.3)]
-    assert ranked(walk_score="sum") == [("1999", pytest.approx(1.5)), ("Bob", pytest.approx(1.2)), ("F1", 0.9)]
+    assert ranked(walk_score="min") == [("F1", 0.9), ("1999", 0.6), ("Bob", 0.3)]
+    assert ranked() == [("1999", pytest.approx(1.5)), ("Bob", pytest.approx(1.2)), ("F1", 0.9)]  # sum
     assert ranked(walk_score="mean") == [("F1", 0.9), ("1999", pytest.approx(0.75)), ("Bob", pytest.approx(0.6))]
+
+
+def test_summed_logits_stop_at_the_end_of_the_relevant_chain_and_skip_unnamed_nodes():
+    triples = (("Ann", "spouse", "m.0x1"), ("m.0x1", "from", "1999"), ("1999", "next", "2000"))
+    ev = build_evidence(triples, [2.0, 1.0, -3.0], ["Ann"])
+    # walks: Ann→m.0x1 (2); Ann→m.0x1→1999 (2 + 1); Ann→…→2000 (2 + 1 - 3)
+    reading = read_local(ev)
+    assert [(a.text, a.score) for a in reading.ranked] == [("1999", 3.0), ("2000", 0.0)]
+    assert reading.answers == ("1999",)
+    assert [a.text for a in read_local(ev, unnamed_answers=True).ranked] == ["1999", "m.0x1", "2000"]
 
 
 def test_retriever_reader_unanchored_candidates_and_no_candidates():

@@ -9,9 +9,11 @@ its readings say ``retriever_scores``.
 Scoring, per candidate entity ``e``:
 
 1. each walk ending at ``e`` gets a value from its steps' retriever scores (``walk_score``):
-   by default the **minimum**, since a walk is only as relevant as its weakest triple, and the
-   minimum neither rewards nor punishes length by the scale of the scores (a sum would favour
-   long walks under probabilities and short ones under log-probabilities);
+   by default their **sum**. Retriever scores are logits: a step the retriever judges relevant
+   (logit > 0) raises the sum and an irrelevant one lowers it, so along a chain the sum peaks
+   where the relevant triples stop — at the answer, not at the intermediate entities before it
+   (which ``min`` would rank at least as high, since their walks are prefixes of the answer's)
+   nor at the entities past it. ``min`` and ``mean`` remain for scores that are not logits;
 2. the values of all walks ending at ``e`` are aggregated (``aggregate``): by default with
    **log-sum-exp** at temperature τ, ``τ·log Σ exp(v/τ)``. Evidence construction keeps one
    walk per (topic entity, end), so an end has at most one anchored walk per topic entity;
@@ -32,19 +34,25 @@ from typing import Literal, Sequence
 from pydantic import Field
 
 from rg.config import Config
+from rg.data.entities import is_unnamed
 from rg.evidence import Evidence, EvidenceChain, Walk
 from rg.reasoning.base import Answer, Reading
 
 NAME = "retriever_scores"
 NO_CANDIDATES = "no_candidates"
-"""Fallback reason: no chain ends at an entity other than a topic entity."""
+"""Fallback reason: no chain ends at an entity other than a topic entity (or an unnamed node)."""
 
 
 class RetrieverReaderConfig(Config):
     """Settings of :class:`RetrieverReader` (see the module docstring for the rule)."""
 
     walk_score: Literal["min", "mean", "sum"] = Field(
-        "min", description="Value of one walk from its steps' retriever scores."
+        "sum", description="Value of one walk from its steps' retriever scores (sum suits logits)."
+    )
+    unnamed_answers: bool = Field(
+        False,
+        description="Whether unnamed nodes (Freebase `m.`/`g.` ids such as CVT nodes) may be answers; they "
+        "are usually the hinge of a relation, not what a question asks for.",
     )
     aggregate: Literal["max", "logsumexp"] = Field(
         "logsumexp", description="How the values of the walks ending at one candidate combine."
@@ -107,7 +115,7 @@ class RetrieverReader:
         support: dict[str, dict[int, list[Walk]]] = {}
 
         def add(entity: str, index: int, walk: Walk) -> None:
-            if entity not in topics:
+            if entity not in topics and (self.config.unnamed_answers or not is_unnamed(entity)):
                 support.setdefault(entity, {}).setdefault(index, []).append(walk)
 
         for index, chain in enumerate(chains):

@@ -1,0 +1,43 @@
+"""Run the whole workflow in one command: KG → subgraphs → refined labels → retriever (Ray Train)
+→ retrieval and QA evaluation, ending with a results table that says where files and plots went.
+
+    python -m jobs.pipeline --config configs/demo.yaml
+    python -m jobs.pipeline --config configs/demo.yaml --fresh
+    python -m jobs.pipeline --config configs/pipeline_webqsp.yaml --set qa.chains.limit=100
+
+On a cluster, submit the same command as a Ray job; every stage then joins the cluster
+(``RAY_ADDRESS`` is set by ``ray job submit``) and ``train.storage_path`` must be shared storage
+(an NFS path or ``s3://`` / ``gs://`` URI) reachable from every node::
+
+    ray job submit --working-dir . -- python -m jobs.pipeline --config configs/demo.yaml
+    ray job submit --address http://HEAD:8265 --working-dir . -- \\
+        python -m jobs.pipeline --config configs/pipeline_metaqa.yaml --set train.use_gpu=true
+
+Rerunning resumes: stages that finished with the same config (and the same upstream stages) are
+skipped, an interrupted stage resumes its own work, and a stage whose config changed is redone
+with everything after it. ``--fresh`` redoes every stage. Each stage's section is the config of
+its own job (see rg.pipeline.config for the keys filled in when left out); set a stage to
+``null`` to skip it and give its output as a path instead.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rg.cli import job_parser, load_job_config
+from rg.pipeline import PipelineConfig, format_report, run_pipeline
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = job_parser("jobs.pipeline", __doc__, PipelineConfig, resumable=True).parse_args(argv)
+    cfg = load_job_config(args, PipelineConfig)
+    if cfg is None:
+        return 2
+    report = run_pipeline(cfg, fresh=args.fresh, progress=not args.no_progress)
+    print()
+    print(format_report(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""``python -m jobs.evaluate`` (QA mode, ``kind: evaluate_qa``): answer a test set with Ray Data
+batch inference and score the answers.
+
+The driver reads the questions of one split side, keeps their gold answers, and sends only the
+inference view of each question (:func:`rg.evaluation.qa.inference_view`: no answers) through
+``ray.data.Dataset.map_batches`` to a pool of actors. Each actor loads the triple scorer (a
+retriever checkpoint, or a baseline) and the reader once, and answers its batches with
+:func:`rg.evaluation.qa.answer_questions`; an LLM reader's requests of a batch run concurrently
+on the actor's event loop. The driver scores each prediction against the gold answers it kept
+(:mod:`rg.evaluation.qa_metrics`) and writes the report (:mod:`rg.evaluation.qa_report`)::
+
+    result = evaluate_qa(load_config("configs/evaluate_qa_synthetic.yaml", QAEvaluateConfig))
+    result.summary.overall.hit, result.files.markdown
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field
+from tqdm.auto import tqdm
+
+from rg.config import Config
+from rg.data.sample import Sample
+from rg.data.splits import SplitConfig, load_split_samples
+from rg.evaluation.job import MethodConfig, build_scorer
+from rg.evaluation.qa import (
+    Prediction,
+    ReaderChoice,
+    RetrieverReaderChoice,
+    answer_questions,
+    build_reader,
+    inference_view,
+)
+from rg.evaluation.qa_metrics import Gold, QASummary, QuestionScore, score_prediction, summarize
+from rg.evaluation.qa_report import QAReportFiles, failure_line, markdown_table, run_line, write_qa_results
+from rg.evaluation.scorers import HopDistanceScorer, TripleScorer
+from rg.evidence import EvidenceConfig
+from rg.metrics import MatchMode
+from rg.runtime import RayConfig, init_ray
+from rg.text.encoder import EncoderConfig, TextEncoder
+
+LOST = "lost: the actor pool returned no prediction"
+"""Failure recorded for a question whose prediction never came back (should not happen)."""
+
+
+class QAEvaluateConfig(Config):
+    """QA evaluation: retrieve, build evidence, read, and score the answers of one split side."""
+
+    KIND: ClassVar[str] = "evaluate_qa"
+
+    input: str | list[str] = Field(
+        description="RoG parquet/jsonl(.gz) file(s) or folder(s) of shards; `@shared/...` allowed."
+    )
+    limit: int | None = Field(None, ge=1, description="Only the first N questions of each input.")
+    split: SplitConfig = Field(
+        default_factory=SplitConfig, description="As in the training config, so `side: val` is its held-out side."
+    )
+    side: Literal["all", "train", "val", "test"] = Field(
+        "all", description="Questions to answer; `test` needs `split.file`."
+    )
+    output_dir: str = Field(description="Where qa.json / .md / .png and predictions.jsonl go.")
+    retriever: MethodConfig = Field(
+        description="Triple scorer: `{kind: retriever, path: <checkpoint folder>}` or a baseline "
+        "(`{kind: cosine}`, `{kind: hop_distance}`)."
+    )
+    top_k: int | None = Field(100, ge=1, description="Retrieved triples per question (None: all, ranked).")
+    chains: bool = Field(
+        True,
+        description="Evidence chains (ReG S(II)) when true; false gives the reader one line per retrieved triple "
+        "in rank order (the ablation).",
+    )
+    evidence: EvidenceConfig = Field(default_factory=EvidenceConfig, description="Chain length and merging.")
+    reader: ReaderChoice = Field(
+        default_factory=RetrieverReaderChoice,
+        description="`{kind: retriever, ...}` (local, no LLM) or `{kind: llm, llm: {base_url, model}, ...}`.",
+    )
+    match: MatchMode = Field("exact", description="Hit / Hits@1 matching: `exact`, or `contains` as RoG's eval_hit.")
+    num_actors: int = Field(2, ge=1, description="Inference actors in the Ray Data pool (the concurrency).")
+    actor_cpus: float = Field(
+        1.0, gt=0, description="CPUs per actor (a retriever checkpoint scores on CPU; an LLM reader waits: use 0.25)."
+    )
+    batch_size: int = Field(16, ge=1, description="Questions per actor call (scored together, read concurrently).")
+    calls_per_actor: int = Field(
+        1, ge=1, description="Batches an actor works on at once; > 1 overlaps LLM waits across batches."
+    )
+    encoder: EncoderConfig = Field(
+        default_factory=EncoderConfig, description="Text encoder of the retriever checkpoint or the cosine baseline."
+    )
+    ray: RayConfig = Field(default_factory=RayConfig)
+
+
+@dataclass(frozen=True)
+class QAResult:
+    """What :func:`evaluate_qa` returns: the aggregates, the files written, and the run record."""
+
+    summary: QASummary
+    files: QAReportFiles
+    run: dict[str, Any]
+
+
+def build_qa_scorer(cfg: QAEvaluateConfig) -> TripleScorer:
+    """The configured scorer; the text encoder is loaded only for methods that need it."""
+    if cfg.retriever.kind == "hop_distance":
+        return HopDistanceScorer()
+    return build_scorer(cfg.retriever, TextEncoder(cfg.encoder))
+
+
+class _QAActor:
+    """Ray Data actor: loads the scorer and reader once, answers batches of pickled samples."""
+
+    def __init__(self, cfg: QAEvaluateConfig) -> None:
+        import torch
+
+        torch.set_num_threads(max(1, int(cfg.actor_cpus)))  # one process per actor: match its CPU share
+        self.cfg = cfg
+        self.scorer = build_qa_scorer(cfg)
+        self.reader = build_reader(cfg.reader)
+
+    async def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        samples: list[Sample] = [pickle.loads(b) for b in batch["sample"]]
+        predictions = await answer_questions(
+            samples, self.scorer, self.reader, top_k=self.cfg.top_k, chains=self.cfg.chains, evidence=self.cfg.evidence
+        )
+        return {"prediction": np.array([json.dumps(p.to_dict()) for p in predictions], dtype=object)}
+
+
+def check_resources(cfg: QAEvaluateConfig, cluster_cpus: float) -> None:
+    """Fail fast when the actor pool cannot be scheduled (Ray Data would wait for ever)."""
+    if cfg.actor_cpus > cluster_cpus:
+        raise ValueError(
+            f"actor_cpus = {cfg.actor_cpus} exceeds the cluster's {cluster_cpus:g} CPUs. Fix: lower `actor_cpus`"
+        )
+
+
+def _title(cfg: QAEvaluateConfig, run: dict[str, Any]) -> str:
+    inputs = [cfg.input] if isinstance(cfg.input, str) else cfg.input
+    name = ", ".join(Path(p).name for p in inputs)
+    evidence = "chains" if cfg.chains else "raw triples"
+    scorer = str(run["scorer"]).split("==", 1)[0]
+    return f"QA on {name} ({cfg.side}, {run['questions']} questions): {scorer} → {evidence} → {run['reader']}"
+
+
+def _predict(cfg: QAEvaluateConfig, samples: list[Sample], progress: bool) -> dict[str, Prediction]:
+    """Run the actor pool over the inference views of ``samples``; predictions by id."""
+    import ray
+
+    init_ray(cfg.ray)
+    check_resources(cfg, ray.cluster_resources().get("CPU", 0.0))
+    rows = [{"sample": pickle.dumps(inference_view(s))} for s in samples]
+    blocks = max(1, math.ceil(len(rows) / cfg.batch_size))
+    ds = ray.data.from_items(rows, override_num_blocks=blocks)
+    ds = ds.map_batches(
+        _QAActor,
+        fn_constructor_kwargs={"cfg": cfg},
+        batch_size=cfg.batch_size,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(
+            size=min(cfg.num_actors, blocks),
+            max_concurrent_calls_per_actor=cfg.calls_per_actor,
+            max_tasks_in_flight_per_actor=2 * cfg.calls_per_actor,
+        ),
+        num_cpus=cfg.actor_cpus,
+    )
+    predictions: dict[str, Prediction] = {}
+    with tqdm(total=len(rows), unit="q", desc="answer questions", disable=not progress) as bar:
+        for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+            for text in batch["prediction"]:
+                prediction = Prediction.from_dict(json.loads(text))
+                predictions[prediction.id] = prediction
+            bar.update(len(batch["prediction"]))
+    return predictions
+
+
+def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
+    """Answer every question of ``cfg.side``, score the answers, write and return the results.
+
+    Raises:
+        ValueError: when the side holds no question, ids repeat, or the actor pool does not fit.
+    """
+    started = time.perf_counter()
+    samples = load_split_samples(cfg.input, cfg.split, (cfg.side,), cfg.limit)[cfg.side]
+    if not samples:
+        raise ValueError(f"no questions on side {cfg.side!r} of {cfg.input}; check `input`, `split` and `side`")
+    gold = {s.id: Gold.of(s) for s in samples}  # stays on the driver: the evaluation side
+    if len(gold) != len(samples):
+        raise ValueError(f"question ids repeat in {cfg.input}; every question needs a unique id")
+    predictions = _predict(cfg, samples, progress)
+    scores: list[QuestionScore] = []
+    for sample in samples:
+        prediction = predictions.get(sample.id) or Prediction(id=sample.id, question=sample.question, failure=LOST)
+        scores.append(score_prediction(prediction, gold[sample.id], cfg.match))
+    summary = summarize(scores, cfg.match)
+    seconds = time.perf_counter() - started
+    first = scores[0].prediction
+    run = {
+        "input": cfg.input,
+        "side": cfg.side,
+        "questions": len(scores),
+        "scorer": first.scorer or cfg.retriever.kind,
+        "reader": first.reader or cfg.reader.kind,
+        "chains": cfg.chains,
+        "top_k": cfg.top_k,
+        "evidence": cfg.evidence.model_dump(),
+        "match": cfg.match,
+        "num_actors": cfg.num_actors,
+        "batch_size": cfg.batch_size,
+        "seconds": seconds,
+        "questions_per_s": len(scores) / seconds if seconds > 0 else None,
+    }
+    files = write_qa_results(summary, scores, cfg.output_dir, run, _title(cfg, run))
+    return QAResult(summary=summary, files=files, run=run)
+
+
+def format_qa(result: QAResult) -> str:
+    """The Markdown table with its run line, and where the files went."""
+    files = result.files
+    lines = [run_line(result.run), markdown_table(result.summary).rstrip(), failure_line(result.summary)]
+    lines.append(f"results: {files.json}  table: {files.markdown}  plot: {files.plot}  predictions: {files.predictions}")
+    return "\n".join(line for line in lines if line)

@@ -1,0 +1,192 @@
+"""The pipeline config: one section per stage, each the stage job's own config, wired together.
+
+Each section is exactly the config of the job that runs alone (``build`` is
+:class:`~rg.data.builder.BuildSubgraphsConfig`, ``refine`` :class:`~rg.supervision.job.RefineConfig`,
+``train`` :class:`~rg.training.ray_train.TrainJobConfig`, ``evaluate``
+:class:`~rg.evaluation.job.EvaluateConfig`, each entry of ``qa``
+:class:`~rg.evaluation.qa_job.QAEvaluateConfig`), except that the keys that connect stages may be
+left out and are filled in before validation (:func:`fill_sections`), every one only when the
+section does not set it:
+
+* ``output_dir`` of each stage: ``<output_dir>/<stage>`` (``<output_dir>/qa/<name>`` for QA runs);
+* ``input`` of refine, train, evaluate and QA: the build stage's shard folders, or the
+  pipeline's ``input`` (RoG files) when there is no build stage;
+* training labels: the refine stage's labels (``source: refined``) when there is one;
+* the retriever of evaluate and QA: the train stage's exported checkpoint;
+* ``split``, ``side``, ``encoder`` and ``ray``: the pipeline's, so every stage agrees on which
+  questions are held out and shares one encoder cache;
+* the Ray Train run: ``run_name`` from the output folder, ``storage_path`` inside it.
+
+A stage set to ``null`` (or left out) is skipped; its outputs must then be given as paths, e.g.
+``build: null`` with ``input: "@shared/webqsp-evidence/webqsp_test_rog.jsonl.gz"``, or
+``train: null`` with ``qa: {chains: {retriever: {kind: retriever, path: ...}}}``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from rg.config import Config
+from rg.data.builder import BuildSubgraphsConfig
+from rg.data.splits import SplitConfig
+from rg.evaluation.job import EvaluateConfig
+from rg.evaluation.qa_job import QAEvaluateConfig
+from rg.runtime import RayConfig
+from rg.supervision.job import LABELS_DIR, RefineConfig
+from rg.text.encoder import EncoderConfig
+from rg.training.ray_train import TrainJobConfig
+
+RETRIEVER_DIR = "retriever"
+"""Folder of the train stage's exported checkpoint, inside its output_dir."""
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def _mapping(value: Any) -> dict[str, Any] | None:
+    """A section as a mutable mapping (None stays None; a config object is dumped once here)."""
+    if value is None:
+        return None
+    if isinstance(value, Config):
+        return value.model_dump()
+    return dict(value) if isinstance(value, dict) else value
+
+
+def _build_outputs(build: dict[str, Any]) -> str | list[str]:
+    """The shard folders a build section writes: one per question source."""
+    out = Path(str(build["output_dir"]))
+    if build.get("synthetic") is not None:
+        names = ["synthetic"]
+    else:
+        names = [str(q["name"]) for q in build.get("questions") or () if isinstance(q, dict) and "name" in q]
+    folders = [str(out / name) for name in names]
+    return folders[0] if len(folders) == 1 else folders
+
+
+def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
+    """Fill the connecting keys of every stage section (see the module docstring).
+
+    Raises:
+        ValueError: when no stage has an input (neither ``input`` nor ``build``), both are set,
+            or an evaluation has no retriever to use (no ``train`` section and none given).
+    """
+    data = dict(data)
+    root = data.get("output_dir")
+    if not isinstance(root, str):
+        return data  # field validation reports the missing/ill-typed output_dir
+    base = Path(root)
+    shared = {key: _mapping(data[key]) for key in ("split", "encoder", "ray") if data.get(key) is not None}
+    split = shared.get("split") or {}
+    side = data.get("side") or ("test" if split.get("file") else "val")
+
+    def with_shared(section: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+        for key in keys:
+            if key in shared:
+                section.setdefault(key, shared[key])
+        return section
+
+    build = _mapping(data.get("build"))
+    if build is not None:
+        if data.get("input") is not None:
+            raise ValueError("set either `input` (existing RoG files) or a `build` section, not both")
+        build.setdefault("output_dir", str(base / "build"))
+        data["build"] = with_shared(build, ("ray",))
+        inputs: Any = _build_outputs(build)
+    else:
+        inputs = data.get("input")
+
+    downstream = [name for name in ("refine", "train", "evaluate") if data.get(name) is not None]
+    downstream += ["qa"] if data.get("qa") else []
+    if inputs is None and downstream:
+        raise ValueError(
+            f"stages {downstream} need questions: set `input` to RoG files/folders or add a `build` section"
+        )
+
+    refine = _mapping(data.get("refine"))
+    labels_dir = None
+    if refine is not None:
+        refine.setdefault("input", inputs)
+        refine.setdefault("output_dir", str(base / "refine"))
+        data["refine"] = with_shared(refine, ("encoder", "ray"))
+        labels_dir = str(Path(str(refine["output_dir"])) / LABELS_DIR)
+
+    train = _mapping(data.get("train"))
+    retriever = None
+    if train is not None:
+        train.setdefault("input", inputs)
+        train.setdefault("output_dir", str(base / "train"))
+        train.setdefault("run_name", f"pipeline-{base.name or 'run'}-train")
+        train.setdefault("storage_path", str(base / "ray_results"))
+        labels = dict(_mapping(train.get("labels")) or {})
+        if labels_dir is not None:
+            labels.setdefault("source", "refined")
+            if labels["source"] == "refined":
+                labels.setdefault("path", labels_dir)
+        train["labels"] = labels
+        data["train"] = with_shared(train, ("split", "encoder", "ray"))
+        retriever = {"kind": "retriever", "path": str(Path(str(train["output_dir"])) / RETRIEVER_DIR)}
+
+    evaluate = _mapping(data.get("evaluate"))
+    if evaluate is not None:
+        evaluate.setdefault("input", inputs)
+        evaluate.setdefault("output_dir", str(base / "evaluate"))
+        evaluate.setdefault("side", side)
+        evaluate.setdefault("methods", ([retriever] if retriever else []) + [{"kind": "cosine"}, {"kind": "hop_distance"}])
+        if labels_dir is not None:
+            evaluate.setdefault("labels", {"refined": labels_dir})
+        data["evaluate"] = with_shared(evaluate, ("split", "encoder"))
+
+    qa = dict(data.get("qa") or {})
+    for name, section in qa.items():
+        run = _mapping(section) or {}
+        run.setdefault("input", inputs)
+        run.setdefault("output_dir", str(base / "qa" / str(name)))
+        run.setdefault("side", side)
+        if "retriever" not in run:
+            if retriever is None:
+                raise ValueError(f"qa.{name}: set `retriever` (a checkpoint path or a baseline); there is no train stage")
+            run["retriever"] = retriever
+        qa[name] = with_shared(run, ("split", "encoder", "ray"))
+    data["qa"] = qa
+    return data
+
+
+class PipelineConfig(Config):
+    """Every stage of the KG-RAG workflow in one file: build → refine → train → evaluate → QA."""
+
+    KIND: ClassVar[str] = "pipeline"
+
+    output_dir: str = Field(description="Root of every stage's outputs and of the pipeline report and state.")
+    input: str | list[str] | None = Field(
+        None, description="RoG files/folders when there is no `build` stage (e.g. `@shared/...`)."
+    )
+    split: SplitConfig | None = Field(None, description="Train/val/test membership shared by train, evaluate and QA.")
+    side: Literal["val", "test"] | None = Field(
+        None, description="Side evaluate and QA score (default: `test` with a split file, else `val`)."
+    )
+    encoder: EncoderConfig | None = Field(None, description="Text encoder shared by every stage that encodes.")
+    ray: RayConfig = Field(default_factory=RayConfig, description="Where Ray runs (shared by every stage).")
+    build: BuildSubgraphsConfig | None = Field(None, description="Generate/read the KG and cut subgraphs; null: use `input`.")
+    refine: RefineConfig | None = Field(None, description="Refine weak labels (ReG S(I)); null: train on weak labels.")
+    train: TrainJobConfig | None = Field(None, description="Train a triple retriever on Ray Train; null: name checkpoints.")
+    evaluate: EvaluateConfig | None = Field(None, description="Retrieval recall@K of the retriever and baselines.")
+    qa: dict[str, QAEvaluateConfig] = Field(
+        default_factory=dict, description="QA runs by name (e.g. chains vs raw triples), each scored on `side`."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wire_stages(cls, data: Any) -> Any:
+        return fill_sections(data) if isinstance(data, dict) else data
+
+    @model_validator(mode="after")
+    def _check_names(self) -> "PipelineConfig":
+        bad = [name for name in self.qa if not _NAME.match(name)]
+        if bad:
+            raise ValueError(f"qa run names {bad} must be folder names (letters, digits, `_`, `.`, `-`)")
+        if not any((self.build, self.refine, self.train, self.evaluate, self.qa)):
+            raise ValueError("no stage is configured; add at least one of build, refine, train, evaluate, qa")
+        return self

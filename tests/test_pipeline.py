@@ -1,0 +1,109 @@
+"""The pipeline: stage wiring of the config, and an end-to-end run on a tiny synthetic KG that
+writes every stage's files and metrics, skips finished stages on a rerun, and redoes only a
+changed stage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rg.config import ConfigError, validate_config
+from rg.pipeline import PipelineConfig, format_report, run_pipeline
+from rg.pipeline.state import STATE_FILE
+
+
+def tiny(root: Path, cache: Path) -> dict:
+    return {
+        "output_dir": str(root),
+        "split": {"val_fraction": 0.25, "seed": 0},
+        "encoder": {"cache_dir": str(cache)},
+        "build": {"synthetic": {"seed": 1, "questions": 24}, "subgraph": {"max_triples": 300}, "shard_size": 12,
+                  "num_actors": 1},
+        "refine": {"selector": "similarity", "num_actors": 1, "actor_cpus": 0.5, "batch_size": 12},
+        "train": {"retriever": {"kind": "mlp", "hidden": 8}, "num_workers": 2, "keep_checkpoints": 1,
+                  "train": {"epochs": 2, "questions_per_batch": 4, "eval_ks": [10, 100]}},
+        "evaluate": {"ks": [10, 100]},
+        "qa": {"chains": {"top_k": 50, "num_actors": 1, "actor_cpus": 0.5, "batch_size": 3}},
+    }
+
+
+def test_sections_are_wired_together(tmp_path):
+    cfg = validate_config(tiny(tmp_path / "run", tmp_path / "cache"), PipelineConfig)
+    shards = str(tmp_path / "run" / "build" / "synthetic")
+    assert cfg.build.output_dir == str(tmp_path / "run" / "build")
+    assert cfg.refine.input == cfg.train.input == cfg.evaluate.input == cfg.qa["chains"].input == shards
+    assert cfg.train.labels.source == "refined" and cfg.train.labels.path == str(tmp_path / "run" / "refine" / "labels")
+    assert cfg.train.storage_path == str(tmp_path / "run" / "ray_results") and cfg.train.run_name == "pipeline-run-train"
+    checkpoint = str(tmp_path / "run" / "train" / "retriever")
+    assert [m.kind for m in cfg.evaluate.methods] == ["retriever", "cosine", "hop_distance"]
+    assert cfg.evaluate.methods[0].path == checkpoint == cfg.qa["chains"].retriever.path
+    assert cfg.evaluate.labels == {"refined": str(tmp_path / "run" / "refine" / "labels")}
+    assert cfg.evaluate.side == cfg.qa["chains"].side == "val"
+    assert cfg.train.split.val_fraction == cfg.qa["chains"].split.val_fraction == 0.25
+    assert cfg.qa["chains"].encoder.cache_dir == str(tmp_path / "cache")
+
+
+def test_a_disabled_stage_takes_its_input_as_a_path(tmp_path):
+    cfg = validate_config(
+        {"output_dir": str(tmp_path), "input": ["a.parquet", "b.parquet"], "split": {"file": "split.json"},
+         "qa": {"baseline": {"retriever": {"kind": "hop_distance"}, "chains": False}}},
+        PipelineConfig,
+    )
+    assert cfg.build is None and cfg.train is None
+    assert cfg.qa["baseline"].input == ["a.parquet", "b.parquet"] and cfg.qa["baseline"].side == "test"
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"qa": {"x": {"retriever": {"kind": "hop_distance"}}}}, "need questions: set `input`"),
+        ({"input": "a", "qa": {"x": {}}}, r"qa\.x: set `retriever`"),
+        ({"input": "a", "build": {"synthetic": {}}}, "either `input`"),
+        ({"input": "a", "qa": {"bad name": {"retriever": {"kind": "cosine"}}}}, "must be folder names"),
+        ({"input": "a", "train": {"retriever": {"kind": "mlp"}, "epochz": 2}}, r"train\.epochz: unknown key"),
+    ],
+)
+def test_config_errors_name_the_fix(tmp_path, data, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config({"output_dir": str(tmp_path), **data}, PipelineConfig)
+
+
+def test_end_to_end_then_resume(ray_local, tmp_path):
+    root, cache = tmp_path / "run", tmp_path / "cache"
+    data = tiny(root, cache)
+    report = run_pipeline(validate_config(data, PipelineConfig), progress=False, echo=lambda _: None)
+    assert [(s.name, s.status) for s in report.stages] == [
+        ("build", "ran"), ("refine", "ran"), ("train", "ran"), ("evaluate", "ran"), ("qa/chains", "ran")
+    ]
+    for path in ("build/build_report.json", "build/synthetic", "refine/labels", "refine/refine_report.json",
+                 "train/retriever", "train/train_report.json", "evaluate/retrieval.md", "evaluate/retrieval.png",
+                 "qa/chains/qa.json", "qa/chains/qa.md", "qa/chains/qa.png", "qa/chains/predictions.jsonl",
+                 "pipeline_report.json", "pipeline.md", STATE_FILE):
+        assert (root / path).exists(), path
+
+    by_name = {s.name: s.result for s in report.stages}
+    assert by_name["build"].metrics["questions"] == 24
+    assert by_name["refine"].metrics["questions"] == by_name["build"].metrics["built"]
+    assert 0.0 <= by_name["train"].metrics["best_value"] <= 1.0
+    methods = list(by_name["evaluate"].metrics["answer_recall"])
+    assert methods[0] == "mlp:refined" and methods[1].startswith("cosine:") and methods[2] == "hop_distance"
+    qa = json.loads((root / "qa/chains/qa.json").read_text())
+    overall = qa["summary"]["overall"]
+    rows = (root / "qa/chains/predictions.jsonl").read_text().splitlines()
+    assert overall["n"] == len(rows) == round(0.25 * by_name["build"].metrics["built"])  # the val side
+    assert overall == by_name["qa/chains"].metrics["overall"]
+    assert 0.0 <= overall["hit"] <= 1.0 and overall["llm_calls"] == 0.0 and qa["run"]["scorer"] == "mlp:refined"
+    text = format_report(report)
+    assert "| qa/chains | ran |" in text and "| chains | mlp:refined | retriever_scores | chains, top 50 |" in text
+    assert str(root / "qa/chains/qa.png") in text
+
+    again = run_pipeline(validate_config(data, PipelineConfig), progress=False, echo=lambda _: None)
+    assert [s.status for s in again.stages] == ["skipped"] * 5
+    assert [s.result for s in again.stages] == [s.result for s in report.stages]
+
+    data["evaluate"] = {"ks": [5, 10, 100]}
+    changed = run_pipeline(validate_config(data, PipelineConfig), progress=False, echo=lambda _: None)
+    assert [s.status for s in changed.stages] == ["skipped", "skipped", "skipped", "ran", "skipped"]
+    assert json.loads((root / "evaluate/retrieval.json").read_text())["results"][0]["ks"] == [5, 10, 100]
