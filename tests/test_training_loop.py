@@ -279,7 +279,7 @@ CONFIG = TrainConfig(epochs=3, lr=0.01, questions_per_batch=3, recall_k=4, eval_
 
 
 def without_timing(history: list[dict[str, float]]) -> list[dict[str, float]]:
-    return [{k: v for k, v in h.items() if k != "epoch_seconds"} for h in history]
+    return [{k: v for k, v in h.items() if k not in ("epoch_seconds", "train_seconds")} for h in history]
 
 
 def without_best(history: list[dict[str, float]]) -> list[dict[str, float]]:

@@ -51,6 +51,7 @@ class EntityText(nn.Module):
     def forward(self, tables: EmbeddingTables, entity_text: torch.Tensor) -> torch.Tensor:
         if tables.entities.shape[0] == 0:  # every entity of the dataset is unnamed
             return self.unnamed.expand(entity_text.shape[0], -1)  # (E, D)
-        named = entity_text >= 0
-        rows = tables.entities[entity_text.clamp(min=0)]  # (E, D)
-        return torch.where(named.unsqueeze(1), rows, self.unnamed.expand_as(rows))  # (E, D)
+        rows = tables.entities.index_select(0, entity_text.clamp(min=0))  # (E, D), a fresh tensor
+        unnamed = entity_text < 0
+        rows[unnamed] = self.unnamed.to(rows.dtype)  # one pass over the unnamed rows only
+        return rows  # (E, D)

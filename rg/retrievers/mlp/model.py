@@ -130,12 +130,13 @@ class MLPRetriever(Retriever):
         dim, width = self.config.text_dim, self.config.entity_dim
         w_q, w_h, w_r, w_t = self.input.weight.split([dim, width, dim, width], dim=1)  # (H, D), (H, F), ...
         entities = self.entity_features(batch, tables)  # (E, F)
+        as_head, as_tail = (entities @ torch.cat([w_h, w_t]).T).split(self.config.hidden, dim=1)  # (E, H) x2
         relations, rel_of_triple = torch.unique(batch.rel, return_inverse=True)  # (R_b,), (T,)
         hidden = (
             (tables.questions[batch.question] @ w_q.T)[batch.triple_graph]  # (T, H)
-            + (entities @ w_h.T)[batch.head]  # (T, H)
+            + as_head[batch.head]  # (T, H)
             + (tables.relations[relations] @ w_r.T)[rel_of_triple]  # (T, H)
-            + (entities @ w_t.T)[batch.tail]  # (T, H)
+            + as_tail[batch.tail]  # (T, H)
             + self.input.bias
         )
         return self.head(hidden).squeeze(1)  # (T,)
