@@ -74,3 +74,12 @@ def test_encoder_mismatch_is_refused(setup):
     model.save(tmp / "other", CheckpointMeta(label_source="weak", encoder_model_id="some-other-encoder"))
     with pytest.raises(ValueError, match="trained with encoder 'some-other-encoder'"):
         RetrieverScorer(tmp / "other", encoder)
+
+
+def test_methods_can_be_named(setup):
+    tmp, encoder_cfg, _ = setup
+    cfg = EvaluateConfig(input=str(tmp / "samples.parquet"), output_dir=str(tmp / "named"), encoder=encoder_cfg,
+                         methods=[{"kind": "hop_distance", "name": "distance to topic"}])
+    results, files = evaluate(cfg)
+    assert results[0]["method"] == "distance to topic"
+    assert "| distance to topic |" in files.markdown.read_text()

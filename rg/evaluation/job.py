@@ -24,6 +24,9 @@ class MethodConfig(Config):
 
     kind: Literal["retriever", "cosine", "hop_distance"]
     path: str | None = Field(None, description="Checkpoint folder (kind `retriever` only).")
+    name: str | None = Field(
+        None, description="Row label in the results (default: `kind:label source` for retrievers, the baseline's name)."
+    )
 
     @model_validator(mode="after")
     def _path_for_retrievers(self) -> "MethodConfig":
@@ -82,6 +85,9 @@ def evaluate(cfg: EvaluateConfig) -> tuple[list[dict[str, Any]], ReportFiles]:
         references["gpt4o"] = webqsp_gpt4o_reference(resolve_data_path(cfg.gpt4o_labels))
     encoder = TextEncoder(cfg.encoder)
     scorers = [build_scorer(m, encoder) for m in cfg.methods]
+    for method, scorer in zip(cfg.methods, scorers):
+        if method.name is not None:
+            scorer.name = method.name
     name = ", ".join(Path(p).name for p in ([cfg.input] if isinstance(cfg.input, str) else cfg.input))
     groups = sorted({s.hops for s in samples if s.hops is not None})
     if cfg.by_hops and len(groups) > 1:
