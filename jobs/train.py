@@ -1,12 +1,14 @@
-"""Train a triple retriever (MLP-DDE or PNA) on Ray Train and export the best checkpoint.
+"""Train a retriever (MLP-DDE, PNA, or the LoRA path planner) on Ray Train and export the best checkpoint.
 
     python -m jobs.train --config configs/train_synthetic_mlp.yaml
     python -m jobs.train --config configs/train_synthetic_pna.yaml --set train.epochs=10
+    python -m jobs.train --config configs/train_planner_synthetic.yaml
     ray job submit --working-dir . -- python -m jobs.train --config configs/train_synthetic_mlp.yaml
 
+The config's ``kind`` picks the trainer: ``train`` (triple retrievers) or ``train_planner``.
 Resubmitting with the same ``run_name`` and ``storage_path`` resumes from the run's latest
-checkpoint (raise ``train.epochs`` to train further). Prints the best validation recall@K; the
-retriever is ``<output_dir>/retriever`` and the report ``<output_dir>/train_report.json``.
+checkpoint (raise the epochs to train further). Prints the best validation metrics; the model is
+under ``<output_dir>`` with ``<output_dir>/train_report.json``.
 """
 
 from __future__ import annotations
@@ -14,11 +16,24 @@ from __future__ import annotations
 import sys
 
 from rg.cli import job_parser, load_job_config
+from rg.config import ConfigError, read_yaml
+from rg.training.planner_ray import PlannerTrainConfig, format_planner_report, train_planner
 from rg.training.ray_train import TrainJobConfig, format_report, train_retriever
 
 
 def main(argv: list[str] | None = None) -> int:
     args = job_parser("jobs.train", __doc__, TrainJobConfig).parse_args(argv)
+    try:
+        kind = read_yaml(args.config).get("kind", TrainJobConfig.KIND)
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    if kind == PlannerTrainConfig.KIND:
+        planner_cfg = load_job_config(args, PlannerTrainConfig)
+        if planner_cfg is None:
+            return 2
+        print(format_planner_report(train_planner(planner_cfg)))
+        return 0
     cfg = load_job_config(args, TrainJobConfig)
     if cfg is None:
         return 2

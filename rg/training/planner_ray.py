@@ -220,14 +220,9 @@ def _json_ready(value: Any) -> Any:
 
 def score_planner(planner: PlannerModel, samples: Sequence[Sample], gold: dict, cfg: PlannerEvalConfig) -> dict[str, Any]:
     """Scores of ``samples`` for every mode × k, overall and (``by_hops``) per hop count."""
-    def rows(subset: Sequence[Sample]) -> list[dict[str, Any]]:
-        return [r.to_dict() for r in evaluate_planner(planner, subset, gold, cfg.beam_widths, cfg.modes, cfg.decode)]
-
-    result: dict[str, Any] = {"side": cfg.side, "questions": len(samples), "all": rows(samples)}
-    hops = sorted({s.hops for s in samples if s.hops is not None})
-    if cfg.by_hops and len(hops) > 1:
-        result["by_hops"] = {f"{h}hop": rows([s for s in samples if s.hops == h]) for h in hops}
-    return result
+    group_of = (lambda s: f"{s.hops}hop" if s.hops is not None else "all") if cfg.by_hops else None
+    rows = evaluate_planner(planner, samples, gold, cfg.beam_widths, cfg.modes, cfg.decode, group_of)
+    return {"side": cfg.side, "questions": len(samples), "scores": [r.to_dict() for r in rows]}
 
 
 def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
@@ -308,7 +303,7 @@ def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
     output = Path(cfg.output_dir)
     with best_checkpoint.as_directory() as folder:
         best_epoch = int(json.loads((Path(folder) / EPOCH_FILE).read_text())["epoch"])
-        exported = PlannerModel.load(Path(folder) / PLANNER_DIR)
+        exported = PlannerModel.load(Path(folder) / PLANNER_DIR, merge=False)
     planner_dir = exported.save(output / PLANNER_DIR, meta.model_copy(update={"extra": {
         **meta.extra, "epoch": best_epoch, "metric": SELECTION_METRIC, "value": best_metrics[SELECTION_METRIC]}}))
     exported = load_planner(planner_dir)  # fail here, not at inference, if the export does not read back
@@ -362,15 +357,13 @@ def format_planner_report(report: dict[str, Any]) -> str:
     ]
     evaluation = report.get("evaluation")
     if evaluation:
-        groups = {"all": evaluation["all"], **evaluation.get("by_hops", {})}
         lines.append(f"{evaluation['side']} ({evaluation['questions']} questions):")
         lines.append(f"{'group':>6} {'mode':>13} {'k':>3} {'path EM':>8} {'ans recall':>10} {'groundable':>10} {'q/s':>8}")
-        for name, rows in groups.items():
-            for r in rows:
-                lines.append(
-                    f"{name:>6} {r['mode']:>13} {r['beam_width']:>3} {_fmt(r['path_exact_match']):>8} "
-                    f"{_fmt(r['answer_recall']):>10} {_fmt(r['groundable_fraction']):>10} {_fmt(r['questions_per_s'], 1):>8}"
-                )
+        for r in evaluation["scores"]:
+            lines.append(
+                f"{r['group']:>6} {r['mode']:>13} {r['beam_width']:>3} {_fmt(r['path_exact_match']):>8} "
+                f"{_fmt(r['answer_recall']):>10} {_fmt(r['groundable_fraction']):>10} {_fmt(r['questions_per_s'], 1):>8}"
+            )
     lines.append(f"planner saved to {report['planner_dir']}")
     return "\n".join(lines)
 

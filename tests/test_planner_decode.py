@@ -1,0 +1,202 @@
+"""Planner decoding (rg.retrievers.planner): the relation trie against brute force on random small
+graphs, constrained beam search never leaving the graph (random tiny-model weights), the
+KV-cached scores against a full forward pass, the path grammar, and config errors."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+import torch
+
+from rg.config import ConfigError, validate_config
+from rg.data.sample import Sample
+from rg.graph.kg import KnowledgeGraph
+from rg.retrievers.planner import (
+    DecodeConfig,
+    PlannerConfig,
+    PlannerModel,
+    beam_search,
+    graph_trie,
+    plan_questions,
+    relation_labels,
+    relation_trie,
+    token_trie,
+)
+
+RELATIONS = ("r0", "r1", "r2")
+MAX_LEN = 3
+
+
+def random_graph(seed: int) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """8-12 entities, 6-16 triples over 3 relations (parallel triples and self-loops allowed), 1-2 topics."""
+    rng = random.Random(seed)
+    entities = [f"e{i}" for i in range(rng.randint(8, 12))]
+    triples = [(rng.choice(entities), rng.choice(RELATIONS), rng.choice(entities)) for _ in range(rng.randint(6, 16))]
+    present = sorted({x for h, _, t in triples for x in (h, t)})
+    return triples, rng.sample(present, rng.randint(1, 2))
+
+
+def groundable(kg: KnowledgeGraph, topics: list[str], path: tuple[str, ...]) -> bool:
+    return any(kg.ground(t, path) for t in topics)
+
+
+@pytest.fixture(scope="module")
+def planner() -> PlannerModel:
+    """A tiny untrained planner (random base weights) whose vocabulary has r0-r2 and r3."""
+    config = PlannerConfig(tiny={"layers": 1, "hidden": 16, "heads": 2, "max_positions": 48},
+                           max_path_len=MAX_LEN, max_prompt_tokens=32)
+    model = PlannerModel.build(config, ["which entity follows e1", "what is e2 linked to"], [*RELATIONS, "r3"])
+    return model.eval()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_relation_trie_holds_exactly_the_groundable_paths(seed):
+    triples, topics = random_graph(seed)
+    kg = KnowledgeGraph.from_triples(triples)
+    trie = relation_trie(kg, topics, MAX_LEN)
+    labels = relation_labels(RELATIONS)
+    for n in range(1, MAX_LEN + 1):
+        for path in itertools.product(labels, repeat=n):
+            assert (path in trie) == groundable(kg, topics, path), path
+    assert len(trie) == len(trie.paths()) == len(set(trie.paths()))
+
+
+def materialise(node) -> dict:
+    return {token: materialise(child) for token, child in node.items()}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_lazy_graph_trie_equals_the_eager_token_trie(planner, seed):
+    triples, topics = random_graph(seed)
+    kg = KnowledgeGraph.from_triples(triples)
+    eager, skipped = token_trie(relation_trie(kg, topics, MAX_LEN), planner.vocab)
+    lazy, stats = graph_trie(kg, topics, planner.vocab, MAX_LEN)
+    assert stats.expanded == 0
+    assert materialise(lazy) == materialise(eager)
+    assert stats.expanded > 0 and stats.skipped == skipped == 0
+
+
+def test_trie_on_a_hand_made_graph(planner):
+    # a -r0-> b -r1-> c ; d -r0-> b  (from a: r0, r0 r1, r0 r0^-1, r0 r0^-1 r0, ...)
+    kg = KnowledgeGraph.from_triples([("a", "r0", "b"), ("b", "r1", "c"), ("d", "r0", "b")])
+    trie = relation_trie(kg, ["a"], 2)
+    assert sorted(trie.paths()) == sorted([
+        ("r0",), ("r0", "r1"), ("r0", "r0^-1"),
+    ])
+    root, skipped = token_trie(trie, planner.vocab)
+    v = planner.vocab
+    r0, r1, r0_inv = (v.label_to_id[x] for x in ("r0", "r1", "r0^-1"))
+    assert skipped == 0
+    assert set(root) == {r0}
+    assert set(root[r0]) == {v.end, v.sep}
+    assert set(root[r0][v.sep]) == {r1, r0_inv}
+    assert root[r0][v.sep][r1] == {v.end: {}}
+    # a relation without a token is left out and counted
+    kg2 = KnowledgeGraph.from_triples([("a", "unknown_rel", "b"), ("a", "r2", "c")])
+    root2, skipped2 = token_trie(relation_trie(kg2, ["a"], 1), v)
+    assert skipped2 == 1 and set(root2) == {v.label_to_id["r2"]}
+    lazy2, stats2 = graph_trie(kg2, ["a"], v, 1)
+    assert set(lazy2) == {v.label_to_id["r2"]} and stats2.skipped == 1
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_constrained_beam_search_never_leaves_the_graph(planner, seed):
+    torch.manual_seed(seed)
+    with torch.no_grad():  # random adapter weights so each seed decodes differently
+        for name, param in planner.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5)
+    samples = []
+    for i in range(4):
+        triples, topics = random_graph(100 * seed + i)
+        samples.append(Sample(f"q{i}", "what is e1 linked to", (), tuple(topics), (), tuple(triples)))
+    for k in (1, 3, 8):
+        plans = plan_questions(planner, samples, DecodeConfig(beam_width=k, mode="constrained"))
+        for plan, sample in zip(plans, samples):
+            kg = KnowledgeGraph.from_triples(sample.triples)
+            paths = plan.relation_paths
+            assert 0 < len(paths) <= min(k, len(relation_trie(kg, list(sample.q_entities), MAX_LEN)))
+            assert len(set(paths)) == len(paths)
+            scores = [p.score for p in plan.paths]
+            assert scores == sorted(scores, reverse=True)
+            for planned in plan.paths:
+                assert planned.relation_path is not None and len(planned.relation_path) <= MAX_LEN
+                assert groundable(kg, list(sample.q_entities), planned.relation_path)
+                assert planned.grounded
+                for walk in planned.groundings:
+                    assert walk.relation_path == planned.relation_path
+                    assert walk.start in sample.q_entities
+                    assert all(kg.triple(t) == tr for t, tr in zip(walk.triple_ids, walk.triples()))
+            assert set(plan.triple_ids) <= set(range(len(sample.triples)))
+
+
+def test_kv_cached_scores_match_a_full_forward_pass(planner):
+    kg = KnowledgeGraph.from_triples([("a", "r0", "b"), ("b", "r1", "c"), ("c", "r2", "a"), ("b", "r2", "b")])
+    trie, _ = token_trie(relation_trie(kg, ["a"], MAX_LEN), planner.vocab)
+    prompts = planner.prompt_ids(["which entity follows e1", "what"])  # different lengths: left padding
+    assert len(prompts[0]) != len(prompts[1])
+    for tries in ([trie, trie], None):
+        for prompt, beams in zip(prompts, beam_search(planner, prompts, 4, tries)):
+            for beam in beams:
+                ids = torch.tensor([prompt + list(beam.tokens)])
+                with torch.no_grad():
+                    logp = torch.log_softmax(planner.lm(input_ids=ids).logits[0].float(), dim=-1)
+                expected = sum(float(logp[len(prompt) - 1 + i, t]) for i, t in enumerate(beam.tokens))
+                assert beam.score == pytest.approx(expected, abs=1e-4)
+
+
+def test_empty_trie_gives_no_paths_and_unconstrained_reports_malformed(planner):
+    isolated = Sample("q", "what", (), ("zz",), (), (("a", "r0", "b"),))  # topic absent from the graph
+    plan = plan_questions(planner, [isolated], DecodeConfig(beam_width=3))[0]
+    assert plan.paths == () and plan.skipped_relations == 0
+    free = plan_questions(planner, [isolated], DecodeConfig(beam_width=3, mode="unconstrained"))[0]
+    assert len(free.paths) == 3 and not any(p.grounded for p in free.paths)
+
+
+def test_path_grammar_round_trip(planner):
+    v = planner.vocab
+    ids = v.encode(("r0", "r1^-1"))
+    assert ids == [v.label_to_id["r0"], v.sep, v.label_to_id["r1^-1"], v.end]
+    assert v.parse(ids) == ("r0", "r1^-1")
+    assert v.parse(ids + [v.pad, v.pad]) == ("r0", "r1^-1")
+    assert v.parse(ids[:-1]) is None  # unfinished
+    assert v.parse([v.sep, *ids]) is None
+    assert v.parse([v.label_to_id["r0"], v.label_to_id["r1"], v.end]) is None  # missing <SEP>
+    assert v.parse([v.end]) is None
+    with pytest.raises(KeyError, match="no planner token"):
+        v.encode(("nope",))
+    tokens = planner.tokenizer.convert_ids_to_tokens(ids)
+    assert tokens == ["<r:r0>", "<SEP>", "<r:r1^-1>", "</PATH>"]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"checkpoint": "x", "tiny": {}}, "either `checkpoint`.*or `tiny`"),
+        ({"tokenizer": {"kind": "checkpoint"}}, "tokenizer.kind: checkpoint` needs `checkpoint`"),
+        ({"checkpoint": "x", "tokenizer": {"kind": "word"}}, "set `tokenizer.kind: checkpoint`"),
+        ({"checkpoint": "x", "lora": {"modules_to_save": []}}, "lora.modules_to_save"),
+        ({"prompt_id": "nope@v1"}, "unknown planner prompt 'nope@v1'"),
+        ({"tiny": {"hidden": 30, "heads": 4}}, r"tiny.hidden \(30\) must be a multiple of tiny.heads"),
+        ({"lora": {"rank": 0}}, r"lora.rank: .*greater than or equal to 1"),
+        ({"lora": {"rnak": 4}}, "did you mean 'rank'"),
+    ],
+)
+def test_config_errors_name_the_field(data, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config(data, PlannerConfig)
+
+
+def test_default_config_is_a_tiny_model_and_checkpoint_takes_its_tokenizer():
+    assert PlannerConfig().tiny is not None
+    pretrained = PlannerConfig(checkpoint="some/folder")
+    assert pretrained.tiny is None and pretrained.tokenizer.kind == "checkpoint"
+    assert PlannerConfig.model_validate_json(pretrained.model_dump_json()) == pretrained
+
+
+def test_tiny_positions_must_fit_prompt_and_path():
+    config = PlannerConfig(tiny={"hidden": 16, "heads": 2, "max_positions": 16}, max_prompt_tokens=16)
+    with pytest.raises(ValueError, match="max_positions"):
+        PlannerModel.build(config, ["q"], ["r0"])
