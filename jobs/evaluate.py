@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from rg.cli import job_parser, load_job_config
-from rg.config import ConfigError, read_yaml
+from rg.cli import config_kind, job_parser, load_job_config
 from rg.evaluation.job import EvaluateConfig, evaluate
 from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa, format_qa
 
@@ -24,10 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = job_parser("jobs.evaluate", __doc__, EvaluateConfig)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar (QA mode)")
     args = parser.parse_args(argv)
-    try:
-        kind = read_yaml(args.config).get("kind", EvaluateConfig.KIND)
-    except ConfigError as err:
-        print(err, file=sys.stderr)
+    kind = config_kind(args, EvaluateConfig.KIND)
+    if kind is None:
         return 2
     if kind == QAEvaluateConfig.KIND:
         qa_cfg = load_job_config(args, QAEvaluateConfig)

@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import sys
 
-from rg.cli import job_parser, load_job_config
-from rg.config import ConfigError, read_yaml
+from rg.cli import config_kind, job_parser, load_job_config
 from rg.training.planner_ray import PlannerTrainConfig, format_planner_report, train_planner
 from rg.training.ray_train import TrainJobConfig, format_report, train_retriever
 
 
 def main(argv: list[str] | None = None) -> int:
     args = job_parser("jobs.train", __doc__, TrainJobConfig).parse_args(argv)
-    try:
-        kind = read_yaml(args.config).get("kind", TrainJobConfig.KIND)
-    except ConfigError as err:
-        print(err, file=sys.stderr)
+    kind = config_kind(args, TrainJobConfig.KIND)
+    if kind is None:
         return 2
     if kind == PlannerTrainConfig.KIND:
         planner_cfg = load_job_config(args, PlannerTrainConfig)

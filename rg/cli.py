@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import TypeVar
 
-from rg.config import Config, ConfigError, load_config
+from rg.config import Config, ConfigError, load_config, read_yaml
 
 C = TypeVar("C", bound=Config)
 
@@ -35,6 +35,18 @@ def load_job_config(args: argparse.Namespace, model: type[C]) -> C | None:
     """The validated config, or None after printing why it is invalid to stderr."""
     try:
         return load_config(args.config, model, args.overrides)
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return None
+
+
+def config_kind(args: argparse.Namespace, default: str) -> str | None:
+    """The ``kind:`` the config file names (``default`` when absent), or None after printing why it cannot be read.
+
+    Entry points that run more than one kind (``jobs.train``, ``jobs.evaluate``) dispatch on it.
+    """
+    try:
+        return str(read_yaml(args.config).get("kind", default))
     except ConfigError as err:
         print(err, file=sys.stderr)
         return None

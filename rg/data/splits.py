@@ -222,3 +222,18 @@ def load_split_samples(
         if side != "all":
             result[side] = [s for s in samples if s.id in assigned[side]]
     return result
+
+
+class QuestionSetConfig(Config):
+    """Which questions a job reads: inputs, a per-input limit, the split and the side of it."""
+
+    input: str | list[str] = Field(
+        description="RoG parquet/jsonl(.gz) file(s) or folder(s) of shards; `@shared/...` allowed."
+    )
+    limit: int | None = Field(None, ge=1, description="Only the first N questions of each input.")
+    split: SplitConfig = Field(
+        default_factory=SplitConfig, description="As in the training config, so `side: val` is its held-out side."
+    )
+    side: Literal["all", "train", "val", "test"] = Field(
+        "all", description="Questions to use; `test` needs `split.file`."
+    )

@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 
 from rg.config import Config
 from rg.data.paths import resolve_data_path
-from rg.data.splits import SplitConfig, load_split_samples
+from rg.data.splits import QuestionSetConfig, load_split_samples
 from rg.evaluation.references import labels_reference, weak_reference, webqsp_gpt4o_reference
 from rg.evaluation.report import ReportFiles, write_results
 from rg.evaluation.retrieval import DEFAULT_KS, evaluate_retrieval
@@ -35,21 +35,11 @@ class MethodConfig(Config):
         return self
 
 
-class EvaluateConfig(Config):
+class EvaluateConfig(QuestionSetConfig):
     """Retrieval evaluation of several methods on one set of questions."""
 
     KIND: ClassVar[str] = "evaluate"
 
-    input: str | list[str] = Field(
-        description="RoG parquet/jsonl(.gz) file(s) or folder(s) of shards; `@shared/...` allowed."
-    )
-    limit: int | None = Field(None, ge=1, description="Only the first N questions of each input.")
-    split: SplitConfig = Field(
-        default_factory=SplitConfig, description="As in the training config, so `side: val` is its held-out side."
-    )
-    side: Literal["all", "train", "val", "test"] = Field(
-        "all", description="Questions to score; `test` needs `split.file`."
-    )
     by_hops: bool = Field(
         True, description="Also evaluate each hop count separately (into by_hops/<n>hop/) when there are several."
     )

@@ -21,15 +21,14 @@ import pickle
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field
 from tqdm.auto import tqdm
 
-from rg.config import Config
 from rg.data.sample import Sample
-from rg.data.splits import SplitConfig, load_split_samples
+from rg.data.splits import QuestionSetConfig, load_split_samples
 from rg.evaluation.job import MethodConfig, build_scorer
 from rg.evaluation.qa import (
     Prediction,
@@ -51,21 +50,11 @@ LOST = "lost: the actor pool returned no prediction"
 """Failure recorded for a question whose prediction never came back (should not happen)."""
 
 
-class QAEvaluateConfig(Config):
+class QAEvaluateConfig(QuestionSetConfig):
     """QA evaluation: retrieve, build evidence, read, and score the answers of one split side."""
 
     KIND: ClassVar[str] = "evaluate_qa"
 
-    input: str | list[str] = Field(
-        description="RoG parquet/jsonl(.gz) file(s) or folder(s) of shards; `@shared/...` allowed."
-    )
-    limit: int | None = Field(None, ge=1, description="Only the first N questions of each input.")
-    split: SplitConfig = Field(
-        default_factory=SplitConfig, description="As in the training config, so `side: val` is its held-out side."
-    )
-    side: Literal["all", "train", "val", "test"] = Field(
-        "all", description="Questions to answer; `test` needs `split.file`."
-    )
     output_dir: str = Field(description="Where qa.json / .md / .png and predictions.jsonl go.")
     retriever: MethodConfig = Field(
         description="Triple scorer: `{kind: retriever, path: <checkpoint folder>}` or a baseline "

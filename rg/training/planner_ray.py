@@ -46,9 +46,10 @@ from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta
 from rg.retrievers.planner.config import DecodeConfig, PlannerConfig
 from rg.retrievers.planner.evaluate import MODES, evaluate_planner
-from rg.retrievers.planner.model import Example, PlannerModel, load_planner
+from rg.retrievers.planner.model import PlannerModel, load_planner
 from rg.runtime import RayConfig, init_ray
 from rg.supervision.labels import Labels, read_labels
+from rg.training.shards import equal_steps, shard_rows
 from rg.training.data import LabelConfig
 from rg.training.planner_data import plan_targets, reference_paths, target_rows
 from rg.training.planner_loop import SELECTION_METRIC, PlannerFitConfig, fit_planner
@@ -122,24 +123,6 @@ def unpack_folder(data: bytes, folder: str | Path) -> Path:
     return Path(folder)
 
 
-def _shard_examples(name: str) -> list[Example]:
-    import ray.train
-
-    shard = ray.train.get_dataset_shard(name)
-    return [pickle.loads(row["example"]) for row in shard.iter_rows()]
-
-
-def _equal_steps(examples: list[Example]) -> list[Example]:
-    """Cut every worker's shard to the smallest one, so all ranks take the same number of DDP steps."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return examples
-    count = torch.tensor([len(examples)], dtype=torch.long)
-    dist.all_reduce(count, op=dist.ReduceOp.MIN)
-    return examples[: int(count.item())]
-
-
 def planner_loop_per_worker(config: dict[str, Any]) -> None:
     """Ray Train worker: DDP training of the planner's adapter, per-epoch reports, rank-0 checkpoints.
 
@@ -154,8 +137,8 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
     rank = context.get_world_rank()
     fit_cfg = PlannerFitConfig.model_validate(config["train"])
     meta = CheckpointMeta.model_validate(config["meta"])
-    train = _equal_steps(_shard_examples("train"))
-    val = _shard_examples("val")
+    train = equal_steps(shard_rows("train", "example"))
+    val = shard_rows("val", "example")
 
     start_epoch, optimizer_state, history = 0, None, []
     checkpoint = ray.train.get_checkpoint()

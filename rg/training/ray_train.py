@@ -45,6 +45,7 @@ from rg.retrievers.pna import PNAConfig
 from rg.retrievers.registry import build_retriever, load_retriever
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
+from rg.training.shards import equal_steps, shard_rows
 from rg.training.data import LabelConfig, build_tables, load_labels, question_graphs
 from rg.training.loop import TrainConfig, fit
 
@@ -155,24 +156,6 @@ class _DistributedRetriever:
         return self.retriever.retrieve(batch, tables, k)
 
 
-def _shard_graphs(name: str) -> list[QuestionGraph]:
-    import ray.train
-
-    shard = ray.train.get_dataset_shard(name)
-    return [pickle.loads(row["graph"]) for row in shard.iter_rows()]
-
-
-def _equalise(graphs: list[QuestionGraph]) -> list[QuestionGraph]:
-    """Truncate every worker's shard to the smallest one, so all ranks take the same DDP steps."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return graphs
-    count = torch.tensor([len(graphs)], dtype=torch.long)
-    dist.all_reduce(count, op=dist.ReduceOp.MIN)
-    return graphs[: int(count.item())]
-
-
 def train_loop_per_worker(config: dict[str, Any]) -> None:
     """Ray Train worker: DDP training of one retriever with per-epoch reports and rank-0 checkpoints.
 
@@ -188,8 +171,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     rank = context.get_world_rank()
     train_cfg = TrainConfig.model_validate(config["train"])
     tables: EmbeddingTables = ray.get(config["tables"])
-    train_graphs = _equalise(_shard_graphs("train"))
-    val_graphs = _shard_graphs("val")
+    train_graphs = equal_steps(shard_rows("train", "graph"))
+    val_graphs = shard_rows("val", "graph")
 
     torch.manual_seed(train_cfg.seed)
     retriever = build_retriever(config["kind"], config["model_config"])
