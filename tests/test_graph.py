@@ -226,3 +226,30 @@ def test_k_hop_matches_distance_definition(seed):
             frontier = nxt
         expected = {i for i, (h, _, t) in enumerate(triples) if dist.get(h, 99) < hops or dist.get(t, 99) < hops}
         assert set(sub.triple_ids.tolist()) == expected
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_path_triples_equal_the_union_of_grounded_walks(seed):
+    rng = random.Random(seed)
+    ents = [f"e{i}" for i in range(6)]
+    triples = [(rng.choice(ents), f"r{rng.randrange(2)}", rng.choice(ents)) for _ in range(14)]
+    kg = KnowledgeGraph.from_triples(triples)
+    labels = ["r0", "r1", "r0^-1", "r1^-1"]
+    starts = sorted({triples[0][0], triples[1][2]})
+    for length in (1, 2, 3):
+        for _ in range(6):
+            path = tuple(rng.choice(labels) for _ in range(length))
+            walks = [walk for s in starts for walk in kg.ground(s, path)]
+            assert kg.path_triples(starts, path).tolist() == sorted({t for w in walks for t in w.triple_ids})
+            by_step = kg.path_step_triples(starts, path)
+            assert [step.tolist() for step in by_step] == [sorted({w.triple_ids[i] for w in walks}) for i in range(length)]
+
+
+def test_relation_steps_list_each_label_with_the_set_it_reaches(kg):
+    from rg.graph.search import relation_steps
+
+    steps = relation_steps(kg, kg.entity_ids(["A", "C"]))
+    assert [label for label, _ in steps] == ["r1", "r2", "r4", "r6", "r3^-1", "r5^-1", "r7^-1", "r8^-1"]
+    reached = {label: sorted(kg.entity_names[ids].tolist()) for label, ids in steps}
+    assert reached["r1"] == ["B"] and reached["r6"] == ["E"] and reached["r8^-1"] == ["E"]
+    assert reached["r3^-1"] == ["B"] and reached["r5^-1"] == ["D"]

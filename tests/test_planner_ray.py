@@ -4,8 +4,10 @@ submission goes through ``python -m jobs.train``'s dispatch on the config kind."
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+import numpy as np
 import pytest
 import yaml
 
@@ -15,7 +17,10 @@ from rg.data.rog import read_rog, write_rog_parquet
 from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph.kg import KnowledgeGraph
+from rg.evaluation.qa import answer_questions, inference_view
+from rg.reasoning import RetrieverReader
 from rg.retrievers.planner import DecodeConfig, load_planner, plan_questions, read_planner_meta
+from rg.retrievers.planner.scorer import PlannerScorer
 from rg.training.planner_ray import REPORT_FILE, PlannerTrainConfig, pack_folder, train_planner, unpack_folder
 
 
@@ -41,6 +46,7 @@ def config_dict(parquet, tmp_path, epochs: int) -> dict:
         "input": str(parquet),
         "planner": {"tiny": {"layers": 1, "hidden": 32, "heads": 4, "max_positions": 48}, "max_prompt_tokens": 32},
         "train": {"epochs": epochs, "batch_size": 8, "lr": 0.005},
+        "labels": {"source": "weak", "weak": {"rule": "answer_f1"}},
         "num_workers": 2,
         "run_name": "test_planner",
         "storage_path": str(tmp_path / "ray_results"),
@@ -61,8 +67,8 @@ def test_two_workers_write_a_loadable_adapter_checkpoint(ray_local, synthetic_pa
     data = {k: v for k, v in config_dict(synthetic_parquet, tmp_path, 2).items() if k != "kind"}
     report = train_planner(PlannerTrainConfig.model_validate(data))
     assert report["resumed"] is False and report["epochs_run"] == [0, 1]
-    assert report["train_targets"]["questions_weak"] > 0
-    assert report["train_examples"] >= report["train_targets"]["questions_weak"]
+    assert report["train_targets"]["questions_answer_f1"] > 0 and report["weak_rule"] == "answer_f1"
+    assert report["train_examples"] >= report["train_targets"]["questions_answer_f1"]
     for row in report["history"]:
         assert row["world_size"] == 2
         for key in ("train_loss", "val_loss", "val_token_accuracy", "val_path_exact_match"):
@@ -86,6 +92,17 @@ def test_two_workers_write_a_loadable_adapter_checkpoint(ray_local, synthetic_pa
     sample = next(iter(read_rog(synthetic_parquet)))
     plan = plan_questions(planner, [sample], DecodeConfig(beam_width=2))[0]
     assert plan.paths and all(p.grounded for p in plan.paths)
+
+    # the planner as a triple scorer: with one beam, exactly the triples of its walks score high
+    scorer = PlannerScorer(folder, DecodeConfig(beam_width=1))
+    samples = list(read_rog(synthetic_parquet))[:6]
+    scores = scorer.score(samples)
+    assert scorer.name == "planner:weak" and [s.shape for s in scores] == [(len(x.triples),) for x in samples]
+    for x, plan, row in zip(samples, scorer.plans, scores):
+        assert sorted(np.flatnonzero(row > 0).tolist()) == list(plan.triple_ids)
+    predictions = asyncio.run(answer_questions([inference_view(x) for x in samples], scorer, RetrieverReader(), top_k=50))
+    assert [p.id for p in predictions] == [x.id for x in samples]
+    assert all(p.failure is None and p.answers and p.scorer == "planner:weak" for p in predictions)
 
 
 @pytest.mark.slow

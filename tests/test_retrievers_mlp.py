@@ -142,3 +142,17 @@ class TestModel:
         assert result.best_metric == 1.0
         model.load_state_dict(result.best_state)
         assert evaluate(model, make_batches(graphs, 3), t, ks=(2,))["triple_recall@2"] == 1.0
+
+
+def test_bce_averaged_per_question_weighs_questions_equally():
+    from rg.retrievers import triple_bce
+
+    logits = torch.tensor([0.0, 0.0, 0.0, 2.0])
+    labels = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    group = torch.tensor([0, 0, 0, 1])
+    each = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, reduction="none")
+    assert triple_bce(logits, labels) == pytest.approx(float(each.mean()))
+    per_question = (float(each[:3].mean()) + float(each[3])) / 2
+    assert triple_bce(logits, labels, group=group, num_groups=3) == pytest.approx(per_question)  # question 2 is empty
+    with pytest.raises(ValueError, match="num_groups"):
+        triple_bce(logits, labels, group=group)

@@ -16,22 +16,35 @@ from rg.evaluation.report import ReportFiles, write_results
 from rg.evaluation.retrieval import DEFAULT_KS, evaluate_retrieval
 from rg.evaluation.retriever_scorer import RetrieverScorer
 from rg.evaluation.scorers import CosineScorer, HopDistanceScorer, TripleScorer
+from rg.retrievers.planner.config import DecodeConfig
+from rg.retrievers.planner.scorer import PlannerScorer
 from rg.text.encoder import EncoderConfig, TextEncoder
 
 
-class MethodConfig(Config):
-    """One ranking method: a trained retriever checkpoint or an untrained baseline."""
+CHECKPOINT_KINDS = ("retriever", "planner")
+"""Method kinds that load a trained checkpoint from ``path``."""
+ENCODER_KINDS = ("retriever", "cosine")
+"""Method kinds that encode text (the planner has its own tokenizer)."""
 
-    kind: Literal["retriever", "cosine", "hop_distance"]
-    path: str | None = Field(None, description="Checkpoint folder (kind `retriever` only).")
+
+class MethodConfig(Config):
+    """One ranking method: a trained retriever or planner checkpoint, or an untrained baseline."""
+
+    kind: Literal["retriever", "planner", "cosine", "hop_distance"]
+    path: str | None = Field(None, description="Checkpoint folder (kinds `retriever` and `planner` only).")
+    decode: DecodeConfig | None = Field(
+        None, description="Kind `planner` only: beam width and constrained/unconstrained decoding (defaults when unset)."
+    )
     name: str | None = Field(
         None, description="Row label in the results (default: `kind:label source` for retrievers, the baseline's name)."
     )
 
     @model_validator(mode="after")
-    def _path_for_retrievers(self) -> "MethodConfig":
-        if (self.kind == "retriever") != (self.path is not None):
-            raise ValueError("`path` is required for kind `retriever` and only for it")
+    def _path_for_checkpoints(self) -> "MethodConfig":
+        if (self.kind in CHECKPOINT_KINDS) != (self.path is not None):
+            raise ValueError(f"`path` is required for kinds {list(CHECKPOINT_KINDS)} and only for them (kind {self.kind!r})")
+        if self.decode is not None and self.kind != "planner":
+            raise ValueError(f"`decode` applies to kind `planner` only, not {self.kind!r}; remove it")
         return self
 
 
@@ -52,13 +65,19 @@ class EvaluateConfig(QuestionSetConfig):
     encoder: EncoderConfig = Field(default_factory=EncoderConfig)
 
 
-def build_scorer(method: MethodConfig, encoder: TextEncoder) -> TripleScorer:
+def build_scorer(method: MethodConfig, encoder: TextEncoder | None) -> TripleScorer:
+    """The scorer a method names (``encoder`` may be None for kinds that need no text encoder)."""
+    if method.kind == "planner":
+        assert method.path is not None  # checked by the config validator
+        return PlannerScorer(method.path, method.decode)
+    if method.kind == "hop_distance":
+        return HopDistanceScorer()
+    if encoder is None:
+        raise ValueError(f"method kind {method.kind!r} needs a text encoder")
     if method.kind == "retriever":
         assert method.path is not None  # checked by the config validator
         return RetrieverScorer(method.path, encoder)
-    if method.kind == "cosine":
-        return CosineScorer(encoder)
-    return HopDistanceScorer()
+    return CosineScorer(encoder)
 
 
 def evaluate(cfg: EvaluateConfig) -> tuple[list[dict[str, Any]], ReportFiles]:
@@ -73,7 +92,8 @@ def evaluate(cfg: EvaluateConfig) -> tuple[list[dict[str, Any]], ReportFiles]:
         references[name] = labels_reference(resolve_data_path(path))
     if cfg.gpt4o_labels:
         references["gpt4o"] = webqsp_gpt4o_reference(resolve_data_path(cfg.gpt4o_labels))
-    encoder = TextEncoder(cfg.encoder)
+    needs_encoder = any(m.kind in ENCODER_KINDS for m in cfg.methods)
+    encoder = TextEncoder(cfg.encoder) if needs_encoder else None
     scorers = [build_scorer(m, encoder) for m in cfg.methods]
     for method, scorer in zip(cfg.methods, scorers):
         if method.name is not None:

@@ -185,10 +185,16 @@ def _score(samples: Sequence[Sample], scorer: TripleScorer) -> list[np.ndarray |
 
 
 def question_evidence(
-    sample: Sample, scores: np.ndarray, top_k: int | None, chains: bool, config: EvidenceConfig
+    sample: Sample,
+    scores: np.ndarray,
+    top_k: int | None,
+    chains: bool,
+    config: EvidenceConfig,
+    min_score: float | None = None,
 ) -> Evidence:
-    """The evidence of one question: its ``top_k`` triples as chains, or as raw lines."""
-    triples, top = top_k_triples(sample.triples, scores, top_k)
+    """The evidence of one question: its ``top_k`` triples (scoring at least ``min_score``) as
+    chains, or as raw lines."""
+    triples, top = top_k_triples(sample.triples, scores, top_k, min_score)
     if chains:
         return build_evidence(triples, top, sample.q_entities, config)
     return triple_evidence(triples, top, sample.q_entities)
@@ -223,6 +229,7 @@ async def answer_questions(
     top_k: int | None = 100,
     chains: bool = True,
     evidence: EvidenceConfig | None = None,
+    min_score: float | None = None,
 ) -> list[Prediction]:
     """Retrieve, build evidence and read for a batch of questions; one prediction each, in order.
 
@@ -235,6 +242,7 @@ async def answer_questions(
         scorer: Scores every triple of a question.
         reader: Answers from the evidence.
         top_k: Triples kept per question (None: all, ranked).
+        min_score: Also drop retrieved triples scoring below this (None: no floor).
         chains: Evidence chains (ReG S(II)) when True; one line per triple when False.
         evidence: Chain length and merging switches (defaults when None).
 
@@ -251,7 +259,7 @@ async def answer_questions(
             built.append(scores)
             continue
         try:
-            built.append(question_evidence(sample, scores, top_k, chains, config))
+            built.append(question_evidence(sample, scores, top_k, chains, config, min_score))
         except Exception as err:  # noqa: BLE001 — recorded per question, never dropped
             built.append(error_reason("evidence", err))
 

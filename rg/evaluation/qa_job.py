@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from rg.data.sample import Sample
 from rg.data.splits import QuestionSetConfig, load_split_samples
-from rg.evaluation.job import MethodConfig, build_scorer
+from rg.evaluation.job import ENCODER_KINDS, MethodConfig, build_scorer
 from rg.evaluation.qa import (
     Prediction,
     ReaderChoice,
@@ -40,7 +40,7 @@ from rg.evaluation.qa import (
 )
 from rg.evaluation.qa_metrics import Gold, QASummary, QuestionScore, score_prediction, summarize
 from rg.evaluation.qa_report import QAReportFiles, failure_line, markdown_table, run_line, write_qa_results
-from rg.evaluation.scorers import HopDistanceScorer, TripleScorer
+from rg.evaluation.scorers import TripleScorer
 from rg.evidence import EvidenceConfig
 from rg.metrics import MatchMode
 from rg.runtime import RayConfig, init_ray
@@ -57,10 +57,15 @@ class QAEvaluateConfig(QuestionSetConfig):
 
     output_dir: str = Field(description="Where qa.json / .md / .png and predictions.jsonl go.")
     retriever: MethodConfig = Field(
-        description="Triple scorer: `{kind: retriever, path: <checkpoint folder>}` or a baseline "
-        "(`{kind: cosine}`, `{kind: hop_distance}`)."
+        description="Triple scorer: `{kind: retriever, path: <checkpoint folder>}`, `{kind: planner, path: "
+        "<planner folder>, decode: {beam_width, mode}}` or a baseline (`{kind: cosine}`, `{kind: hop_distance}`)."
     )
     top_k: int | None = Field(100, ge=1, description="Retrieved triples per question (None: all, ranked).")
+    min_triple_score: float | None = Field(
+        None,
+        description="Also drop retrieved triples scoring below this (None: no floor); e.g. the planner's "
+        "triples on no decoded path score about -9.21, so -9 keeps exactly the decoded paths' triples.",
+    )
     chains: bool = Field(
         True,
         description="Evidence chains (ReG S(II)) when true; false gives the reader one line per retrieved triple "
@@ -97,9 +102,8 @@ class QAResult:
 
 def build_qa_scorer(cfg: QAEvaluateConfig) -> TripleScorer:
     """The configured scorer; the text encoder is loaded only for methods that need it."""
-    if cfg.retriever.kind == "hop_distance":
-        return HopDistanceScorer()
-    return build_scorer(cfg.retriever, TextEncoder(cfg.encoder))
+    needs_encoder = cfg.retriever.kind in ENCODER_KINDS
+    return build_scorer(cfg.retriever, TextEncoder(cfg.encoder) if needs_encoder else None)
 
 
 class _QAActor:
@@ -115,8 +119,10 @@ class _QAActor:
 
     async def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         samples: list[Sample] = [pickle.loads(b) for b in batch["sample"]]
+        cfg = self.cfg
         predictions = await answer_questions(
-            samples, self.scorer, self.reader, top_k=self.cfg.top_k, chains=self.cfg.chains, evidence=self.cfg.evidence
+            samples, self.scorer, self.reader, top_k=cfg.top_k, chains=cfg.chains, evidence=cfg.evidence,
+            min_score=cfg.min_triple_score,
         )
         return {"prediction": np.array([json.dumps(p.to_dict()) for p in predictions], dtype=object)}
 
@@ -197,6 +203,7 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         "reader": first.reader or cfg.reader.kind,
         "chains": cfg.chains,
         "top_k": cfg.top_k,
+        "min_triple_score": cfg.min_triple_score,
         "evidence": cfg.evidence.model_dump(),
         "match": cfg.match,
         "num_actors": cfg.num_actors,

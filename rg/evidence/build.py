@@ -173,7 +173,7 @@ def triple_evidence(
 
 
 def top_k_triples(
-    triples: Sequence[Triple], scores: Sequence[float] | np.ndarray, k: int | None
+    triples: Sequence[Triple], scores: Sequence[float] | np.ndarray, k: int | None, min_score: float | None = None
 ) -> tuple[tuple[Triple, ...], tuple[float, ...]]:
     """The ``k`` best-scored triples and their scores, best first (equal scores keep input order).
 
@@ -181,6 +181,7 @@ def top_k_triples(
         triples: All triples of a question's subgraph.
         scores: One score per triple.
         k: How many to keep; None keeps all (ranked).
+        min_score: Also drop triples scoring below this (None: no floor).
 
     Raises:
         ValueError: On a length mismatch, NaN scores, or ``k < 0``.
@@ -192,4 +193,6 @@ def top_k_triples(
     if k is not None and k < 0:
         raise ValueError(f"k must be >= 0 or None, got {k}")
     order = np.argsort(-values, kind="stable")[:k]  # (min(k, T),)
+    if min_score is not None:
+        order = order[values[order] >= min_score]
     return tuple(tuple(triples[i]) for i in order), tuple(float(values[i]) for i in order)  # type: ignore[misc]

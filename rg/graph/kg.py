@@ -251,6 +251,19 @@ class KnowledgeGraph:
         """Walk a relation path from ``start``; see :func:`rg.graph.search.ground`."""
         return search.ground(self, self.entity_id(start), relation_path, max_paths)
 
+    def path_triples(self, starts: Sequence[str], relation_path: Sequence[str]) -> np.ndarray:
+        """Triple ids on any walk of ``relation_path`` from ``starts`` (names absent from the
+        graph are ignored); see :func:`rg.graph.search.path_triples`."""
+        return search.path_triples(self, self._present_ids(starts), relation_path)
+
+    def path_step_triples(self, starts: Sequence[str], relation_path: Sequence[str]) -> list[np.ndarray]:
+        """Per step, the triple ids on walks of ``relation_path`` from ``starts`` (absent names
+        ignored); see :func:`rg.graph.search.path_step_triples`."""
+        return search.path_step_triples(self, self._present_ids(starts), relation_path)
+
+    def _present_ids(self, names: Sequence[str]) -> np.ndarray:
+        return np.array([self.entity_id(n) for n in dict.fromkeys(names) if self.has_entity(n)], dtype=np.int64)
+
     def connecting_paths(
         self, topics: Sequence[str], max_len: int, max_paths: int | None = None
     ) -> list[Path]:

@@ -1,5 +1,6 @@
 """Graph search over a :class:`~rg.graph.kg.KnowledgeGraph`: k-hop subgraphs, all shortest
-paths (bidirectional BFS), relation-path grounding, and multi-entity connection.
+paths (bidirectional BFS), relation-path grounding, relation steps out of an entity set, and
+multi-entity connection.
 
 Every search expands whole frontiers with vectorised CSR gathers; only path *enumeration*
 (which is output-sized) runs in Python.
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Iterator, Literal, Sequence
 import numpy as np
 
 from rg.graph.arrays import unique_ids
-from rg.graph.path import Path, split_relation
+from rg.graph.path import INVERSE_SUFFIX, Path, split_relation
 
 if TYPE_CHECKING:
     from rg.graph.kg import KnowledgeGraph, Subgraph
@@ -346,3 +347,76 @@ def connect_all(
             break
     walks.sort(key=lambda p: p.triple_ids)
     return walks
+
+
+def relation_steps(kg: "KnowledgeGraph", frontier: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """Every relation label leaving an entity set, with the set it reaches.
+
+    A triple followed from its head gives the label ``r``, one followed from its tail
+    ``r^-1``; each label appears once, with the sorted unique entity ids its triples reach from
+    ``frontier``. Labels come forward first, then inverse, each in relation-id order. Expanding
+    these sets label by label enumerates the relation paths from a set of start entities with
+    the walk semantics of :func:`ground` (walks may revisit entities).
+
+    Shapes:
+        frontier: (N,) entity ids -> [(label, (M_label,) entity ids)]
+    """
+    out = []
+    for direction, suffix in (("out", ""), ("in", INVERSE_SUFFIX)):
+        edges, others, _ = kg.incident(frontier, direction)
+        if edges.size == 0:
+            continue
+        rels = kg.rel[edges]
+        order = np.argsort(rels, kind="stable")
+        rels, others = rels[order], others[order]
+        cuts = np.flatnonzero(rels[1:] != rels[:-1]) + 1
+        firsts = np.concatenate(([0], cuts))
+        for rel, group in zip(rels[firsts].tolist(), np.split(others, cuts)):
+            out.append((str(kg.relation_names[rel]) + suffix, np.unique(group)))
+    return out
+
+
+def path_step_triples(kg: "KnowledgeGraph", starts: np.ndarray, relation_path: Sequence[str]) -> list[np.ndarray]:
+    """Per step of ``relation_path``, the triples that step uses on a complete walk from ``starts``.
+
+    A forward pass keeps, per step, the triples that follow the step's label from the set
+    reached so far; a backward pass then keeps only those whose far end continues to the end
+    of the path. Step ``i`` of the result equals the union of ``triple_ids[i]`` over the walks
+    :func:`ground` finds from every start with no walk cap, at the cost of one frontier
+    expansion per step (walk enumeration can grow as the product of the fan-outs).
+
+    Shapes:
+        starts: (S,) entity ids -> [len(relation_path) × (M_i,) sorted unique triple ids]
+        (all empty if the path dies out)
+    """
+    empty = [np.zeros(0, dtype=np.int64) for _ in relation_path]
+    frontier = np.unique(np.asarray(starts, dtype=np.int64))
+    steps: list[tuple[np.ndarray, np.ndarray, bool]] = []  # per step: triple ids, their far ends, forward?
+    for label in relation_path:
+        rel, fwd = split_relation(label)
+        if not kg.has_relation(rel) or frontier.size == 0:
+            return empty
+        edges, others, _ = kg.incident(frontier, "out" if fwd else "in")
+        keep = kg.rel[edges] == kg.relation_id(rel)
+        steps.append((edges[keep], others[keep], fwd))
+        frontier = np.unique(others[keep])
+    if not steps or frontier.size == 0:
+        return empty
+    kept: list[np.ndarray] = []
+    alive = frontier  # entities from which the rest of the path completes
+    for edges, ends, fwd in reversed(steps):
+        on_walk = edges[np.isin(ends, alive)]
+        kept.append(unique_ids(on_walk))
+        alive = np.unique(kg.head[on_walk] if fwd else kg.tail[on_walk])
+    return kept[::-1]
+
+
+def path_triples(kg: "KnowledgeGraph", starts: np.ndarray, relation_path: Sequence[str]) -> np.ndarray:
+    """The triples on any complete walk of ``relation_path`` from ``starts`` (all steps of
+    :func:`path_step_triples`), without enumerating walks.
+
+    Shapes:
+        starts: (S,) entity ids -> (M,) sorted unique triple ids (empty if the path dies out)
+    """
+    steps = path_step_triples(kg, starts, relation_path)
+    return unique_ids(np.concatenate(steps)) if steps else np.zeros(0, dtype=np.int64)

@@ -13,7 +13,9 @@ Scoring, per candidate entity ``e``:
    (logit > 0) raises the sum and an irrelevant one lowers it, so along a chain the sum peaks
    where the relevant triples stop — at the answer, not at the intermediate entities before it
    (which ``min`` would rank at least as high, since their walks are prefixes of the answer's)
-   nor at the entities past it. ``min`` and ``mean`` remain for scores that are not logits;
+   nor at the entities past it. ``last`` takes the score of the walk's final step, for scores
+   that already say how likely a triple is to reach the answer (the planner's end mass,
+   :mod:`rg.retrievers.planner.scorer`). ``min`` and ``mean`` remain for scores that are not logits;
 2. the values of all walks ending at ``e`` are aggregated (``aggregate``): by default with
    **log-sum-exp** at temperature τ, ``τ·log Σ exp(v/τ)``. Evidence construction keeps one
    walk per (topic entity, end), so an end has at most one anchored walk per topic entity;
@@ -46,8 +48,10 @@ NO_CANDIDATES = "no_candidates"
 class RetrieverReaderConfig(Config):
     """Settings of :class:`RetrieverReader` (see the module docstring for the rule)."""
 
-    walk_score: Literal["min", "mean", "sum"] = Field(
-        "sum", description="Value of one walk from its steps' retriever scores (sum suits logits)."
+    walk_score: Literal["min", "mean", "sum", "last"] = Field(
+        "sum",
+        description="Value of one walk from its steps' retriever scores: sum suits logits; last suits the "
+        "planner's scores (the log-odds that a triple ends the answer walk).",
     )
     unnamed_answers: bool = Field(
         False,
@@ -75,8 +79,10 @@ class RetrieverReaderConfig(Config):
 
 
 def walk_value(walk: Walk, mode: str) -> float:
-    """The value of one walk: ``min``, ``mean`` or ``sum`` of its steps' scores."""
+    """The value of one walk: ``min``, ``mean``, ``sum`` or ``last`` of its steps' scores."""
     scores = walk.triple_scores
+    if mode == "last":
+        return float(scores[-1])
     if mode == "min":
         return float(min(scores))
     if mode == "sum":

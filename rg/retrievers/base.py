@@ -19,7 +19,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import Any, ClassVar, Literal, NamedTuple, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -51,6 +51,14 @@ class RetrieverConfig(Config):
             "classes equally. Positives are rare (often < 1%), so values like 10-50 speed up learning."
         ),
     )
+    loss_average: Literal["triple", "question"] = Field(
+        "triple",
+        description=(
+            "'triple': BCE averaged over all triples of the batch (SubgraphRAG), so a question's weight grows with "
+            "its subgraph (a 5,000-triple 3-hop graph outweighs hundreds of 1-hop ones); 'question': averaged "
+            "within each question first, then over questions."
+        ),
+    )
 
 
 class CheckpointMeta(Config):
@@ -80,19 +88,36 @@ class Ranked(NamedTuple):
     scores: torch.Tensor
 
 
-def triple_bce(logits: torch.Tensor, labels: torch.Tensor, pos_weight: float | None = None) -> torch.Tensor:
-    """Binary cross-entropy with logits, averaged over all triples of all questions.
+def triple_bce(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    pos_weight: float | None = None,
+    group: torch.Tensor | None = None,
+    num_groups: int | None = None,
+) -> torch.Tensor:
+    """Binary cross-entropy with logits, averaged over all items, or per group then over groups.
 
     Args:
-        logits: Triple scores.
+        logits: Item scores (triples, or entities for PNA's entity loss).
         labels: 0/1 targets.
         pos_weight: Optional weight of the positive class.
+        group: The question of each item; None averages over all items.
+        num_groups: Number of questions (required with ``group``); a question without items
+            does not count.
 
     Shapes:
-        logits, labels: (T,) -> ()
+        logits, labels, group: (T,) -> ()
     """
     weight = None if pos_weight is None else torch.tensor(pos_weight, dtype=logits.dtype, device=logits.device)
-    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype), pos_weight=weight)
+    if group is None:
+        return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype), pos_weight=weight)
+    if num_groups is None:
+        raise ValueError("triple_bce: pass num_groups with group")
+    each = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype), pos_weight=weight, reduction="none")
+    sums = torch.zeros(num_groups, dtype=each.dtype, device=each.device).index_add_(0, group, each)
+    counts = torch.bincount(group, minlength=num_groups).to(each.dtype)
+    present = counts > 0
+    return (sums[present] / counts[present]).mean()
 
 
 def rank_triples(logits: torch.Tensor, triple_ptr: torch.Tensor, k: int) -> list[Ranked]:
@@ -156,14 +181,15 @@ class Retriever(nn.Module, ABC):
         """
 
     def loss(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
-        """BCE over all triples of all questions in the batch (SubgraphRAG's objective).
+        """BCE over the triples of the batch (SubgraphRAG's objective), averaged as ``loss_average`` says.
 
         Raises:
             ValueError: if the batch has no labels.
         """
         if batch.labels is None:
             raise ValueError("loss() needs a labelled batch; build the QuestionGraphs with labels")
-        return triple_bce(self(batch, tables), batch.labels, self.config.pos_weight)
+        group = batch.triple_graph if self.config.loss_average == "question" else None
+        return triple_bce(self(batch, tables), batch.labels, self.config.pos_weight, group, batch.num_graphs)
 
     @torch.no_grad()
     def retrieve(self, batch: GraphBatch, tables: EmbeddingTables, k: int) -> list[Ranked]:

@@ -56,7 +56,18 @@ class WeakConfig(Config):
         ),
     )
     max_path_len: int | None = Field(
-        None, gt=0, description="Ignore paths longer than this many triples; None means no limit."
+        None,
+        gt=0,
+        description="Ignore paths longer than this many triples; None means no limit (rule 'answer_f1': 3).",
+    )
+    rule: Literal["shortest", "answer_f1"] = Field(
+        "shortest",
+        description=(
+            "'shortest': shortest topic-answer paths (this module; RoG and SubgraphRAG's weak labels). "
+            "'answer_f1': the walks of the relation paths whose reached entity set best matches the answer set "
+            "(rg.supervision.answer_paths), which keeps multi-hop questions from being labelled with shortcuts "
+            "to some of their answers."
+        ),
     )
 
 

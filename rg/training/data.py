@@ -36,6 +36,7 @@ from rg.config import Config
 from rg.data.entities import is_unnamed
 from rg.data.sample import Sample
 from rg.retrievers.graphs import EmbeddingTables, QuestionGraph
+from rg.supervision.answer_paths import answer_f1_labels
 from rg.supervision.labels import LabelSource, Labels, read_labels, weak_fallback
 from rg.supervision.selectors import verbalise_relation
 from rg.supervision.weak import WeakConfig, weak_labels
@@ -43,6 +44,7 @@ from rg.supervision.weak import WeakConfig, weak_labels
 
 WEAK_SELECTOR = "weak"
 WEAK_REASON = "weak_requested"
+ANSWER_F1_SELECTOR = "answer_f1"
 """``selector`` and ``fallback_reason`` of labels computed with ``source: weak``."""
 
 
@@ -224,7 +226,7 @@ class LabelConfig(Config):
     source: LabelSource = Field(
         "weak",
         description=(
-            "'weak': shortest paths from topic entities to answers, computed here; 'refined': rows of a "
+            "'weak': weak paths computed here (`weak.rule`: shortest topic-answer paths, or answer_f1); 'refined': rows of a "
             "labels parquet written by the refine job (ReG stage S(I); rows that fell back keep source 'weak')."
         ),
     )
@@ -238,6 +240,20 @@ class LabelConfig(Config):
         return self
 
 
+def answer_f1_row(sample: Sample, weak: WeakConfig) -> Labels:
+    """A weak labels row by the ``answer_f1`` rule (selector ``answer_f1``), like the refine job's rows."""
+    found = answer_f1_labels(sample, weak)
+    return Labels(
+        id=sample.id,
+        positive_triples=found.positive_triples,
+        paths=tuple(w.render() for w in found.walks),
+        relation_paths=found.relation_paths,
+        source="weak",
+        selector=ANSWER_F1_SELECTOR,
+        fallback_reason=WEAK_REASON,
+    )
+
+
 def load_labels(samples: Iterable[Sample], config: LabelConfig) -> dict[str, Labels]:
     """Labels of ``samples`` by id, from the source ``config`` names.
 
@@ -248,6 +264,8 @@ def load_labels(samples: Iterable[Sample], config: LabelConfig) -> dict[str, Lab
         FileNotFoundError: if the refined labels path does not exist.
     """
     samples = list(samples)
+    if config.source == "weak" and config.weak.rule == "answer_f1":
+        return {s.id: answer_f1_row(s, config.weak) for s in samples}
     if config.source == "weak":
         return {
             s.id: weak_fallback(s.id, weak_labels(s, config.weak), None, reason=WEAK_REASON, selector=WEAK_SELECTOR)

@@ -2,11 +2,17 @@
 
 A question's target paths are the relation chains of its refined labels
 (:class:`~rg.supervision.labels.Labels`, ``relation_paths``) when it has a labels row with at
-least one path; otherwise the relation paths of its weak shortest paths
-(:func:`~rg.supervision.weak.weak_labels`; :attr:`Path.relation_path` writes ``r^-1`` for a
-backward step). Weak relation paths are ordered by how many answers they reach, so the
-``max_paths_per_question`` cap keeps the chains that explain most answers and drops rarer
-shortcuts first. RoG trains on the same kind of pairs, one example per path.
+least one path; otherwise weak relation paths by one of two rules (``WeakConfig.rule``):
+
+* ``shortest``: the relation paths of its weak shortest paths
+  (:func:`~rg.supervision.weak.weak_labels`; :attr:`Path.relation_path` writes ``r^-1`` for a
+  backward step), ordered by how many answers they reach, so the ``max_paths_per_question``
+  cap keeps the chains that explain most answers and drops rarer shortcuts first;
+* ``answer_f1``: the relation paths whose reached entity set best matches the answer set
+  (:func:`~rg.supervision.answer_paths.answer_f1_paths`), which keeps multi-hop questions from
+  being labelled with shortcuts that reach only some of their answers.
+
+RoG trains on the same kind of pairs, one example per path.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rg.data.sample import Sample
+from rg.supervision.answer_paths import DEFAULT_MAX_LEN, answer_f1_paths
 from rg.supervision.labels import Labels
 from rg.supervision.weak import WeakConfig, weak_labels
 
@@ -28,7 +35,8 @@ class PlanTarget:
         id: The question id.
         question: The question text.
         relation_paths: Target paths, best first (``r^-1`` marks a backward step).
-        source: ``refined`` or ``weak`` (the source of the labels row, or ``weak`` when computed here).
+        source: The labels row's source (``refined``, ``weak``), or the weak rule that computed
+            the paths here (``weak`` for shortest paths, ``answer_f1``).
     """
 
     id: str
@@ -72,6 +80,21 @@ def weak_relation_paths(sample: Sample, config: WeakConfig | None = None) -> tup
     return tuple(path for path, _ in ranked)
 
 
+def weak_targets(
+    sample: Sample, weak: WeakConfig | None = None, max_len: int | None = None
+) -> tuple[tuple[tuple[str, ...], ...], str]:
+    """A question's weak relation paths by ``weak.rule``, and the source name to record for them.
+
+    ``max_len`` (the planner's longest path) bounds the ``answer_f1`` search, else
+    ``weak.max_path_len``, else :data:`~rg.supervision.answer_paths.DEFAULT_MAX_LEN`.
+    """
+    weak = weak or WeakConfig()
+    if weak.rule == "answer_f1":
+        limit = max_len if max_len is not None else weak.max_path_len
+        return answer_f1_paths(sample, limit if limit is not None else DEFAULT_MAX_LEN), "answer_f1"
+    return weak_relation_paths(sample, weak), "weak"
+
+
 def plan_targets(
     samples: Iterable[Sample],
     labels: Mapping[str, Labels] | None = None,
@@ -87,7 +110,8 @@ def plan_targets(
             row or a row without paths falls back to weak paths computed here.
         weak: Weak-path search settings.
         max_paths: Keep at most this many paths per question (None: all).
-        max_len: Leave out paths with more relations (None: no limit).
+        max_len: Leave out paths with more relations (None: no limit); also bounds the
+            ``answer_f1`` search.
 
     Returns:
         Targets of the questions that have at least one path, and the counts.
@@ -99,7 +123,7 @@ def plan_targets(
         if row is not None and row.relation_paths:
             paths, source = row.relation_paths, row.source
         else:
-            paths, source = weak_relation_paths(sample, weak), "weak"
+            paths, source = weak_targets(sample, weak, max_len)
         kept = [p for p in paths if len(p) > 0 and (max_len is None or len(p) <= max_len)]
         stats.too_long += len(paths) - len(kept)
         if max_paths is not None and len(kept) > max_paths:
@@ -119,12 +143,15 @@ def target_rows(targets: Sequence[PlanTarget]) -> list[tuple[str, str, tuple[str
 
 
 def reference_paths(
-    samples: Iterable[Sample], labels: Mapping[str, Labels] | None = None, weak: WeakConfig | None = None
+    samples: Iterable[Sample],
+    labels: Mapping[str, Labels] | None = None,
+    weak: WeakConfig | None = None,
+    max_len: int | None = None,
 ) -> dict[str, tuple[tuple[str, ...], ...]]:
     """Reference relation paths per question for evaluation.
 
     The dataset's gold paths (``sample.relation_paths``: synthetic data, WebQSP parses) when it
-    has them, else the labels row's paths, else the weak relation paths (MetaQA).
+    has them, else the labels row's paths, else the weak relation paths of ``weak.rule`` (MetaQA).
     """
     out = {}
     for sample in samples:
@@ -134,5 +161,5 @@ def reference_paths(
         elif row is not None and row.relation_paths:
             out[sample.id] = row.relation_paths
         else:
-            out[sample.id] = weak_relation_paths(sample, weak)
+            out[sample.id] = weak_targets(sample, weak, max_len)[0]
     return out

@@ -232,8 +232,12 @@ def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
     train_samples, val_samples = by_side["train"], by_side["val"]
     labels = _labels(cfg, train_samples + val_samples)
     max_len = cfg.planner.max_path_len
-    train_targets, train_stats = plan_targets(train_samples, labels, cfg.labels.weak, cfg.max_paths_per_question, max_len)
-    val_targets, val_stats = plan_targets(val_samples, labels, cfg.labels.weak, cfg.max_paths_per_question, max_len)
+    train_targets, train_stats = plan_targets(
+        train_samples, labels, cfg.labels.weak, cfg.max_paths_per_question, max_len
+    )
+    val_targets, val_stats = plan_targets(
+        val_samples, labels, cfg.labels.weak, cfg.max_paths_per_question, max_len
+    )
     if not train_targets or not val_targets:
         raise ValueError(
             f"{len(train_targets)} training and {len(val_targets)} validation questions have a target path; "
@@ -294,13 +298,15 @@ def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
     evaluation = None
     if cfg.evaluation.side is not None:
         samples = by_side[cfg.evaluation.side]
-        evaluation = score_planner(exported, samples, reference_paths(samples, labels, cfg.labels.weak), cfg.evaluation)
+        references = reference_paths(samples, labels, cfg.labels.weak, cfg.planner.max_path_len)
+        evaluation = score_planner(exported, samples, references, cfg.evaluation)
 
     start_epoch = int(history[-1]["start_epoch"]) if history else 0
     report = _json_ready({
         "run_name": cfg.run_name,
         "storage_path": storage,
         "label_source": cfg.labels.source,
+        "weak_rule": cfg.labels.weak.rule,
         "train_questions": len(train_samples),
         "val_questions": len(val_samples),
         "train_targets": train_stats.to_dict(),

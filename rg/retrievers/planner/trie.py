@@ -25,7 +25,7 @@ from types import MappingProxyType
 import numpy as np
 
 from rg.graph.kg import KnowledgeGraph
-from rg.graph.path import INVERSE_SUFFIX
+from rg.graph.search import relation_steps
 from rg.retrievers.planner.tokenizer import PathVocab
 
 TokenTrie = Mapping[int, "TokenTrie"]
@@ -66,23 +66,6 @@ class RelationTrie:
         return len(path) > 0
 
 
-def _steps(kg: KnowledgeGraph, frontier: np.ndarray) -> list[tuple[str, np.ndarray]]:
-    """(label, next frontier) for every relation and direction leaving ``frontier``."""
-    out = []
-    for direction, suffix in (("out", ""), ("in", INVERSE_SUFFIX)):
-        edges, others, _ = kg.incident(frontier, direction)
-        if edges.size == 0:
-            continue
-        rels = kg.rel[edges]
-        order = np.argsort(rels, kind="stable")
-        rels, others = rels[order], others[order]
-        cuts = np.flatnonzero(rels[1:] != rels[:-1]) + 1
-        firsts = np.concatenate(([0], cuts))
-        for rel, group in zip(rels[firsts].tolist(), np.split(others, cuts)):
-            out.append((str(kg.relation_names[rel]) + suffix, np.unique(group)))
-    return out
-
-
 def relation_trie(kg: KnowledgeGraph, topics: Sequence[str], max_len: int) -> RelationTrie:
     """The relation paths of 1..``max_len`` steps that ground from at least one topic entity.
 
@@ -96,7 +79,7 @@ def relation_trie(kg: KnowledgeGraph, topics: Sequence[str], max_len: int) -> Re
     def expand(frontier: np.ndarray, depth: int) -> RelationTrie:
         if depth == max_len or frontier.size == 0:
             return RelationTrie({})
-        return RelationTrie({label: expand(nxt, depth + 1) for label, nxt in _steps(kg, frontier)})
+        return RelationTrie({label: expand(nxt, depth + 1) for label, nxt in relation_steps(kg, frontier)})
 
     return expand(starts, 0)
 
@@ -183,7 +166,7 @@ class GraphTrie(Mapping[int, TokenTrie]):
         if self._depth >= self._max_len or self._frontier.size == 0:
             return {}
         out: dict[int, TokenTrie] = {}
-        for label, nxt in _steps(self._kg, self._frontier):
+        for label, nxt in relation_steps(self._kg, self._frontier):
             token = self._vocab.label_to_id.get(label)
             if token is None:
                 self._stats.skipped += 1

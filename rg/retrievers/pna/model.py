@@ -174,7 +174,10 @@ class PNARetriever(Retriever):
             return super().loss(batch, tables)
         if batch.labels is None:
             raise ValueError("loss() needs a labelled batch; build the QuestionGraphs with labels")
-        return triple_bce(self.node_logits(batch, tables), entity_targets(batch), self.config.pos_weight)
+        group = batch.entity_graph if self.config.loss_average == "question" else None
+        return triple_bce(
+            self.node_logits(batch, tables), entity_targets(batch), self.config.pos_weight, group, batch.num_graphs
+        )
 
 
 def entity_targets(batch: GraphBatch) -> torch.Tensor:

@@ -1,0 +1,143 @@
+"""Relation paths whose ends match a question's answers: weak path targets chosen by answer F1.
+
+Shortest topic→answer paths are a poor relation-path target when an answer is also reachable by
+a shorter, unrelated route. MetaQA's 3-hop question "the movies that share directors with X are
+written by who" asks for ``directed_by → directed_by^-1 → written_by``, but X's own writers are
+among the answers and one ``written_by`` step away, so shortest paths label them with
+``written_by``; other answers get detours through ``has_tags^-1`` or ``has_genre^-1`` that
+happen to be as short. A relation path stands for the *set* of entities it reaches, so this
+module scores each relation path of up to ``max_len`` steps from the topic entities by the F1
+between that set and the answer set, and keeps the best: the path that reaches all the answers
+and little else. Topic entities are left out of both sets (a reader never answers with one).
+
+The paths are enumerated by expanding entity sets label by label
+(:func:`rg.graph.search.relation_steps`), the same enumeration as the planner's constrained
+decoding trie, so every returned path grounds from a topic entity. This reads gold answers: it
+is supervision, for training targets and evaluation references only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rg.data.sample import Sample
+from rg.graph.kg import KnowledgeGraph
+from rg.graph.search import relation_steps
+from rg.graph.path import Path
+from rg.supervision.weak import WeakConfig, answer_entities, topic_entities
+
+DEFAULT_MAX_LEN = 3
+"""Relations per path searched when ``WeakConfig.max_path_len`` is None."""
+
+
+@dataclass(frozen=True)
+class ScoredPath:
+    """A relation path with how well the set it reaches matches the answers.
+
+    Attributes:
+        relation_path: Labels from a topic entity (``r^-1`` for a backward step).
+        f1: Harmonic mean of ``precision`` and ``recall``.
+        precision: Share of the reached entities (topics left out) that are answers.
+        recall: Share of the answers (in the graph, topics left out) that are reached.
+    """
+
+    relation_path: tuple[str, ...]
+    f1: float
+    precision: float
+    recall: float
+
+
+def score_relation_paths(
+    kg: KnowledgeGraph, topics: Sequence[str], answers: Sequence[str], max_len: int
+) -> list[ScoredPath]:
+    """Every relation path of 1..``max_len`` steps from the topics that reaches an answer, scored.
+
+    Args:
+        kg: The question's graph.
+        topics: Topic entity names (those absent from ``kg`` are ignored).
+        answers: Answer entity names (those absent from ``kg`` or among the topics are ignored).
+        max_len: Most relations per path.
+
+    Returns:
+        The paths reaching at least one answer, best F1 first; ties: fewer relations first, then
+        enumeration order (forward labels before inverse ones, by relation id).
+    """
+    starts = np.array(sorted({kg.entity_id(t) for t in topics if kg.has_entity(t)}), dtype=np.int64)
+    wanted = np.setdiff1d(kg.entity_ids([a for a in answers if kg.has_entity(a)]), starts)
+    if starts.size == 0 or wanted.size == 0:
+        return []
+    found: list[ScoredPath] = []
+
+    def visit(prefix: tuple[str, ...], frontier: np.ndarray) -> None:
+        for label, reached in relation_steps(kg, frontier):
+            path = (*prefix, label)
+            ends = np.setdiff1d(reached, starts, assume_unique=True)
+            hits = int(np.isin(ends, wanted, assume_unique=True).sum())
+            if hits:
+                precision, recall = hits / ends.size, hits / wanted.size
+                found.append(ScoredPath(path, 2 * precision * recall / (precision + recall), precision, recall))
+            if len(path) < max_len:
+                visit(path, reached)
+
+    visit((), starts)
+    order = sorted(range(len(found)), key=lambda i: (-found[i].f1, len(found[i].relation_path), i))
+    return [found[i] for i in order]
+
+
+def answer_f1_paths(
+    sample: Sample, max_len: int = DEFAULT_MAX_LEN, tolerance: float = 0.0, kg: KnowledgeGraph | None = None
+) -> tuple[tuple[str, ...], ...]:
+    """The relation paths of a question whose reached set best matches its answers.
+
+    Args:
+        sample: A question with its subgraph and answers.
+        max_len: Most relations per path.
+        tolerance: Keep every path whose F1 is within this of the best (0: ties with the best).
+        kg: The graph of ``sample.triples`` when the caller has it already.
+
+    Returns:
+        Relation paths, best first (empty when no path from a topic entity reaches an answer).
+    """
+    kg = kg if kg is not None else KnowledgeGraph.from_triples(sample.triples)
+    scored = score_relation_paths(kg, topic_entities(sample, kg), answer_entities(sample, kg), max_len)
+    if not scored:
+        return ()
+    floor = scored[0].f1 - tolerance
+    return tuple(p.relation_path for p in scored if p.f1 >= floor)
+
+
+@dataclass(frozen=True)
+class AnswerPathLabels:
+    """Triple labels from the best answer-F1 relation paths of one question.
+
+    Attributes:
+        relation_paths: The chosen relation paths, best first.
+        positive_triples: Triple ids (indices into ``sample.triples``) on any complete walk of
+            them from a topic entity, sorted and unique (all walks, not a capped sample).
+        walks: Up to ``max_walks`` of those walks, for display.
+    """
+
+    relation_paths: tuple[tuple[str, ...], ...]
+    positive_triples: tuple[int, ...]
+    walks: tuple[Path, ...]
+
+
+def answer_f1_labels(sample: Sample, config: WeakConfig | None = None, max_walks: int = 32) -> AnswerPathLabels:
+    """Weak triple labels by the ``answer_f1`` rule: the triples on the walks of the best paths.
+
+    Args:
+        sample: A question with its subgraph and answers.
+        config: ``max_path_len`` bounds the search (None: :data:`DEFAULT_MAX_LEN`).
+        max_walks: Walks kept for display (the positives are always complete).
+    """
+    config = config or WeakConfig()
+    kg = KnowledgeGraph.from_triples(sample.triples)
+    topics = topic_entities(sample, kg)
+    max_len = config.max_path_len if config.max_path_len is not None else DEFAULT_MAX_LEN
+    paths = answer_f1_paths(sample, max_len, kg=kg)
+    positives = sorted({int(t) for path in paths for t in kg.path_triples(topics, path)})
+    walks = [w for path in paths for topic in topics for w in kg.ground(topic, path, max_walks)][:max_walks]
+    return AnswerPathLabels(paths, tuple(positives), tuple(walks))

@@ -1,0 +1,73 @@
+"""Weak relation-path targets chosen by answer F1 (rg.supervision.answer_paths) on hand-made graphs."""
+
+from __future__ import annotations
+
+import pytest
+
+from rg.data.sample import Sample
+from rg.graph import KnowledgeGraph
+from rg.supervision.answer_paths import answer_f1_labels, answer_f1_paths, score_relation_paths
+from rg.supervision.weak import WeakConfig
+from rg.training.data import LabelConfig, load_labels
+from rg.training.planner_data import plan_targets, reference_paths, weak_relation_paths
+
+# X's director also directed F2 and F3; the question asks for the writers of the movies that
+# share X's director (MetaQA 3-hop style). X's own writer W1 is one step from X.
+TRIPLES = (
+    ("X", "directed_by", "D"),
+    ("F2", "directed_by", "D"),
+    ("F3", "directed_by", "D"),
+    ("X", "written_by", "W1"),
+    ("F2", "written_by", "W2"),
+    ("F3", "written_by", "W1"),
+    ("X", "has_genre", "Drama"),
+)
+THREE_HOP = ("directed_by", "directed_by^-1", "written_by")
+SAMPLE = Sample("q", "the movies that share directors with X are written by who", ("W1", "W2"), ("X",), ("W1", "W2"), TRIPLES)
+
+
+def test_shortest_paths_label_the_shortcut_first():
+    assert weak_relation_paths(SAMPLE)[0] == ("written_by",)
+
+
+def test_answer_f1_prefers_the_path_that_reaches_every_answer():
+    assert answer_f1_paths(SAMPLE, max_len=3) == (THREE_HOP,)
+    scored = {p.relation_path: p for p in score_relation_paths(KnowledgeGraph.from_triples(TRIPLES), ["X"], ["W1", "W2"], 3)}
+    assert scored[THREE_HOP].f1 == pytest.approx(1.0)
+    shortcut = scored[("written_by",)]
+    assert (shortcut.precision, shortcut.recall) == (1.0, 0.5) and shortcut.f1 == pytest.approx(2 / 3)
+    # X's writer, then every film W1 wrote (X is a topic and left out: F3), then their writer W1
+    assert scored[("written_by", "written_by^-1", "written_by")].recall == 0.5
+    assert ("has_genre",) not in scored  # reaches no answer
+    assert answer_f1_paths(SAMPLE, max_len=1) == (("written_by",),)
+
+
+def test_tolerance_keeps_near_ties_and_answers_outside_the_graph_are_ignored():
+    assert answer_f1_paths(SAMPLE, max_len=3, tolerance=0.34)[:2] == (THREE_HOP, ("written_by",))
+    elsewhere = Sample("q2", "?", ("W2", "Nobody"), ("X",), ("W2", "Nobody"), TRIPLES)
+    assert answer_f1_paths(elsewhere, max_len=3)[0] == ("directed_by", "directed_by^-1", "written_by")
+    lost = Sample("q3", "?", ("Nobody",), ("X",), ("Nobody",), TRIPLES)
+    assert answer_f1_paths(lost, max_len=3) == ()
+
+
+def test_planner_targets_and_references_follow_the_weak_rule():
+    rule = WeakConfig(rule="answer_f1")
+    targets, stats = plan_targets([SAMPLE], weak=rule, max_len=3)
+    assert targets[0].relation_paths == (THREE_HOP,) and targets[0].source == "answer_f1"
+    assert stats.to_dict()["questions_answer_f1"] == 1
+    assert reference_paths([SAMPLE], weak=rule, max_len=3) == {"q": (THREE_HOP,)}
+    assert plan_targets([SAMPLE], weak=rule, max_len=1)[0][0].relation_paths == (("written_by",),)
+    shortest, _ = plan_targets([SAMPLE], max_len=3)
+    assert shortest[0].relation_paths[0] == ("written_by",) and shortest[0].source == "weak"
+
+
+def test_retriever_labels_by_answer_f1_hold_every_triple_of_the_chosen_walks():
+    found = answer_f1_labels(SAMPLE, WeakConfig(rule="answer_f1"))
+    # X→D, F2→D, F3→D (and D←X back to the topic), then the writers of X, F2 and F3
+    assert found.relation_paths == (THREE_HOP,) and found.positive_triples == (0, 1, 2, 3, 4, 5)
+    assert all(w.relation_path == THREE_HOP and w.start == "X" for w in found.walks)
+    row = load_labels([SAMPLE], LabelConfig(weak={"rule": "answer_f1"}))["q"]
+    assert row.positive_triples == (0, 1, 2, 3, 4, 5) and row.selector == "answer_f1" and row.source == "weak"
+    assert "X → [directed_by] → D" in row.paths[0]
+    shortest = load_labels([SAMPLE], LabelConfig())["q"]
+    assert 3 in shortest.positive_triples and shortest.selector == "weak"
