@@ -66,6 +66,13 @@ def test_evaluate_job_scores_the_held_out_split(setup):
 def test_retriever_method_needs_a_path():
     with pytest.raises(ConfigError, match="`path` is required"):
         validate_config({"input": "x", "output_dir": "o", "methods": [{"kind": "retriever"}]}, EvaluateConfig)
+    with pytest.raises(ConfigError, match="`path` is required for kind `planner`"):
+        validate_config({"input": "x", "output_dir": "o", "methods": [{"kind": "planner"}]}, EvaluateConfig)
+    with pytest.raises(ConfigError, match="`path` applies to kinds"):
+        validate_config({"input": "x", "output_dir": "o", "methods": [{"kind": "cosine", "path": "p"}]}, EvaluateConfig)
+    with pytest.raises(ConfigError, match="`decode` applies to kind `planner` only"):
+        methods = [{"kind": "hop_distance", "decode": {"beam_width": 2}}]
+        validate_config({"input": "x", "output_dir": "o", "methods": methods}, EvaluateConfig)
 
 
 def test_encoder_mismatch_is_refused(setup):

@@ -194,6 +194,9 @@ def test_top_k_is_stable_and_scores_are_checked():
     triples, scores = top_k_triples(DIRECTOR, [0.0, 1.0, 0.0, 1.0], 3)
     assert triples == (DIRECTOR[1], DIRECTOR[3], DIRECTOR[0]) and scores == (1.0, 1.0, 0.0)
     assert len(top_k_triples(DIRECTOR, [0.0] * 4, None)[0]) == 4
+    floored, kept = top_k_triples(DIRECTOR, [-9.2, 1.0, -9.2, -8.0], None, min_score=-9.0)
+    assert floored == (DIRECTOR[1], DIRECTOR[3]) and kept == (1.0, -8.0)
+    assert top_k_triples(DIRECTOR, [-9.2, 1.0, -9.2, -8.0], 1, min_score=-9.0)[0] == (DIRECTOR[1],)
     with pytest.raises(ValueError, match="4 triples"):
         build_evidence(DIRECTOR, [1.0], ["Ann"])
     with pytest.raises(ValueError, match="NaN"):

@@ -79,6 +79,12 @@ def test_exact_metrics_with_chains():
     assert [(g.name, g.n, g.hit) for g in s.by_hops] == [("1-hop", 3, pytest.approx(1 / 3)), ("2-hop", 1, 1.0)]
     assert [(g.name, g.n, g.hit) for g in s.by_topics] == [("single topic", 3, pytest.approx(1 / 3)), ("multi topic", 1, 1.0)]
     assert s.failures == {NO_CANDIDATES: 1}
+    # D's answer is not in its (empty) subgraph; A, B and C are covered
+    assert [(g.name, g.n, g.hits_at_1) for g in s.covered] == [
+        ("answers in subgraph", 3, pytest.approx(2 / 3)),
+        ("1-hop, answers in subgraph", 2, 0.5),
+        ("2-hop, answers in subgraph", 1, 1.0),
+    ]
     assert (o.prompt_tokens, o.llm_calls) == (0.0, 0.0)
     # A: 2 anchored lines + the distractor as an unanchored one; B: the chains of Ann and Bob
     # that both reach F2 share one line (multi-entity merging); D has none.

@@ -42,7 +42,10 @@ class MethodConfig(Config):
     @model_validator(mode="after")
     def _path_for_checkpoints(self) -> "MethodConfig":
         if (self.kind in CHECKPOINT_KINDS) != (self.path is not None):
-            raise ValueError(f"`path` is required for kinds {list(CHECKPOINT_KINDS)} and only for them (kind {self.kind!r})")
+            raise ValueError(
+                f"`path` is required for kind `{self.kind}`" if self.kind in CHECKPOINT_KINDS
+                else f"`path` applies to kinds {list(CHECKPOINT_KINDS)} only, not `{self.kind}`; remove it"
+            )
         if self.decode is not None and self.kind != "planner":
             raise ValueError(f"`decode` applies to kind `planner` only, not {self.kind!r}; remove it")
         return self

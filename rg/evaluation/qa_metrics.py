@@ -35,18 +35,25 @@ class Gold:
         answers: Gold answer strings (``Sample.answers``, else its answer entities).
         hops: Reasoning hops when known.
         topics: Number of distinct topic entities.
+        covered: Whether every answer entity is an entity of the question's subgraph (the
+            questions a retriever can answer completely; as in the retrieval evaluation's
+            answer recall).
     """
 
     answers: tuple[str, ...]
     hops: int | None
     topics: int
+    covered: bool = True
 
     @classmethod
     def of(cls, sample: Sample) -> "Gold":
+        entities = {e for h, _, t in sample.triples for e in (h, t)}
+        wanted = sample.a_entities or sample.answers
         return cls(
             answers=tuple(sample.answers or sample.a_entities),
             hops=sample.hops,
             topics=len(dict.fromkeys(sample.q_entities)),
+            covered=bool(wanted) and all(a in entities for a in wanted),
         )
 
 
@@ -60,6 +67,16 @@ def topic_group(topics: int) -> str:
     if topics == 0:
         return "no topic"
     return "single topic" if topics == 1 else "multi topic"
+
+
+COVERED = "answers in subgraph"
+
+
+def covered_group(gold: Gold) -> str | None:
+    """``"answers in subgraph"`` (overall) or ``"<n>-hop, answers in subgraph"``; None when not covered."""
+    if not gold.covered:
+        return None
+    return COVERED if gold.hops is None else f"{hop_group(gold.hops)}, {COVERED}"
 
 
 def failure_kind(failure: str) -> str:
@@ -86,6 +103,7 @@ class QuestionScore:
             "gold": list(self.gold.answers),
             "hops": self.gold.hops,
             "topic_entities": self.gold.topics,
+            "answers_in_subgraph": self.gold.covered,
             "hit": self.hit,
             "hits_at_1": self.hits_at_1,
             "precision": self.precision,
@@ -181,6 +199,8 @@ class QASummary:
         overall: All questions.
         by_hops: One group per hop count, ascending (``hops unknown`` last).
         by_topics: Single- then multi-topic-entity questions (``no topic`` last, if any).
+        covered: The questions whose answers are all in their subgraph: overall, then per hop
+            count when there are several (empty when none is covered).
         failures: Failure kind → questions.
         usage: LLM usage summed over all questions.
     """
@@ -190,12 +210,14 @@ class QASummary:
     by_topics: tuple[GroupMetrics, ...]
     failures: dict[str, int]
     usage: Usage
+    covered: tuple[GroupMetrics, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "overall": self.overall.to_dict(),
             "by_hops": [g.to_dict() for g in self.by_hops],
             "by_topics": [g.to_dict() for g in self.by_topics],
+            "covered": [g.to_dict() for g in self.covered],
             "failures": dict(self.failures),
             "usage": self.usage.to_dict(),
         }
@@ -221,10 +243,19 @@ def summarize(scores: Sequence[QuestionScore], match: MatchMode = "exact") -> QA
     usage = Usage()
     for score in scores:
         usage = usage + score.prediction.usage
+    covered = [s for s in scores if s.gold.covered]
+    covered_groups: tuple[GroupMetrics, ...] = ()
+    if covered:
+        covered_groups = (group_metrics(COVERED, covered, match),)
+        if len(hop_order) > 1:
+            order = [f"{h}, {COVERED}" for h in hop_order]
+            by_hop = _groups([s for s in covered if s.gold.hops is not None], lambda s: covered_group(s.gold), order, match)
+            covered_groups += by_hop
     return QASummary(
         overall=group_metrics(ALL, scores, match),
         by_hops=_groups(scores, lambda s: hop_group(s.gold.hops), hop_order, match),
         by_topics=_groups(scores, lambda s: topic_group(s.gold.topics), ["single topic", "multi topic"], match),
         failures=dict(Counter(failure_kind(s.prediction.failure) for s in scores if s.prediction.failure)),
         usage=usage,
+        covered=covered_groups,
     )

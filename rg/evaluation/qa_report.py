@@ -58,7 +58,7 @@ def markdown_table(summary: QASummary) -> str:
         "|:--|--:|--:|" + "--:|" * len(METRICS) + "--:|--:|--:|--:|",
         _row(summary.overall),
     ]
-    lines += [_row(g) for g in (*summary.by_hops, *summary.by_topics)]
+    lines += [_row(g) for g in (*summary.by_hops, *summary.by_topics, *summary.covered)]
     return "\n".join(lines) + "\n"
 
 
