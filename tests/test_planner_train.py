@@ -4,6 +4,8 @@ paths, checkpoint round trips (tiny base and a local 'pretrained' folder), and t
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -24,7 +26,7 @@ from rg.retrievers.planner import (
 from rg.retrievers.planner.plan import Plan, PlannedPath
 from rg.supervision.labels import Labels
 from rg.training.planner_data import plan_targets, reference_paths, target_rows, weak_relation_paths
-from rg.training.planner_loop import PlannerFitConfig, collate, evaluate_examples, fit_planner
+from rg.training.planner_loop import PlannerFitConfig, collate, epoch_lr, evaluate_examples, fit_planner
 
 TINY = {"layers": 2, "hidden": 32, "heads": 4, "max_positions": 48}
 
@@ -144,7 +146,12 @@ def test_a_local_pretrained_checkpoint_gets_relation_tokens(tmp_path):
     planner = PlannerModel.build(PlannerConfig(checkpoint=str(folder)), ["who wrote x"], ["rel_a", "rel_b"])
     assert planner.vocab.has("rel_b^-1") and planner.lm.get_base_model().config.vocab_size >= len(planner.tokenizer)
     examples = planner.examples([("q", "who wrote x", ("rel_b",))])
-    fit_planner(planner, examples, [], PlannerFitConfig(epochs=2, batch_size=1))
+    seen = []
+    config = PlannerFitConfig(epochs=2, batch_size=1, lr=0.01, lr_schedule="cosine")
+    fit_planner(planner, examples, [], config, on_epoch_end=lambda e, m, opt: seen.append((m["lr"], opt.param_groups[0]["lr"])))
+    assert seen == [(0.01, 0.01), (pytest.approx(0.005), pytest.approx(0.005))]  # lr · (1 + cos(π/2)) / 2
+    assert epoch_lr(PlannerFitConfig(epochs=4, lr=1.0, lr_schedule="cosine"), 3) == pytest.approx((1 + math.cos(0.75 * math.pi)) / 2)
+    assert epoch_lr(PlannerFitConfig(epochs=4, lr=1.0), 3) == 1.0
     planner.save(tmp_path / "ckpt")
     assert not (tmp_path / "ckpt" / "base").exists()  # the base stays in its own folder
     loaded = load_planner(tmp_path / "ckpt")

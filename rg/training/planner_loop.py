@@ -24,6 +24,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from pydantic import Field
@@ -43,6 +44,11 @@ class PlannerFitConfig(Config):
 
     epochs: int = Field(10, ge=1, description="Epochs to train (counting from 0; resumed runs start later).")
     lr: float = Field(2e-3, gt=0, description="AdamW learning rate of the adapter.")
+    lr_schedule: Literal["constant", "cosine"] = Field(
+        "constant",
+        description="'cosine': epoch e trains at lr · (1 + cos(π e / epochs)) / 2 (set per epoch, so a resumed run "
+        "follows the same schedule); 'constant': lr throughout.",
+    )
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     batch_size: int = Field(32, ge=1, description="(question, path) examples per optimisation step and worker.")
     grad_clip: float | None = Field(1.0, gt=0, description="Clip the gradient norm to this; None disables.")
@@ -163,6 +169,13 @@ def _better(metrics: dict[str, float], best: dict[str, float] | None) -> bool:
     return key > (best.get(SELECTION_METRIC, -math.inf), -best.get("val_loss", math.inf))
 
 
+def epoch_lr(config: PlannerFitConfig, epoch: int) -> float:
+    """The learning rate of ``epoch`` under ``config.lr_schedule``."""
+    if config.lr_schedule == "cosine":
+        return config.lr * (1.0 + math.cos(math.pi * epoch / config.epochs)) / 2.0
+    return config.lr
+
+
 def fit_planner(
     planner: PlannerModel,
     train: Sequence[Example],
@@ -207,7 +220,10 @@ def fit_planner(
         torch.manual_seed(config.seed * 100_003 + epoch)
         generator = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
         batches = example_batches(train, config.batch_size, planner.vocab.pad, generator)
+        for group in optimizer.param_groups:
+            group["lr"] = epoch_lr(config, epoch)
         metrics = {"epoch": float(epoch), "train_loss": train_epoch(model, batches, optimizer, config.grad_clip)}
+        metrics["lr"] = epoch_lr(config, epoch)
         metrics["train_examples"] = float(len(train))
         metrics.update({f"val_{k}": v for k, v in evaluate_examples(planner, val, config.eval_batch_size).items()})
         metrics["epoch_seconds"] = time.perf_counter() - started
