@@ -18,7 +18,7 @@ from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph.kg import KnowledgeGraph
 from rg.evaluation.qa import answer_questions, inference_view
-from rg.reasoning import RetrieverReader
+from rg.reasoning import RetrieverReader, RetrieverReaderConfig
 from rg.retrievers.planner import DecodeConfig, load_planner, plan_questions, read_planner_meta
 from rg.retrievers.planner.scorer import PlannerScorer
 from rg.training.planner_ray import REPORT_FILE, PlannerTrainConfig, pack_folder, train_planner, unpack_folder
@@ -93,14 +93,18 @@ def test_two_workers_write_a_loadable_adapter_checkpoint(ray_local, synthetic_pa
     plan = plan_questions(planner, [sample], DecodeConfig(beam_width=2))[0]
     assert plan.paths and all(p.grounded for p in plan.paths)
 
-    # the planner as a triple scorer: with one beam, exactly the triples of its walks score high
+    # the planner as a triple scorer: with one beam, the last triples of its walks score high and
+    # the other triples of its walks rank above the triples on no walk
     scorer = PlannerScorer(folder, DecodeConfig(beam_width=1))
     samples = list(read_rog(synthetic_parquet))[:6]
     scores = scorer.score(samples)
     assert scorer.name == "planner:weak" and [s.shape for s in scores] == [(len(x.triples),) for x in samples]
     for x, plan, row in zip(samples, scorer.plans, scores):
-        assert sorted(np.flatnonzero(row > 0).tolist()) == list(plan.triple_ids)
-    predictions = asyncio.run(answer_questions([inference_view(x) for x in samples], scorer, RetrieverReader(), top_k=50))
+        last = {walk.triple_ids[-1] for walk, _ in plan.reasoning_paths if walk.end not in x.q_entities}
+        assert sorted(np.flatnonzero(row > 0).tolist()) == sorted(last)
+        assert sorted(np.flatnonzero(row > row.min()).tolist()) == list(plan.triple_ids)
+    reader = RetrieverReader(RetrieverReaderConfig(walk_score="last"))
+    predictions = asyncio.run(answer_questions([inference_view(x) for x in samples], scorer, reader, top_k=50))
     assert [p.id for p in predictions] == [x.id for x in samples]
     assert all(p.failure is None and p.answers and p.scorer == "planner:weak" for p in predictions)
 

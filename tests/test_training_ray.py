@@ -50,13 +50,13 @@ def encoder_cache(tmp_path_factory):
     "retriever", [{"kind": "mlp", "hidden": 16}, {"kind": "pna", "hidden": 8, "num_layers": 1}], ids=["mlp", "pna"]
 )
 def test_train_export_and_resume(ray_local, synthetic_parquet, encoder_cache, tmp_path, retriever):
-    def config(epochs: int) -> TrainJobConfig:
+    def config(epochs: int, lr: float = 1e-3) -> TrainJobConfig:
         return TrainJobConfig.model_validate(
             {
                 "input": str(synthetic_parquet),
                 "retriever": retriever,
                 "encoder": EncoderConfig(cache_dir=str(encoder_cache)),
-                "train": {"epochs": epochs, "questions_per_batch": 4, "eval_ks": (10, 100)},
+                "train": {"epochs": epochs, "questions_per_batch": 4, "eval_ks": (10, 100), "lr": lr},
                 "num_workers": 2,
                 "run_name": f"test_{retriever['kind']}",
                 "storage_path": str(tmp_path / "ray_results"),
@@ -93,6 +93,8 @@ def test_train_export_and_resume(ray_local, synthetic_parquet, encoder_cache, tm
     assert [int(row["epoch"]) for row in second["history"]] == [0, 1, 2]
     assert second["history"][:2] == first["history"]
     assert second["best_value"] == max(r["val_triple_recall@100"] for r in second["history"])
+    with pytest.raises(ValueError, match=r"cannot resume: train\.lr: 0\.001 -> 0\.01.*Fix: set a new `run_name`"):
+        train_retriever(config(4, lr=0.01))  # a changed setting must not continue the old checkpoints
 
 
 def _registered_epoch(run_dir: Path) -> int | None:

@@ -49,6 +49,7 @@ from rg.retrievers.planner.evaluate import MODES, evaluate_planner
 from rg.retrievers.planner.model import PlannerModel, load_planner
 from rg.runtime import RayConfig, init_ray
 from rg.supervision.labels import Labels, read_labels
+from rg.training.run_guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows
 from rg.training.data import LabelConfig
 from rg.training.planner_data import plan_targets, reference_paths, target_rows
@@ -226,6 +227,8 @@ def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
     from ray.train.torch import TorchTrainer
 
     started = time.perf_counter()
+    storage = cfg.storage_path if "://" in cfg.storage_path else str(resolve_data_path(cfg.storage_path).resolve())
+    check_run_config(storage, cfg.run_name, cfg)  # before any work: a changed config must not resume
     init_ray(cfg.ray)
     sides = ("train", "val") + (("test",) if cfg.evaluation.side == "test" else ())
     by_side = load_split_samples(cfg.input, cfg.split, sides, cfg.limit)
@@ -258,7 +261,6 @@ def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         initial = ray.put(pack_folder(planner.save(tmp, meta)))
 
-    storage = cfg.storage_path if "://" in cfg.storage_path else str(resolve_data_path(cfg.storage_path).resolve())
     trainer = TorchTrainer(
         planner_loop_per_worker,
         train_loop_config={"initial": initial, "train": cfg.train.model_dump(mode="json"),

@@ -45,6 +45,7 @@ from rg.retrievers.pna import PNAConfig
 from rg.retrievers.registry import build_retriever, load_retriever
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
+from rg.training.run_guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows
 from rg.training.data import LabelConfig, build_tables, load_labels, question_graphs
 from rg.training.loop import TrainConfig, fit
@@ -249,6 +250,9 @@ def train_retriever(cfg: TrainJobConfig) -> dict[str, Any]:
     from ray.train.torch import TorchTrainer
 
     started = time.perf_counter()
+    storage = resolve_data_path(cfg.storage_path)
+    storage_path = cfg.storage_path if "://" in cfg.storage_path else str(storage.resolve())
+    check_run_config(storage_path, cfg.run_name, cfg)  # before any work: a changed config must not resume
     init_ray(cfg.ray)
     sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit)
     train_samples, val_samples = sides["train"], sides["val"]
@@ -274,8 +278,6 @@ def train_retriever(cfg: TrainJobConfig) -> dict[str, Any]:
     train_ds = ray.data.from_items([{"graph": pickle.dumps(g)} for g in train_graphs])
     val_ds = ray.data.from_items([{"graph": pickle.dumps(g)} for g in val_graphs])
     metric = cfg.train.selection_metric
-    storage = resolve_data_path(cfg.storage_path)
-    storage_path = cfg.storage_path if "://" in cfg.storage_path else str(storage.resolve())
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config={

@@ -1,0 +1,41 @@
+"""A run resumes only under the settings it was started with (rg.training.run_guard)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import Field
+
+from rg.config import Config
+from rg.training.run_guard import RUN_CONFIG_FILE, check_run_config, defining_settings
+
+
+class Train(Config):
+    epochs: int = 2
+    lr: float = 0.001
+
+
+class Job(Config):
+    input: str = "data"
+    train: Train = Field(default_factory=Train)
+    num_workers: int = 2
+    output_dir: str = "out"
+
+
+def test_defining_settings_leave_out_what_may_change():
+    assert defining_settings(Job()) == {"input": "data", "train.lr": 0.001}
+
+
+def test_record_then_check(tmp_path):
+    assert check_run_config(str(tmp_path), "run", Job()) is False
+    assert json.loads((tmp_path / "run" / RUN_CONFIG_FILE).read_text()) == {"input": "data", "train.lr": 0.001}
+    longer = Job(train=Train(epochs=5), num_workers=4, output_dir="elsewhere")
+    assert check_run_config(str(tmp_path), "run", longer) is True
+    with pytest.raises(ValueError) as err:
+        check_run_config(str(tmp_path), "run", Job(input="other", train=Train(lr=0.01)))
+    message = str(err.value)
+    assert "input: 'data' -> 'other'; train.lr: 0.001 -> 0.01" in message
+    assert "Fix: set a new `run_name`" in message and str(tmp_path / "run") in message
+    assert check_run_config(str(tmp_path), "another", Job(input="other")) is False  # a new name is a new run
+    assert check_run_config("s3://bucket/runs", "run", Job()) is False  # remote storage is not checked
