@@ -8,9 +8,11 @@ of the question's graph gets a score from the decoded paths:
    decoded path a share ``p_i`` of the planner's belief (a path that fails to ground, possible
    only in unconstrained mode, keeps its share, which is then lost);
 2. a triple's *end mass* ``e_t`` is the sum of ``p_i`` over the paths whose complete walks
-   from a topic entity take it as their last step (:func:`rg.graph.search.path_step_triples`):
-   the planner's probability that the answer is reached through it. Its *path mass* ``m_t``
-   sums ``p_i`` over the paths it lies on at any step;
+   from a topic entity take it as their last step (:func:`rg.graph.search.path_step_triples`)
+   and end at an entity other than a topic: the planner's probability that the answer is
+   reached through it (a co-star walk X → film → X back to the topic gives no answer, and
+   crediting its last triple would credit the film). Its *path mass* ``m_t`` sums ``p_i``
+   over the paths it lies on at any step;
 3. a triple that ends a decoded path scores the log-odds ``log((e_t + ε) / (1 − e_t + ε))``;
    one that only carries walks towards their last step scores ``log(ε (1 + m_t) / (1 + ε))``,
    just above the triples on no decoded path, which score ``log(ε / (1 + ε))`` and keep graph
