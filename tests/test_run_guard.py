@@ -39,3 +39,6 @@ def test_record_then_check(tmp_path):
     assert "Fix: set a new `run_name`" in message and str(tmp_path / "run") in message
     assert check_run_config(str(tmp_path), "another", Job(input="other")) is False  # a new name is a new run
     assert check_run_config("s3://bucket/runs", "run", Job()) is False  # remote storage is not checked
+    record = tmp_path / "run" / RUN_CONFIG_FILE
+    record.write_text(json.dumps({"input": "data", "train.lr": 0.001, "old_field": 1}))
+    assert check_run_config(str(tmp_path), "run", Job()) is True  # fields of another rg version are not compared

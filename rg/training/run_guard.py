@@ -5,7 +5,8 @@ Resubmitting after editing the model, the labels or the split would silently con
 run's checkpoints under the new settings and report a mixture. :func:`check_run_config` writes
 the settings that define a run into the run folder on the first submission and, on every later
 one, compares them and stops with the keys that differ and how to proceed. Settings that only
-say how long or where to run (``train.epochs``, workers, Ray, output and evaluation) may change.
+say how long or where to run (``train.epochs``, workers, Ray, output and evaluation) may change,
+and keys that only one side has (fields added or removed by another rg version) are not compared.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def check_run_config(storage_path: str, run_name: str, config: Config) -> bool:
         record.write_text(json.dumps(current, indent=1, sort_keys=True))
         return False
     before = json.loads(record.read_text())
-    changed = sorted(k for k in set(before) | set(current) if before.get(k) != current.get(k))
+    # keys on one side only come from another rg version's config fields, not from the user
+    changed = sorted(k for k in set(before) & set(current) if before[k] != current[k])
     if changed:
         lines = "; ".join(f"{k}: {before.get(k)!r} -> {current.get(k)!r}" for k in changed[:8])
         more = f" (and {len(changed) - 8} more)" if len(changed) > 8 else ""
