@@ -71,3 +71,34 @@ def test_retriever_labels_by_answer_f1_hold_every_triple_of_the_chosen_walks():
     assert "X → [directed_by] → D" in row.paths[0]
     shortest = load_labels([SAMPLE], LabelConfig())["q"]
     assert 3 in shortest.positive_triples and shortest.selector == "weak"
+
+
+# The same question on a subgraph cut by a triple budget: F2's writer W2 fell off, so in the
+# subgraph X's own writer is the only answer and the shortcut ties the 3-hop path.
+CUT = Sample("q", SAMPLE.question, ("W1", "W2"), ("X",), ("W1", "W2"), TRIPLES[:4] + TRIPLES[5:])
+
+
+def _write_kb(folder) -> dict:
+    path = folder / "kb.tsv"
+    path.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in TRIPLES) + "broken line\n")
+    return {"path": str(path), "format": "tsv"}
+
+
+def test_a_cut_subgraph_ties_the_shortcut_and_the_whole_kb_breaks_the_tie(tmp_path):
+    assert answer_f1_paths(CUT, max_len=3)[0] == ("written_by",)
+    kb = KnowledgeGraph.from_triples(TRIPLES)
+    assert answer_f1_paths(CUT, max_len=3, kb=kb) == (THREE_HOP,)
+    weak = WeakConfig(rule="answer_f1", kb=_write_kb(tmp_path))
+    targets, _ = plan_targets([CUT], weak=weak, max_len=3, kb=kb)
+    assert targets[0].relation_paths == (THREE_HOP,)
+    # labels are the triples of the chosen path's complete walks inside the subgraph (ids index
+    # CUT.triples): X→D←F3→W1 and X→D←X→W1; F2→D leads nowhere once F2's writer is cut
+    row = load_labels([CUT], LabelConfig(weak=weak))["q"]
+    assert row.relation_paths == (THREE_HOP,) and row.positive_triples == (0, 2, 3, 4)
+
+
+def test_kb_settings_are_checked():
+    with pytest.raises(ValueError, match="set rule: answer_f1 or remove kb"):
+        WeakConfig(kb={"path": "kb.tsv", "format": "tsv"})
+    with pytest.raises(FileNotFoundError, match="check the `kb.path` setting"):
+        load_labels([SAMPLE], LabelConfig(weak={"rule": "answer_f1", "kb": {"path": "/nonexistent/kb.tsv", "format": "tsv"}}))

@@ -10,6 +10,7 @@ import torch
 from rg.retrievers import EmbeddingTables, MLPConfig, MLPRetriever, QuestionGraph, collate
 from rg.retrievers.features import topic_one_hot
 from rg.retrievers.mlp import dde
+from rg.retrievers.mlp import model as mlp_model
 from rg.training import TrainConfig, evaluate, fit, make_batches
 
 DIM = 8
@@ -110,6 +111,20 @@ class TestModel:
         inputs = model.triple_inputs(batch, t)
         assert inputs.shape == (6, MLPConfig(text_dim=DIM).triple_dim)
         torch.testing.assert_close(logits, model.head(model.input(inputs)).squeeze(1))
+
+    def test_inference_in_blocks_equals_the_training_forward(self, monkeypatch) -> None:
+        torch.manual_seed(0)
+        model = MLPRetriever(MLPConfig(text_dim=DIM, hidden=16, dropout=0.5))
+        a = graph("a", FOUR_NODE, topic=[0], num_entities=4, text=[0, -1, 2, 3])
+        b = graph("b", [(0, 1, 1), (1, 0, 2)], topic=[0], num_entities=3, question=1, text=[4, 5, -1])
+        batch, t = collate([a, b]), tables()
+        model.eval()
+        expected = model.head(model.input(model.triple_inputs(batch, t))).squeeze(1).detach()
+        monkeypatch.setattr(mlp_model, "SCORE_BLOCK", 4)  # 6 triples: a full block and a partial one
+        with torch.no_grad():
+            torch.testing.assert_close(model(batch, t), expected)
+        model.train()  # dropout on: the training path, not the blocks
+        assert model(batch, t).requires_grad
 
     def test_unnamed_entities_share_the_learned_vector(self) -> None:
         model = MLPRetriever(MLPConfig(text_dim=DIM, hidden=16))

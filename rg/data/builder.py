@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from rg.config import Config
 from rg.data.paths import resolve_data_path
 from rg.data.records import BadRow
-from rg.data.sources import read_kb_rows, read_question_rows
+from rg.data.sources import KBSource, load_kb, read_question_rows
 from rg.data.subgraphs import ShardStats, ShardTask, SubgraphConfig, plan_shards, run_shard
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
@@ -29,13 +29,6 @@ from rg.runtime import RayConfig, init_ray
 
 REPORT_FILE = "build_report.json"
 FINGERPRINT_FILE = "build_config.json"
-
-
-class KBSource(Config):
-    """The global KG file."""
-
-    path: str = Field(description="KB file; `@shared/...` is relative to the shared data folder.")
-    format: Literal["metaqa", "tsv"] = Field(description="`metaqa`: head|rel|tail; `tsv`: tab-separated.")
 
 
 class QuestionSource(Config):
@@ -107,17 +100,6 @@ class _ShardBuilder:
         return {"stats": np.array(out, dtype=object)}
 
 
-def _load_kb(source: KBSource) -> tuple[KnowledgeGraph, dict[str, int]]:
-    path = resolve_data_path(source.path)
-    triples, bad = [], {}
-    for _, item in read_kb_rows(path, source.format):
-        if isinstance(item, BadRow):
-            bad[item.reason] = bad.get(item.reason, 0) + 1
-        else:
-            triples.append(item)
-    return KnowledgeGraph.from_triples(triples), bad
-
-
 def _read_questions(source: QuestionSource) -> list:
     items = []
     for index, item in read_question_rows(resolve_data_path(source.path), source.format, source.hops, source.split_name):
@@ -162,7 +144,7 @@ def build_subgraphs(cfg: BuildSubgraphsConfig, fresh: bool = False, progress: bo
         kb = KBSource(path=str(dataset / "kg.txt"), format="tsv")
         sources = [QuestionSource(name="synthetic", path=str(dataset / "questions.jsonl"), format="jsonl")]
     assert kb is not None  # guaranteed by the config validator
-    kg, kb_bad = _load_kb(kb)
+    kg, kb_bad = load_kb(kb)
 
     pending: list[ShardTask] = []
     totals: dict[str, ShardStats] = {}

@@ -12,12 +12,42 @@ import json
 from pathlib import Path
 from typing import Iterator, Literal
 
+from pydantic import Field
+
+from rg.config import Config
 from rg.data.metaqa import read_metaqa_kb_rows, read_metaqa_questions
+from rg.data.paths import resolve_data_path
 from rg.data.records import BadRow, iter_text_lines
 from rg.data.sample import Question, Triple
+from rg.graph import KnowledgeGraph
 
 KBFormat = Literal["metaqa", "tsv"]
 QuestionFormat = Literal["metaqa", "jsonl"]
+
+
+class KBSource(Config):
+    """The global KG file."""
+
+    path: str = Field(description="KB file; `@shared/...` is relative to the shared data folder.")
+    format: KBFormat = Field(description="`metaqa`: head|rel|tail; `tsv`: tab-separated.")
+
+
+def load_kb(source: KBSource) -> tuple[KnowledgeGraph, dict[str, int]]:
+    """The KB of ``source`` as a graph (triple ids in file order), with bad lines counted by reason.
+
+    Raises:
+        FileNotFoundError: if the file does not exist (the message names the resolved path).
+    """
+    path = resolve_data_path(source.path)
+    if not path.exists():
+        raise FileNotFoundError(f"KB file {path} (from {source.path!r}) does not exist; check the `kb.path` setting")
+    triples, bad = [], {}
+    for _, item in read_kb_rows(path, source.format):
+        if isinstance(item, BadRow):
+            bad[item.reason] = bad.get(item.reason, 0) + 1
+        else:
+            triples.append(item)
+    return KnowledgeGraph.from_triples(triples), bad
 
 
 def read_kb_rows(path: str | Path, fmt: KBFormat) -> Iterator[tuple[int, Triple | BadRow]]:

@@ -26,10 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rg.config import Config
 from rg.data.sample import Sample
+from rg.data.sources import KBSource
 from rg.graph import KnowledgeGraph, Path
 
 WeakMode = Literal["directed", "mixed", "none"]
@@ -69,6 +70,21 @@ class WeakConfig(Config):
             "to some of their answers."
         ),
     )
+    kb: KBSource | None = Field(
+        None,
+        description=(
+            "Rule 'answer_f1' only: choose the relation paths on this whole KG instead of each question's "
+            "subgraph, whose size cap can cut answers off the right path and make a wrong one score best; the "
+            "chosen paths' walks inside the subgraph stay the triple labels. Example: "
+            "{path: '@shared/metaqa/kb_reconstructed.txt.gz', format: metaqa}."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _kb_needs_answer_f1(self) -> "WeakConfig":
+        if self.kb is not None and self.rule != "answer_f1":
+            raise ValueError("`kb` is read by rule 'answer_f1' only; set rule: answer_f1 or remove kb")
+        return self
 
 
 @dataclass(frozen=True)

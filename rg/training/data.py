@@ -35,8 +35,9 @@ from pydantic import Field, model_validator
 from rg.config import Config
 from rg.data.entities import is_unnamed
 from rg.data.sample import Sample
+from rg.graph import KnowledgeGraph
 from rg.retrievers.graphs import EmbeddingTables, QuestionGraph
-from rg.supervision.answer_paths import answer_f1_labels
+from rg.supervision.answer_paths import answer_f1_labels, search_kb
 from rg.supervision.labels import LabelSource, Labels, read_labels, weak_fallback
 from rg.supervision.selectors import verbalise_relation
 from rg.supervision.weak import WeakConfig, weak_labels
@@ -240,9 +241,12 @@ class LabelConfig(Config):
         return self
 
 
-def answer_f1_row(sample: Sample, weak: WeakConfig) -> Labels:
-    """A weak labels row by the ``answer_f1`` rule (selector ``answer_f1``), like the refine job's rows."""
-    found = answer_f1_labels(sample, weak)
+def answer_f1_row(sample: Sample, weak: WeakConfig, kb: KnowledgeGraph | None = None) -> Labels:
+    """A weak labels row by the ``answer_f1`` rule (selector ``answer_f1``), like the refine job's rows.
+
+    ``kb`` is the whole KG ``weak.kb`` names, when the paths are chosen there.
+    """
+    found = answer_f1_labels(sample, weak, kb=kb)
     return Labels(
         id=sample.id,
         positive_triples=found.positive_triples,
@@ -265,7 +269,8 @@ def load_labels(samples: Iterable[Sample], config: LabelConfig) -> dict[str, Lab
     """
     samples = list(samples)
     if config.source == "weak" and config.weak.rule == "answer_f1":
-        return {s.id: answer_f1_row(s, config.weak) for s in samples}
+        kb = search_kb(config.weak)
+        return {s.id: answer_f1_row(s, config.weak, kb) for s in samples}
     if config.source == "weak":
         return {
             s.id: weak_fallback(s.id, weak_labels(s, config.weak), None, reason=WEAK_REASON, selector=WEAK_SELECTOR)

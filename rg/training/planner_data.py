@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rg.data.sample import Sample
+from rg.graph import KnowledgeGraph
 from rg.supervision.answer_paths import DEFAULT_MAX_LEN, answer_f1_paths
 from rg.supervision.labels import Labels
 from rg.supervision.weak import WeakConfig, weak_labels
@@ -81,17 +82,18 @@ def weak_relation_paths(sample: Sample, config: WeakConfig | None = None) -> tup
 
 
 def weak_targets(
-    sample: Sample, weak: WeakConfig | None = None, max_len: int | None = None
+    sample: Sample, weak: WeakConfig | None = None, max_len: int | None = None, kb: KnowledgeGraph | None = None
 ) -> tuple[tuple[tuple[str, ...], ...], str]:
     """A question's weak relation paths by ``weak.rule``, and the source name to record for them.
 
     ``max_len`` (the planner's longest path) bounds the ``answer_f1`` search, else
-    ``weak.max_path_len``, else :data:`~rg.supervision.answer_paths.DEFAULT_MAX_LEN`.
+    ``weak.max_path_len``, else :data:`~rg.supervision.answer_paths.DEFAULT_MAX_LEN`; ``kb``
+    (the graph ``weak.kb`` names, loaded by the caller) is where that search runs.
     """
     weak = weak or WeakConfig()
     if weak.rule == "answer_f1":
         limit = max_len if max_len is not None else weak.max_path_len
-        return answer_f1_paths(sample, limit if limit is not None else DEFAULT_MAX_LEN), "answer_f1"
+        return answer_f1_paths(sample, limit if limit is not None else DEFAULT_MAX_LEN, kb=kb), "answer_f1"
     return weak_relation_paths(sample, weak), "weak"
 
 
@@ -101,6 +103,7 @@ def plan_targets(
     weak: WeakConfig | None = None,
     max_paths: int | None = 4,
     max_len: int | None = None,
+    kb: KnowledgeGraph | None = None,
 ) -> tuple[list[PlanTarget], TargetStats]:
     """Target relation paths per question.
 
@@ -112,6 +115,7 @@ def plan_targets(
         max_paths: Keep at most this many paths per question (None: all).
         max_len: Leave out paths with more relations (None: no limit); also bounds the
             ``answer_f1`` search.
+        kb: The whole KG the ``answer_f1`` search runs on (None: each question's subgraph).
 
     Returns:
         Targets of the questions that have at least one path, and the counts.
@@ -123,7 +127,7 @@ def plan_targets(
         if row is not None and row.relation_paths:
             paths, source = row.relation_paths, row.source
         else:
-            paths, source = weak_targets(sample, weak, max_len)
+            paths, source = weak_targets(sample, weak, max_len, kb)
         kept = [p for p in paths if len(p) > 0 and (max_len is None or len(p) <= max_len)]
         stats.too_long += len(paths) - len(kept)
         if max_paths is not None and len(kept) > max_paths:
@@ -147,11 +151,13 @@ def reference_paths(
     labels: Mapping[str, Labels] | None = None,
     weak: WeakConfig | None = None,
     max_len: int | None = None,
+    kb: KnowledgeGraph | None = None,
 ) -> dict[str, tuple[tuple[str, ...], ...]]:
     """Reference relation paths per question for evaluation.
 
     The dataset's gold paths (``sample.relation_paths``: synthetic data, WebQSP parses) when it
-    has them, else the labels row's paths, else the weak relation paths of ``weak.rule`` (MetaQA).
+    has them, else the labels row's paths, else the weak relation paths of ``weak.rule`` (MetaQA),
+    searched on ``kb`` when given.
     """
     out = {}
     for sample in samples:
@@ -161,5 +167,5 @@ def reference_paths(
         elif row is not None and row.relation_paths:
             out[sample.id] = row.relation_paths
         else:
-            out[sample.id] = weak_targets(sample, weak, max_len)[0]
+            out[sample.id] = weak_targets(sample, weak, max_len, kb)[0]
     return out

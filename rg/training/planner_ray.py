@@ -48,6 +48,7 @@ from rg.retrievers.planner.config import DecodeConfig, PlannerConfig
 from rg.retrievers.planner.evaluate import MODES, evaluate_planner
 from rg.retrievers.planner.model import PlannerModel, load_planner
 from rg.runtime import RayConfig, init_ray
+from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import Labels, read_labels
 from rg.training.run_guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows
@@ -235,11 +236,12 @@ def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
     train_samples, val_samples = by_side["train"], by_side["val"]
     labels = _labels(cfg, train_samples + val_samples)
     max_len = cfg.planner.max_path_len
+    kb = search_kb(cfg.labels.weak)
     train_targets, train_stats = plan_targets(
-        train_samples, labels, cfg.labels.weak, cfg.max_paths_per_question, max_len
+        train_samples, labels, cfg.labels.weak, cfg.max_paths_per_question, max_len, kb
     )
     val_targets, val_stats = plan_targets(
-        val_samples, labels, cfg.labels.weak, cfg.max_paths_per_question, max_len
+        val_samples, labels, cfg.labels.weak, cfg.max_paths_per_question, max_len, kb
     )
     if not train_targets or not val_targets:
         raise ValueError(
@@ -300,7 +302,7 @@ def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
     evaluation = None
     if cfg.evaluation.side is not None:
         samples = by_side[cfg.evaluation.side]
-        references = reference_paths(samples, labels, cfg.labels.weak, cfg.planner.max_path_len)
+        references = reference_paths(samples, labels, cfg.labels.weak, cfg.planner.max_path_len, kb)
         evaluation = score_planner(exported, samples, references, cfg.evaluation)
 
     start_epoch = int(history[-1]["start_epoch"]) if history else 0
@@ -309,6 +311,7 @@ def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
         "storage_path": storage,
         "label_source": cfg.labels.source,
         "weak_rule": cfg.labels.weak.rule,
+        "weak_search": "subgraph" if cfg.labels.weak.kb is None else cfg.labels.weak.kb.path,
         "train_questions": len(train_samples),
         "val_questions": len(val_samples),
         "train_targets": train_stats.to_dict(),

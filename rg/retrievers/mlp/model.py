@@ -15,6 +15,8 @@ disjoint union of the questions' graphs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from torch_geometric.utils import scatter
@@ -23,6 +25,9 @@ from rg.retrievers.base import Retriever
 from rg.retrievers.features import EntityText, topic_one_hot
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch
 from rg.retrievers.mlp.config import MLPConfig
+
+SCORE_BLOCK = 2048
+"""Triples per block when scoring without gradients (2048 × 256 floats = 2 MiB, cache-sized)."""
 
 
 def mean_neighbours(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
@@ -81,8 +86,9 @@ class MLPRetriever(Retriever):
     one-hot ⊕ DDE; the question embedding is broadcast to its triples.
 
     The first layer is one ``nn.Linear`` over the concatenation, as in SubgraphRAG, but
-    :meth:`forward` applies it block by block: a question, entity or relation row shared by
-    many triples is projected once and the projections are gathered per triple. This is the
+    :meth:`forward` applies it block by block: a question, entity text or relation row shared by
+    many triples is projected once and the projections are gathered per triple (an entity's text
+    row once per batch, however many questions' subgraphs hold the entity). This is the
     same function as ``self.head(self.input(self.triple_inputs(batch, tables)))`` (a test
     checks it) at a fraction of the cost, since a batch has far fewer distinct entities,
     relations and questions than triples.
@@ -111,9 +117,17 @@ class MLPRetriever(Retriever):
             batch: E entities -> (E, F) with F = config.entity_dim
         """
         text = self.entity_text(tables, batch.entity_text)  # (E, D)
+        return torch.cat([text, self.entity_structure(batch)], dim=1)  # (E, F)
+
+    def entity_structure(self, batch: GraphBatch) -> torch.Tensor:
+        """Topic one-hot ⊕ DDE of every entity of the batch (the non-text part of its feature).
+
+        Shapes:
+            batch: E entities -> (E, F - D)
+        """
         config = self.config
         encoding = dde(batch.topic, batch.head, batch.tail, config.dde_rounds, config.undirected_rounds)  # (E, C)
-        return torch.cat([text, topic_one_hot(batch.topic), encoding], dim=1)  # (E, F)
+        return torch.cat([topic_one_hot(batch.topic), encoding], dim=1)  # (E, F - D)
 
     def triple_inputs(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
         """The explicit MLP input ``[q, h, r, t]`` of every triple (reference for :meth:`forward`).
@@ -127,16 +141,79 @@ class MLPRetriever(Retriever):
         return torch.cat([question, entities[batch.head], relation, entities[batch.tail]], dim=1)  # (T, 2D + 2F)
 
     def forward(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
-        dim, width = self.config.text_dim, self.config.entity_dim
+        parts = self._projections(batch, tables)
+        total = int(batch.head.numel())
+        if torch.is_grad_enabled() or self.training:
+            return self.head(self._hidden(parts, batch, 0, total)).squeeze(1)  # (T,)
+        # inference: the per-triple half is memory-bound, so it runs over cache-sized blocks with
+        # the sums built in place in one buffer and the output layer applied in the same pass
+        out_layer = self.head[-1]
+        weight, bias = out_layer.weight[0], out_layer.bias  # (H,), (1,)
+        scores = parts.questions.new_empty(total)  # (T,)
+        buffer = parts.questions.new_empty(min(SCORE_BLOCK, total), self.config.hidden)  # (S, H)
+        for begin in range(0, total, SCORE_BLOCK):
+            end = min(begin + SCORE_BLOCK, total)
+            rows = self._hidden(parts, batch, begin, end, out=buffer[: end - begin])  # (S, H)
+            torch.addmv(bias, rows.relu_(), weight, out=scores[begin:end])
+        return scores
+
+    def _projections(self, batch: GraphBatch, tables: EmbeddingTables) -> "_Projections":
+        """The first layer applied to every row that triples share (see the class docstring)."""
+        dim, width, hidden = self.config.text_dim, self.config.entity_dim, self.config.hidden
         w_q, w_h, w_r, w_t = self.input.weight.split([dim, width, dim, width], dim=1)  # (H, D), (H, F), ...
-        entities = self.entity_features(batch, tables)  # (E, F)
-        as_head, as_tail = (entities @ torch.cat([w_h, w_t]).T).split(self.config.hidden, dim=1)  # (E, H) x2
+        # an entity's text is shared by its copies in every question of the batch: each distinct
+        # text row is projected once (as head and as tail); the structural columns are per copy
+        texts, text_of_entity = torch.unique(batch.entity_text, return_inverse=True)  # (U,), (E,)
+        text_rows = self.entity_text(tables, texts) @ torch.cat([w_h[:, :dim], w_t[:, :dim]]).T  # (U, 2H)
         relations, rel_of_triple = torch.unique(batch.rel, return_inverse=True)  # (R_b,), (T,)
-        hidden = (
-            (tables.questions[batch.question] @ w_q.T)[batch.triple_graph]  # (T, H)
-            + as_head[batch.head]  # (T, H)
-            + (tables.relations[relations] @ w_r.T)[rel_of_triple]  # (T, H)
-            + as_tail[batch.tail]  # (T, H)
-            + self.input.bias
+        return _Projections(
+            questions=tables.questions[batch.question] @ w_q.T + self.input.bias,  # (B, H)
+            text_head=text_rows[:, :hidden],  # (U, H)
+            text_tail=text_rows[:, hidden:],  # (U, H)
+            text_of_entity=text_of_entity,
+            relations=tables.relations[relations] @ w_r.T,  # (R_b, H)
+            rel_of_triple=rel_of_triple,
+            structure=self.entity_structure(batch),  # (E, C)
+            w_structure=torch.cat([w_h[:, dim:], w_t[:, dim:]], dim=1),  # (H, 2C)
         )
-        return self.head(hidden).squeeze(1)  # (T,)
+
+    @staticmethod
+    def _hidden(
+        parts: "_Projections", batch: GraphBatch, begin: int, end: int, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Pre-activation hidden rows of triples ``begin:end``, in place into ``out`` when given.
+
+        Shapes:
+            -> (end - begin, H)
+        """
+        heads, tails = batch.head[begin:end], batch.tail[begin:end]  # (S,), (S,)
+        structure = torch.cat([parts.structure[heads], parts.structure[tails]], dim=1)  # (S, 2C)
+        gathered = (
+            (parts.questions, batch.triple_graph[begin:end]),
+            (parts.text_head, parts.text_of_entity[heads]),
+            (parts.relations, parts.rel_of_triple[begin:end]),
+            (parts.text_tail, parts.text_of_entity[tails]),
+        )
+        if out is None:
+            total = structure @ parts.w_structure.T  # (S, H)
+            for table, rows in gathered:
+                total = total + table[rows]
+            return total
+        torch.mm(structure, parts.w_structure.T, out=out)
+        for table, rows in gathered:
+            out.add_(table.index_select(0, rows))
+        return out
+
+
+@dataclass(frozen=True)
+class _Projections:
+    """First-layer projections of one batch's shared rows (:meth:`MLPRetriever._projections`)."""
+
+    questions: torch.Tensor  # (B, H), bias included
+    text_head: torch.Tensor  # (U, H)
+    text_tail: torch.Tensor  # (U, H)
+    text_of_entity: torch.Tensor  # (E,)
+    relations: torch.Tensor  # (R_b, H)
+    rel_of_triple: torch.Tensor  # (T,)
+    structure: torch.Tensor  # (E, C)
+    w_structure: torch.Tensor  # (H, 2C)
