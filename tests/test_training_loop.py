@@ -352,3 +352,24 @@ def test_end_to_end_from_samples() -> None:
     assert result.history[-1]["val_triple_recall@5"] == 1.0
     assert result.history[-1]["val_answer_recall@5"] == 0.75  # s1 finds Paris but not the absent Lyon
     assert len(make_batches(graphs, 1)) == 2
+
+
+def _sized(qid: str, triples: int) -> QuestionGraph:
+    """A chain graph with ``triples`` triples (only the size matters here)."""
+    ids = torch.arange(triples)
+    return QuestionGraph(qid, 0, torch.zeros(triples + 1, dtype=torch.long), torch.zeros(triples + 1, dtype=torch.bool),
+                         ids, torch.zeros(triples, dtype=torch.long), ids + 1)
+
+
+def test_batches_by_size_group_similar_questions_and_pair_workers_by_size_rank() -> None:
+    # two DDP workers' shards: different questions with a similar size profile, one epoch seed
+    profiles = {"a": [1, 50, 2, 40, 3, 60, 4, 30], "b": [2, 55, 1, 45, 3, 65, 5, 35]}
+    ranks = []
+    for worker, profile in profiles.items():
+        shard = [_sized(f"{worker}-{i}", size) for i, size in enumerate(profile)]
+        batches = [int(b.num_triples) for b in make_batches(shard, 2, torch.Generator().manual_seed(7), by_size=True)]
+        assert sorted(batches) == ([3, 7, 70, 110] if worker == "a" else [3, 8, 80, 120])  # sorted pairs
+        ranks.append([sorted(batches).index(n) for n in batches])
+    assert ranks[0] == ranks[1] and ranks[0] != [0, 1, 2, 3]  # same size rank at every step, in shuffled order
+    mixed = make_batches([_sized(str(i), n) for i, n in enumerate(profiles["a"])], 2, torch.Generator().manual_seed(7))
+    assert sorted(int(b.num_triples) for b in mixed) != [3, 7, 70, 110]  # plain shuffling mixes sizes

@@ -34,11 +34,14 @@ from pydantic import Field
 from rg.data.sample import Sample
 from rg.evaluation.scorers import TripleScorer
 from rg.evidence import Evidence, EvidenceConfig, build_evidence, top_k_triples, triple_evidence
+from rg.evidence.planned import PlannedPaths, planned_evidence
 from rg.llm.usage import Usage
 from rg.reasoning import LLMReader, LLMReaderConfig, Reader, Reading, RetrieverReader, RetrieverReaderConfig
 
 RANKED_KEPT = 10
 """Ranked answers written per prediction (the selected ones are always written in full)."""
+BFS_FALLBACK = "bfs_fallback"
+"""``walk_source`` of planned evidence that fell back to BFS walks (the decoded paths end only at topics)."""
 
 
 class RetrieverReaderChoice(RetrieverReaderConfig):
@@ -88,6 +91,8 @@ class Prediction:
         triples: Retrieved triples given to evidence construction.
         evidence_lines: Evidence lines built (what an LLM reader's prompt holds, up to its cap).
         evidence_topics: Topic entities found among the retrieved triples.
+        evidence_walks: Where the chains' walks came from (``EvidenceStats.walk_source``;
+            empty when no evidence was built).
         prompt_id: Prompt template of an LLM reader.
         seconds: Wall time of the question's evidence and reading (scoring is per batch and
             shared evenly among its questions).
@@ -105,6 +110,7 @@ class Prediction:
     triples: int = 0
     evidence_lines: int = 0
     evidence_topics: int = 0
+    evidence_walks: str = ""
     prompt_id: str | None = None
     seconds: float = 0.0
 
@@ -127,6 +133,7 @@ class Prediction:
             "triples": self.triples,
             "evidence_lines": self.evidence_lines,
             "evidence_topics": self.evidence_topics,
+            "evidence_walks": self.evidence_walks,
             "prompt_id": self.prompt_id,
             "seconds": self.seconds,
         }
@@ -146,6 +153,7 @@ class Prediction:
             triples=int(data["triples"]),
             evidence_lines=int(data["evidence_lines"]),
             evidence_topics=int(data["evidence_topics"]),
+            evidence_walks=str(data.get("evidence_walks", "")),  # absent in records of older rg versions
             prompt_id=data["prompt_id"],
             seconds=float(data["seconds"]),
         )
@@ -156,17 +164,22 @@ def error_reason(step: str, err: Exception) -> str:
     return f"{step}_error: {type(err).__name__}: {str(err)[:200]}"
 
 
-def _score(samples: Sequence[Sample], scorer: TripleScorer) -> list[np.ndarray | str]:
-    """Per sample, its triple scores or the reason scoring failed.
+Scored = tuple[np.ndarray, PlannedPaths | None]
+"""One question's triple scores, and the decoded paths when the evidence is built from them."""
+
+
+def _score(samples: Sequence[Sample], scorer: TripleScorer, planned: bool = False) -> list[Scored | str]:
+    """Per sample, its triple scores (and with ``planned`` the planner's decoded paths), or the
+    reason scoring failed.
 
     The batch is scored in one call; if that raises, each sample is scored alone so that one
     bad question fails only itself.
     """
-    def check(sample: Sample, scores: np.ndarray) -> np.ndarray:
+    def check(sample: Sample, scores: np.ndarray) -> Scored:
         scores = np.asarray(scores, dtype=np.float64)
         if scores.shape != (len(sample.triples),):
             raise ValueError(f"scorer gave {scores.shape} scores for {len(sample.triples)} triples")
-        return scores
+        return scores, (scorer.decoded_paths(sample.id) if planned else None)  # type: ignore[attr-defined]
 
     try:
         batch = scorer.score(samples)
@@ -175,7 +188,7 @@ def _score(samples: Sequence[Sample], scorer: TripleScorer) -> list[np.ndarray |
         return [check(s, x) for s, x in zip(samples, batch)]
     except Exception:  # noqa: BLE001 — retried one question at a time below, to isolate the failure
         pass
-    out: list[np.ndarray | str] = []
+    out: list[Scored | str] = []
     for sample in samples:
         try:
             out.append(check(sample, scorer.score([sample])[0]))
@@ -191,10 +204,23 @@ def question_evidence(
     chains: bool,
     config: EvidenceConfig,
     min_score: float | None = None,
+    paths: PlannedPaths | None = None,
 ) -> Evidence:
     """The evidence of one question: its ``top_k`` triples (scoring at least ``min_score``) as
-    chains, or as raw lines."""
+    chains, or as raw lines; with ``config.walks == "planned"`` the chains are the groundings of
+    the decoded ``paths`` instead (:func:`rg.evidence.planned.planned_evidence`), or BFS chains
+    over the top triples when those paths end at no entity but the topics (``walk_source``
+    ``bfs_fallback`` in the stats and the prediction)."""
+    if chains and config.walks == "planned":
+        if paths is None:
+            raise ValueError("evidence.walks 'planned' needs the planner's decoded paths; use retriever kind 'planner'")
+        planned = planned_evidence(sample.triples, scores, sample.q_entities, paths, config)
+        if planned.stats.walks:
+            return planned
     triples, top = top_k_triples(sample.triples, scores, top_k, min_score)
+    if chains and config.walks == "planned":  # the decoded paths reach no entity but the topics
+        evidence = build_evidence(triples, top, sample.q_entities, config)
+        return replace(evidence, stats=replace(evidence.stats, walk_source=BFS_FALLBACK))
     if chains:
         return build_evidence(triples, top, sample.q_entities, config)
     return triple_evidence(triples, top, sample.q_entities)
@@ -251,15 +277,16 @@ async def answer_questions(
     """
     config = evidence if evidence is not None else EvidenceConfig()
     started = time.perf_counter()
-    scored = _score(samples, scorer)
+    scored = _score(samples, scorer, planned=chains and config.walks == "planned")
     share = (time.perf_counter() - started) / max(1, len(samples))
     built: list[Evidence | str] = []
-    for sample, scores in zip(samples, scored):
-        if isinstance(scores, str):
-            built.append(scores)
+    for sample, item in zip(samples, scored):
+        if isinstance(item, str):
+            built.append(item)
             continue
+        scores, paths = item
         try:
-            built.append(question_evidence(sample, scores, top_k, chains, config, min_score))
+            built.append(question_evidence(sample, scores, top_k, chains, config, min_score, paths))
         except Exception as err:  # noqa: BLE001 — recorded per question, never dropped
             built.append(error_reason("evidence", err))
 
@@ -271,6 +298,7 @@ async def answer_questions(
             "triples": item.stats.triples_in,
             "evidence_lines": item.stats.chains_out,
             "evidence_topics": item.stats.topics,
+            "evidence_walks": item.stats.walk_source,
         }
         try:
             reading = await reader.read(sample.question, item)

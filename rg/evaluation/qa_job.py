@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 from tqdm.auto import tqdm
 
 from rg.data.sample import Sample
@@ -89,6 +89,15 @@ class QAEvaluateConfig(QuestionSetConfig):
         default_factory=EncoderConfig, description="Text encoder of the retriever checkpoint or the cosine baseline."
     )
     ray: RayConfig = Field(default_factory=RayConfig)
+
+    @model_validator(mode="after")
+    def _planned_walks_need_a_planner(self) -> "QAEvaluateConfig":
+        if self.evidence.walks == "planned" and self.retriever.kind != "planner":
+            raise ValueError(
+                f"evidence.walks 'planned' grounds a planner's decoded paths, but retriever.kind is "
+                f"{self.retriever.kind!r}; use `retriever: {{kind: planner, path: ...}}` or evidence.walks: bfs"
+            )
+        return self
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from rg.data.sample import Triple
-from rg.evidence.chains import EvidenceChain, EvidenceItem, item_chains, item_sort_key
+from rg.evidence.chains import EvidenceChain, EvidenceItem, Walk, item_chains, item_sort_key
 from rg.evidence.config import EvidenceConfig
 from rg.evidence.expand import adjacency, check_scores, expand_walks, unused_triples
 from rg.evidence.merge import merge_answers, merge_entities, triple_walk, unanchored_chains
@@ -42,6 +42,10 @@ class EvidenceStats:
         chains: Chains after multi-answer merging (anchored and unanchored), before grouping.
         groups: Multi-entity groups.
         chains_out: Evidence lines: chains and groups after all merging (a group is one line).
+        walk_source: Where the walks came from: ``bfs`` (:func:`build_evidence`), ``planned``
+            (a planner's decoded paths, :mod:`rg.evidence.planned`), ``bfs_fallback`` (planned
+            walks were asked for but the decoded paths reach no entity besides the topics), or
+            ``none`` (raw triple lines).
     """
 
     triples_in: int
@@ -53,8 +57,9 @@ class EvidenceStats:
     chains: int
     groups: int
     chains_out: int
+    walk_source: str = "bfs"
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | str]:
         return asdict(self)
 
 
@@ -131,6 +136,28 @@ def build_evidence(
     values = check_scores(triples, scores)
     found = _resolve_topics(topics, triples)
     walks = expand_walks(triples, values, found, config.max_length, adjacency(triples))
+    return assemble_evidence(triples, values, found, walks, config)
+
+
+def assemble_evidence(
+    triples: tuple[Triple, ...],
+    values: tuple[float, ...],
+    found: tuple[str, ...],
+    walks: Sequence[Walk],
+    config: EvidenceConfig,
+    walk_source: str = "bfs",
+) -> Evidence:
+    """Merge walks from the topic entities into evidence lines (the part of :func:`build_evidence`
+    after the walks are found; :mod:`rg.evidence.planned` finds them another way).
+
+    Args:
+        triples: The triples the walks' triple ids index.
+        values: Their scores.
+        found: Topic entities present in ``triples``.
+        walks: Walks from those topics.
+        config: Merging switches and ``keep_unanchored``.
+        walk_source: Recorded in the stats (``bfs`` or ``planned``).
+    """
     unused = unused_triples(len(triples), walks)
     anchored = merge_answers(walks, anchored=True, merge=config.merge_answers)
     loose = unanchored_chains(triples, values, unused, merge=config.merge_answers) if config.keep_unanchored else []
@@ -147,6 +174,7 @@ def build_evidence(
         chains=len(anchored) + len(loose),
         groups=sum(1 for item in items if not isinstance(item, EvidenceChain)),
         chains_out=len(items),
+        walk_source=walk_source,
     )
     return Evidence(triples=triples, scores=values, topics=found, items=tuple(items), stats=stats)
 
@@ -167,7 +195,8 @@ def triple_evidence(
     n = len(triples)
     found = _resolve_topics(topics, triples)
     stats = EvidenceStats(
-        triples_in=n, topics=len(found), walks=0, triples_chained=0, unanchored=n, dropped=0, chains=n, groups=0, chains_out=n
+        triples_in=n, topics=len(found), walks=0, triples_chained=0, unanchored=n, dropped=0, chains=n, groups=0,
+        chains_out=n, walk_source="none",
     )
     return Evidence(triples=triples, scores=values, topics=found, items=items, stats=stats)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from rg.config import Config
@@ -21,6 +23,14 @@ class EvidenceConfig(Config):
             "Longest chain, in triples, grown by BFS from a topic entity (ReG uses short chains; "
             "MetaQA needs up to 3). Each extra step multiplies the walks searched by the branching "
             "factor, so values above 4 are rarely useful."
+        ),
+    )
+    walks: Literal["bfs", "planned"] = Field(
+        "bfs",
+        description=(
+            "'bfs': walks grown over the retrieved triples from the topic entities (any retriever). "
+            "'planned': the groundings of a path planner's decoded relation paths (retriever kind "
+            "'planner' only; rg.evidence.planned), scored by each path's share of the planner's belief."
         ),
     )
     keep_unanchored: bool = Field(

@@ -261,6 +261,13 @@ class KnowledgeGraph:
         ignored); see :func:`rg.graph.search.path_step_triples`."""
         return search.path_step_triples(self, self._present_ids(starts), relation_path)
 
+    def path_end_walks(self, start: str, relation_path: Sequence[str]) -> list[Path]:
+        """One walk of ``relation_path`` from ``start`` per end entity, not passing back through
+        ``start`` (empty when ``start`` is absent); see :func:`rg.graph.search.path_end_walks`."""
+        if not self.has_entity(start):
+            return []
+        return search.path_end_walks(self, self.entity_id(start), relation_path)
+
     def _present_ids(self, names: Sequence[str]) -> np.ndarray:
         return np.array([self.entity_id(n) for n in dict.fromkeys(names) if self.has_entity(n)], dtype=np.int64)
 

@@ -376,7 +376,9 @@ def relation_steps(kg: "KnowledgeGraph", frontier: np.ndarray) -> list[tuple[str
     return out
 
 
-def path_step_triples(kg: "KnowledgeGraph", starts: np.ndarray, relation_path: Sequence[str]) -> list[np.ndarray]:
+def path_step_triples(
+    kg: "KnowledgeGraph", starts: np.ndarray, relation_path: Sequence[str], through_starts: bool = True
+) -> list[np.ndarray]:
     """Per step of ``relation_path``, the triples that step uses on a complete walk from ``starts``.
 
     A forward pass keeps, per step, the triples that follow the step's label from the set
@@ -385,12 +387,21 @@ def path_step_triples(kg: "KnowledgeGraph", starts: np.ndarray, relation_path: S
     :func:`ground` finds from every start with no walk cap, at the cost of one frontier
     expansion per step (walk enumeration can grow as the product of the fan-outs).
 
+    Args:
+        kg: The graph.
+        starts: Start entity ids.
+        relation_path: Relation labels, ``rel^-1`` for a backward step.
+        through_starts: False drops walks that come back to a start entity before their last
+            step (X → director ← X → X's writer is not a walk of "the films that share X's
+            director"); the last step may still end at one.
+
     Shapes:
         starts: (S,) entity ids -> [len(relation_path) × (M_i,) sorted unique triple ids]
         (all empty if the path dies out)
     """
     empty = [np.zeros(0, dtype=np.int64) for _ in relation_path]
-    frontier = np.unique(np.asarray(starts, dtype=np.int64))
+    starts = np.unique(np.asarray(starts, dtype=np.int64))
+    frontier = starts
     steps: list[tuple[np.ndarray, np.ndarray, bool]] = []  # per step: triple ids, their far ends, forward?
     for label in relation_path:
         rel, fwd = split_relation(label)
@@ -400,6 +411,8 @@ def path_step_triples(kg: "KnowledgeGraph", starts: np.ndarray, relation_path: S
         keep = kg.rel[edges] == kg.relation_id(rel)
         steps.append((edges[keep], others[keep], fwd))
         frontier = np.unique(others[keep])
+        if not through_starts and len(steps) < len(relation_path):
+            frontier = np.setdiff1d(frontier, starts, assume_unique=True)
     if not steps or frontier.size == 0:
         return empty
     kept: list[np.ndarray] = []
@@ -409,6 +422,50 @@ def path_step_triples(kg: "KnowledgeGraph", starts: np.ndarray, relation_path: S
         kept.append(unique_ids(on_walk))
         alive = np.unique(kg.head[on_walk] if fwd else kg.tail[on_walk])
     return kept[::-1]
+
+
+def path_end_walks(
+    kg: "KnowledgeGraph", start: int, relation_path: Sequence[str], through_starts: bool = False
+) -> list[Path]:
+    """One walk of ``relation_path`` from ``start`` per entity it ends at (``start`` excluded).
+
+    The ends are those of :func:`path_step_triples` (all complete walks, none enumerated); each
+    end's walk is picked backwards from it, taking at every step the lowest-id triple on a
+    complete walk that continues to the part already picked. With ``through_starts`` False
+    (the default) no walk comes back to ``start`` before its last step.
+
+    Returns:
+        Walks ordered by the id of their last triple (so ends follow graph order).
+    """
+    steps = path_step_triples(kg, np.array([start]), relation_path, through_starts)
+    if not steps or steps[-1].size == 0:
+        return []
+    forward = [split_relation(label)[1] for label in relation_path]
+
+    def near(tids: np.ndarray, fwd: bool) -> np.ndarray:
+        return kg.head[tids] if fwd else kg.tail[tids]
+
+    def far(tids: np.ndarray, fwd: bool) -> np.ndarray:
+        return kg.tail[tids] if fwd else kg.head[tids]
+
+    last = steps[-1]  # sorted ids: the first triple reaching an end is its lowest-id one
+    ends, first = np.unique(far(last, forward[-1]), return_index=True)
+    keep = ends != start
+    chosen = [last[first[keep]]]  # per walk, backwards: the triple of each step
+    for i in range(len(steps) - 2, -1, -1):
+        wanted = near(chosen[-1], forward[i + 1])  # the entity each walk stands on before step i + 1
+        options = steps[i]
+        reach, lowest = np.unique(far(options, forward[i]), return_index=True)
+        chosen.append(options[lowest[np.searchsorted(reach, wanted)]])
+    chosen.reverse()
+    names, rels = kg.entity_names, kg.relation_names
+    walks = []
+    for w in np.argsort(chosen[-1], kind="stable"):
+        tids = [int(step[w]) for step in chosen]
+        entities = [str(names[near(np.array([tids[0]]), forward[0])[0]])]
+        entities += [str(names[far(np.array([t]), f)[0]]) for t, f in zip(tids, forward)]
+        walks.append(Path(tuple(entities), tuple(str(rels[kg.rel[t]]) for t in tids), tuple(forward), tuple(tids)))
+    return walks
 
 
 def path_triples(kg: "KnowledgeGraph", starts: np.ndarray, relation_path: Sequence[str]) -> np.ndarray:

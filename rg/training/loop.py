@@ -55,6 +55,14 @@ class TrainConfig(Config):
         description="Validation metric (at recall_k) whose best epoch is kept; SubgraphRAG uses triple recall@100.",
     )
     eval_ks: tuple[int, ...] = Field(DEFAULT_KS, min_length=1, description="Cut-offs K reported by evaluation.")
+    batch_by_size: bool = Field(
+        False,
+        description=(
+            "Batch questions of similar subgraph size together (batch order still shuffled). Under DDP a step "
+            "waits for the slowest worker; with MetaQA's skewed sizes (2-hop: mean 552 triples, sd 1,310) random "
+            "batches of 8 make the slower worker's batch ~1.46x the mean, sized ones ~1.15x."
+        ),
+    )
     skip_unlabelled: bool = Field(
         True,
         description=(
@@ -101,14 +109,29 @@ class FitResult:
 
 
 def make_batches(
-    graphs: Sequence[QuestionGraph], questions_per_batch: int, generator: torch.Generator | None = None
+    graphs: Sequence[QuestionGraph],
+    questions_per_batch: int,
+    generator: torch.Generator | None = None,
+    by_size: bool = False,
 ) -> list[GraphBatch]:
-    """Collate ``graphs`` into batches of ``questions_per_batch``, shuffled when a generator is given."""
+    """Collate ``graphs`` into batches of ``questions_per_batch``, shuffled when a generator is given.
+
+    With ``by_size`` the (shuffled) questions are sorted by triple count before they are cut
+    into batches, and the generator then shuffles the order of the batches: each batch holds
+    questions of similar size. Under DDP every worker draws the same batch permutation (same
+    seed, same batch count), so the workers' batches at one step come from the same size
+    quantile of their shards and cost about the same (see ``TrainConfig.batch_by_size``).
+    """
     if questions_per_batch < 1:
         raise ValueError(f"questions_per_batch must be >= 1, got {questions_per_batch}")
-    order = torch.randperm(len(graphs), generator=generator).tolist() if generator is not None else range(len(graphs))
+    order = torch.randperm(len(graphs), generator=generator).tolist() if generator is not None else list(range(len(graphs)))
+    if by_size:
+        order.sort(key=lambda i: graphs[i].num_triples)  # stable: equal sizes keep the shuffled order
     ordered = [graphs[i] for i in order]
-    return [collate(ordered[i : i + questions_per_batch]) for i in range(0, len(ordered), questions_per_batch)]
+    batches = [ordered[i : i + questions_per_batch] for i in range(0, len(ordered), questions_per_batch)]
+    if by_size and generator is not None:
+        batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+    return [collate(b) for b in batches]
 
 
 def train_epoch(
@@ -291,7 +314,7 @@ def fit(
         generator = torch.Generator().manual_seed(seed)
         started = time.perf_counter()
         metrics: dict[str, float] = {"epoch": float(epoch)}
-        batches = make_batches(train, config.questions_per_batch, generator)
+        batches = make_batches(train, config.questions_per_batch, generator, config.batch_by_size)
         metrics["train_loss"] = train_epoch(model, batches, tables, optimizer)
         metrics["train_seconds"] = time.perf_counter() - started
         if val_batches:

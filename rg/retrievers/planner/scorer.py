@@ -111,6 +111,19 @@ class PlannerScorer:
         self.name = f"planner:{meta.label_source or 'unknown'}{suffix}"
         self.plans: list[Plan] = []
 
+    def decoded_paths(self, question_id: str) -> list[tuple[tuple[str, ...], float]]:
+        """The relation paths decoded for ``question_id`` by the last :meth:`score` call, with
+        their shares (:func:`path_shares`; malformed paths left out).
+
+        Raises:
+            KeyError: if the last call did not score that question.
+        """
+        for plan in self.plans:
+            if plan.id == question_id:
+                return [(p.relation_path, float(share)) for share, p in zip(path_shares(plan), plan.paths)
+                        if p.relation_path is not None]
+        raise KeyError(f"question {question_id!r} was not planned by the last score() call")
+
     def score(self, samples: Sequence[Sample]) -> list[np.ndarray]:
         """Each triple's score from the decoded paths (see the module docstring).
 
