@@ -24,8 +24,16 @@ def tiny(root: Path, cache: Path) -> dict:
         "refine": {"selector": "similarity", "num_actors": 1, "actor_cpus": 0.5, "batch_size": 12},
         "train": {"retriever": {"kind": "mlp", "hidden": 8}, "num_workers": 2, "keep_checkpoints": 1,
                   "train": {"epochs": 2, "questions_per_batch": 4, "eval_ks": [10, 100]}},
+        "plan": {"planner": {"tiny": {"layers": 1, "hidden": 16, "heads": 2, "max_positions": 72},
+                             "lora": {"rank": 4, "alpha": 8}},
+                 "train": {"epochs": 2, "batch_size": 8}, "num_workers": 2, "keep_checkpoints": 1,
+                 "evaluation": {"beam_widths": [2]}},
         "evaluate": {"ks": [10, 100]},
-        "qa": {"chains": {"top_k": 50, "num_actors": 1, "actor_cpus": 0.5, "batch_size": 3}},
+        "qa": {"chains": {"top_k": 50, "num_actors": 1, "actor_cpus": 0.5, "batch_size": 3},
+               "paths": {"retriever": {"kind": "planner", "decode": {"beam_width": 2}}, "top_k": None,
+                         "evidence": {"walks": "planned"}, "reader": {"kind": "retriever", "walk_score": "last",
+                                                                     "aggregate": "max"},
+                         "num_actors": 1, "actor_cpus": 0.5, "batch_size": 3}},
     }
 
 
@@ -37,8 +45,12 @@ def test_sections_are_wired_together(tmp_path):
     assert cfg.train.labels.source == "refined" and cfg.train.labels.path == str(tmp_path / "run" / "refine" / "labels")
     assert cfg.train.storage_path == str(tmp_path / "run" / "ray_results") and cfg.train.run_name == "pipeline-run-train"
     checkpoint = str(tmp_path / "run" / "train" / "retriever")
-    assert [m.kind for m in cfg.evaluate.methods] == ["retriever", "cosine", "hop_distance"]
+    assert [m.kind for m in cfg.evaluate.methods] == ["retriever", "planner", "cosine", "hop_distance"]
     assert cfg.evaluate.methods[0].path == checkpoint == cfg.qa["chains"].retriever.path
+    planner = str(tmp_path / "run" / "plan" / "planner")
+    assert cfg.evaluate.methods[1].path == planner == cfg.qa["paths"].retriever.path
+    assert cfg.plan.labels.source == "refined" and cfg.plan.labels.path == cfg.train.labels.path
+    assert cfg.plan.run_name == "pipeline-run-plan" and cfg.plan.split.val_fraction == 0.25
     assert cfg.evaluate.labels == {"refined": str(tmp_path / "run" / "refine" / "labels")}
     assert cfg.evaluate.side == cfg.qa["chains"].side == "val"
     assert cfg.train.split.val_fraction == cfg.qa["chains"].split.val_fraction == 0.25
@@ -63,6 +75,7 @@ def test_a_disabled_stage_takes_its_input_as_a_path(tmp_path):
         ({"input": "a", "build": {"synthetic": {}}}, "either `input`"),
         ({"input": "a", "qa": {"bad name": {"retriever": {"kind": "cosine"}}}}, "must be folder names"),
         ({"input": "a", "train": {"retriever": {"kind": "mlp"}, "epochz": 2}}, r"train\.epochz: unknown key"),
+        ({"input": "a", "qa": {"x": {"retriever": {"kind": "planner"}}}}, r"qa\.x\.retriever: a planner without `path` needs a `plan` stage"),
     ],
 )
 def test_config_errors_name_the_fix(tmp_path, data, message):
@@ -75,10 +88,12 @@ def test_end_to_end_then_resume(ray_local, tmp_path):
     data = tiny(root, cache)
     report = run_pipeline(validate_config(data, PipelineConfig), progress=False, echo=lambda _: None)
     assert [(s.name, s.status) for s in report.stages] == [
-        ("build", "ran"), ("refine", "ran"), ("train", "ran"), ("evaluate", "ran"), ("qa/chains", "ran")
+        ("build", "ran"), ("refine", "ran"), ("train", "ran"), ("plan", "ran"), ("evaluate", "ran"),
+        ("qa/chains", "ran"), ("qa/paths", "ran"),
     ]
     for path in ("build/build_report.json", "build/synthetic", "refine/labels", "refine/refine_report.json",
-                 "train/retriever", "train/train_report.json", "evaluate/retrieval.md", "evaluate/retrieval.png",
+                 "train/retriever", "train/train_report.json", "plan/planner", "plan/train_report.json",
+                 "qa/paths/predictions.jsonl", "evaluate/retrieval.md", "evaluate/retrieval.png",
                  "qa/chains/qa.json", "qa/chains/qa.md", "qa/chains/qa.png", "qa/chains/predictions.jsonl",
                  "pipeline_report.json", "pipeline.md", STATE_FILE):
         assert (root / path).exists(), path
@@ -87,8 +102,13 @@ def test_end_to_end_then_resume(ray_local, tmp_path):
     assert by_name["build"].metrics["questions"] == 24
     assert by_name["refine"].metrics["questions"] == by_name["build"].metrics["built"]
     assert 0.0 <= by_name["train"].metrics["best_value"] <= 1.0
+    assert 0.0 <= by_name["plan"].metrics["best_value"] <= 1.0 and "planner on refined paths" in by_name["plan"].result
     methods = list(by_name["evaluate"].metrics["answer_recall"])
-    assert methods[0] == "mlp:refined" and methods[1].startswith("cosine:") and methods[2] == "hop_distance"
+    assert methods[0] == "mlp:refined" and methods[1] == "planner:refined"
+    assert methods[2].startswith("cosine:") and methods[3] == "hop_distance"
+    paths = [json.loads(row) for row in (root / "qa/paths/predictions.jsonl").read_text().splitlines()]
+    assert {p["evidence_walks"] for p in paths} <= {"planned", "bfs_fallback"} and paths[0]["scorer"] == "planner:refined"
+    assert "| paths | planner:refined | retriever_scores | chains of the decoded paths |" in format_report(report)
     qa = json.loads((root / "qa/chains/qa.json").read_text())
     overall = qa["summary"]["overall"]
     rows = (root / "qa/chains/predictions.jsonl").read_text().splitlines()
@@ -100,10 +120,10 @@ def test_end_to_end_then_resume(ray_local, tmp_path):
     assert str(root / "qa/chains/qa.png") in text
 
     again = run_pipeline(validate_config(data, PipelineConfig), progress=False, echo=lambda _: None)
-    assert [s.status for s in again.stages] == ["skipped"] * 5
+    assert [s.status for s in again.stages] == ["skipped"] * 7
     assert [s.result for s in again.stages] == [s.result for s in report.stages]
 
     data["evaluate"] = {"ks": [5, 10, 100]}
     changed = run_pipeline(validate_config(data, PipelineConfig), progress=False, echo=lambda _: None)
-    assert [s.status for s in changed.stages] == ["skipped", "skipped", "skipped", "ran", "skipped"]
+    assert [s.status for s in changed.stages] == ["skipped"] * 4 + ["ran", "skipped", "skipped"]
     assert json.loads((root / "evaluate/retrieval.json").read_text())["results"][0]["ks"] == [5, 10, 100]

@@ -197,6 +197,5 @@ def test_default_config_is_a_tiny_model_and_checkpoint_takes_its_tokenizer():
 
 
 def test_tiny_positions_must_fit_prompt_and_path():
-    config = PlannerConfig(tiny={"hidden": 16, "heads": 2, "max_positions": 16}, max_prompt_tokens=16)
-    with pytest.raises(ValueError, match="max_positions"):
-        PlannerModel.build(config, ["q"], ["r0"])
+    with pytest.raises(ValueError, match=r"tiny.max_positions \(16\) < max_prompt_tokens \+ 2 × max_path_len \(22\)"):
+        PlannerConfig(tiny={"hidden": 16, "heads": 2, "max_positions": 16}, max_prompt_tokens=16)

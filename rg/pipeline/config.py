@@ -2,20 +2,24 @@
 
 Each section is exactly the config of the job that runs alone (``build`` is
 :class:`~rg.data.builder.BuildSubgraphsConfig`, ``refine`` :class:`~rg.supervision.job.RefineConfig`,
-``train`` :class:`~rg.training.ray_train.TrainJobConfig`, ``evaluate``
+``train`` :class:`~rg.training.ray_train.TrainJobConfig`, ``plan``
+:class:`~rg.training.planner_ray.PlannerTrainConfig`, ``evaluate``
 :class:`~rg.evaluation.job.EvaluateConfig`, each entry of ``qa``
 :class:`~rg.evaluation.qa_job.QAEvaluateConfig`), except that the keys that connect stages may be
 left out and are filled in before validation (:func:`fill_sections`), every one only when the
 section does not set it:
 
 * ``output_dir`` of each stage: ``<output_dir>/<stage>`` (``<output_dir>/qa/<name>`` for QA runs);
-* ``input`` of refine, train, evaluate and QA: the build stage's shard folders, or the
+* ``input`` of refine, train, plan, evaluate and QA: the build stage's shard folders, or the
   pipeline's ``input`` (RoG files) when there is no build stage;
-* training labels: the refine stage's labels (``source: refined``) when there is one;
-* the retriever of evaluate and QA: the train stage's exported checkpoint;
+* training labels of train and plan: the refine stage's labels (``source: refined``) when there
+  is one (the planner learns their relation paths);
+* the retriever of evaluate and QA: the train stage's exported checkpoint; a method or QA
+  retriever ``{kind: planner}`` without a ``path`` gets the plan stage's exported planner, and
+  evaluate's default methods include it;
 * ``split``, ``side``, ``encoder`` and ``ray``: the pipeline's, so every stage agrees on which
   questions are held out and shares one encoder cache;
-* the Ray Train run: ``run_name`` from the output folder, ``storage_path`` inside it.
+* the Ray Train runs: ``run_name`` from the output folder, ``storage_path`` inside it.
 
 A stage set to ``null`` (or left out) is skipped; its outputs must then be given as paths, e.g.
 ``build: null`` with ``input: "@shared/webqsp-evidence/webqsp_test_rog.jsonl.gz"``, or
@@ -38,6 +42,7 @@ from rg.evaluation.qa_job import QAEvaluateConfig
 from rg.runtime import RayConfig
 from rg.supervision.job import LABELS_DIR, RefineConfig
 from rg.text.encoder import EncoderConfig
+from rg.training.planner_ray import PLANNER_DIR, PlannerTrainConfig
 from rg.training.ray_train import TrainJobConfig
 
 RETRIEVER_DIR = "retriever"
@@ -98,7 +103,7 @@ def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
     else:
         inputs = data.get("input")
 
-    downstream = [name for name in ("refine", "train", "evaluate") if data.get(name) is not None]
+    downstream = [name for name in ("refine", "train", "plan", "evaluate") if data.get(name) is not None]
     downstream += ["qa"] if data.get("qa") else []
     if inputs is None and downstream:
         raise ValueError(
@@ -129,12 +134,41 @@ def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
         data["train"] = with_shared(train, ("split", "encoder", "ray"))
         retriever = {"kind": "retriever", "path": str(Path(str(train["output_dir"])) / RETRIEVER_DIR)}
 
+    plan = _mapping(data.get("plan"))
+    planner = None
+    if plan is not None:
+        plan.setdefault("input", inputs)
+        plan.setdefault("output_dir", str(base / "plan"))
+        plan.setdefault("run_name", f"pipeline-{base.name or 'run'}-plan")
+        plan.setdefault("storage_path", str(base / "ray_results"))
+        labels = dict(_mapping(plan.get("labels")) or {})
+        if labels_dir is not None:
+            labels.setdefault("source", "refined")
+            if labels["source"] == "refined":
+                labels.setdefault("path", labels_dir)
+        plan["labels"] = labels
+        data["plan"] = with_shared(plan, ("split", "ray"))
+        planner = str(Path(str(plan["output_dir"])) / PLANNER_DIR)
+
+    def with_planner(method: Any, where: str) -> Any:
+        method = _mapping(method)
+        if isinstance(method, dict) and method.get("kind") == "planner" and method.get("path") is None:
+            if planner is None:
+                raise ValueError(f"{where}: a planner without `path` needs a `plan` stage; add one or set the path")
+            method = {**method, "path": planner}
+        return method
+
     evaluate = _mapping(data.get("evaluate"))
     if evaluate is not None:
         evaluate.setdefault("input", inputs)
         evaluate.setdefault("output_dir", str(base / "evaluate"))
         evaluate.setdefault("side", side)
-        evaluate.setdefault("methods", ([retriever] if retriever else []) + [{"kind": "cosine"}, {"kind": "hop_distance"}])
+        evaluate.setdefault(
+            "methods",
+            ([retriever] if retriever else []) + ([{"kind": "planner"}] if planner else [])
+            + [{"kind": "cosine"}, {"kind": "hop_distance"}],
+        )
+        evaluate["methods"] = [with_planner(m, "evaluate.methods") for m in evaluate["methods"] or []]
         if labels_dir is not None:
             evaluate.setdefault("labels", {"refined": labels_dir})
         data["evaluate"] = with_shared(evaluate, ("split", "encoder"))
@@ -149,13 +183,14 @@ def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
             if retriever is None:
                 raise ValueError(f"qa.{name}: set `retriever` (a checkpoint path or a baseline); there is no train stage")
             run["retriever"] = retriever
+        run["retriever"] = with_planner(run["retriever"], f"qa.{name}.retriever")
         qa[name] = with_shared(run, ("split", "encoder", "ray"))
     data["qa"] = qa
     return data
 
 
 class PipelineConfig(Config):
-    """Every stage of the KG-RAG workflow in one file: build → refine → train → evaluate → QA."""
+    """Every stage of the KG-RAG workflow in one file: build → refine → train → plan → evaluate → QA."""
 
     KIND: ClassVar[str] = "pipeline"
 
@@ -172,6 +207,9 @@ class PipelineConfig(Config):
     build: BuildSubgraphsConfig | None = Field(None, description="Generate/read the KG and cut subgraphs; null: use `input`.")
     refine: RefineConfig | None = Field(None, description="Refine weak labels (ReG S(I)); null: train on weak labels.")
     train: TrainJobConfig | None = Field(None, description="Train a triple retriever on Ray Train; null: name checkpoints.")
+    plan: PlannerTrainConfig | None = Field(
+        None, description="Train the LoRA relation-path planner (ReG@Path) on Ray Train; null: no planner stage."
+    )
     evaluate: EvaluateConfig | None = Field(None, description="Retrieval recall@K of the retriever and baselines.")
     qa: dict[str, QAEvaluateConfig] = Field(
         default_factory=dict, description="QA runs by name (e.g. chains vs raw triples), each scored on `side`."
@@ -187,6 +225,6 @@ class PipelineConfig(Config):
         bad = [name for name in self.qa if not _NAME.match(name)]
         if bad:
             raise ValueError(f"qa run names {bad} must be folder names (letters, digits, `_`, `.`, `-`)")
-        if not any((self.build, self.refine, self.train, self.evaluate, self.qa)):
-            raise ValueError("no stage is configured; add at least one of build, refine, train, evaluate, qa")
+        if not any((self.build, self.refine, self.train, self.plan, self.evaluate, self.qa)):
+            raise ValueError("no stage is configured; add at least one of build, refine, train, plan, evaluate, qa")
         return self

@@ -119,7 +119,10 @@ def _qa_table(outcomes: list[StageOutcome]) -> list[str]:
     for outcome in outcomes:
         m = outcome.result.metrics
         o = m["overall"]
-        evidence = f"{'chains' if m['chains'] else 'raw triples'}, top {m['top_k'] or 'all'}"
+        if m["chains"] and m.get("walks") == "planned":  # "walks" is absent in states of older rg versions
+            evidence = "chains of the decoded paths"
+        else:
+            evidence = f"{'chains' if m['chains'] else 'raw triples'}, top {m['top_k'] or 'all'}"
         rows.append(
             f"| {outcome.name.split('/', 1)[1]} | {m['scorer']} | {m['reader']} | {evidence} | {o['n']} | "
             f"{o['hit']:.3f} | {o['hits_at_1']:.3f} | {o['macro_f1']:.3f} | {o['micro_f1']:.3f} | "

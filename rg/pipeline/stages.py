@@ -2,7 +2,8 @@
 
 A :class:`Stage` pairs a section of the pipeline config with the job function that runs it
 (:func:`rg.data.builder.build_subgraphs`, :func:`rg.supervision.job.refine`,
-:func:`rg.training.ray_train.train_retriever`, :func:`rg.evaluation.job.evaluate`,
+:func:`rg.training.ray_train.train_retriever`, :func:`rg.training.planner_ray.train_planner`,
+:func:`rg.evaluation.job.evaluate`,
 :func:`rg.evaluation.qa_job.evaluate_qa`), the file whose existence says it finished, the
 folders it owns (cleared when its config changes or on ``--fresh``), and a
 :class:`StageResult`: a one-line result, the key metrics and where its files went.
@@ -25,6 +26,8 @@ from rg.evaluation.report import JSON_NAME as RETRIEVAL_JSON
 from rg.pipeline.config import PipelineConfig
 from rg.supervision.job import LABELS_DIR, RefineConfig, refine
 from rg.supervision.job import REPORT_FILE as REFINE_REPORT
+from rg.training.planner_ray import REPORT_FILE as PLAN_REPORT
+from rg.training.planner_ray import PlannerTrainConfig, train_planner
 from rg.training.ray_train import REPORT_FILE as TRAIN_REPORT
 from rg.training.ray_train import TrainJobConfig, train_retriever
 
@@ -59,7 +62,7 @@ class Stage:
     """One step of the pipeline.
 
     Attributes:
-        name: ``build``, ``refine``, ``train``, ``evaluate`` or ``qa/<run>``.
+        name: ``build``, ``refine``, ``train``, ``plan``, ``evaluate`` or ``qa/<run>``.
         config: Its validated section.
         complete: The file the stage writes last; it exists only after a finished run.
         owned: Local folders it writes (removed before a restart).
@@ -129,6 +132,28 @@ def _train(cfg: TrainJobConfig, progress: bool) -> StageResult:
     )
 
 
+def _plan(cfg: PlannerTrainConfig, progress: bool) -> StageResult:
+    del progress  # Ray Train reports per epoch; the job has no bar of its own
+    report = train_planner(cfg)
+    best = report["best_metrics"]
+    exact = best.get(report["metric"])
+    scores = (report.get("evaluation") or {}).get("scores") or []
+    overall = [r for r in scores if r["group"] == "all" and r["mode"] == "constrained"]
+    widest = max(overall, key=lambda r: r["beam_width"]) if overall else None
+    recall = (
+        f"; constrained k={widest['beam_width']} answer recall {widest['answer_recall']:.3f}"
+        if widest and widest.get("answer_recall") is not None else ""
+    )
+    return StageResult(
+        result=f"planner on {report['label_source']} paths ({report['train_questions']} train / "
+        f"{report['val_questions']} val questions, {report['num_workers']} workers): best val path exact match "
+        f"{'n/a' if exact is None else f'{exact:.3f}'} at epoch {report['best_epoch']}{recall}",
+        metrics={"metric": report["metric"], "best_value": exact, "best_epoch": report["best_epoch"],
+                 "evaluation": report.get("evaluation"), "seconds": report["seconds"]},
+        files={"planner": report["planner_dir"], "report": str(Path(cfg.output_dir) / PLAN_REPORT)},
+    )
+
+
 def _evaluate(cfg: EvaluateConfig, progress: bool) -> StageResult:
     del progress  # seconds on the driver
     results, files = evaluate(cfg)
@@ -157,6 +182,7 @@ def _qa(cfg: QAEvaluateConfig, progress: bool) -> StageResult:
             "scorer": short_method(str(result.run["scorer"])),
             "reader": result.run["reader"],
             "chains": cfg.chains,
+            "walks": cfg.evidence.walks,
             "top_k": cfg.top_k,
         },
         files={"table": str(result.files.markdown), "plot": str(result.files.plot),
@@ -169,7 +195,7 @@ def _local(path: str) -> tuple[Path, ...]:
 
 
 def plan_stages(cfg: PipelineConfig) -> list[Stage]:
-    """The configured stages in order: build, refine, train, evaluate, then each QA run."""
+    """The configured stages in order: build, refine, train, plan, evaluate, then each QA run."""
     stages: list[Stage] = []
     if cfg.build is not None:
         out = Path(cfg.build.output_dir)
@@ -184,6 +210,11 @@ def plan_stages(cfg: PipelineConfig) -> list[Stage]:
         run_dir = _local(str(Path(cfg.train.storage_path) / cfg.train.run_name))
         stages.append(Stage("train", cfg.train, out / TRAIN_REPORT, (out, *run_dir), True,
                             lambda p, c=cfg.train: _train(c, p)))
+    if cfg.plan is not None:
+        out = Path(cfg.plan.output_dir)
+        run_dir = _local(str(Path(cfg.plan.storage_path) / cfg.plan.run_name))
+        stages.append(Stage("plan", cfg.plan, out / PLAN_REPORT, (out, *run_dir), True,
+                            lambda p, c=cfg.plan: _plan(c, p)))
     if cfg.evaluate is not None:
         out = Path(cfg.evaluate.output_dir)
         stages.append(Stage("evaluate", cfg.evaluate, out / RETRIEVAL_JSON, (out,), False,

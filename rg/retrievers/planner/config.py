@@ -130,6 +130,12 @@ class PlannerConfig(Config):
                 f"add {missing} to `lora.modules_to_save`"
             )
         planner_prompt(self.prompt_id)
+        needed = self.max_prompt_tokens + self.max_path_tokens
+        if self.tiny is not None and self.tiny.max_positions < needed:
+            raise ValueError(
+                f"tiny.max_positions ({self.tiny.max_positions}) < max_prompt_tokens + 2 × max_path_len ({needed}); "
+                "raise tiny.max_positions or lower max_prompt_tokens"
+            )
         return self
 
     @property
