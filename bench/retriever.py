@@ -16,7 +16,8 @@ Three measurements, each against a baseline taken in the same run:
 * **FLOP rate** of the batched MLP forward (FLOPs it executes, counted from its shapes) against
   a plain ``torch.mm`` of a large square matrix timed here (``matmul_peak_gflops``). Target:
   ≥ 50% of the peak. The explicit-input forward is timed on the same batches too
-  (``reference_mlp_gflops``): it executes ~200× the FLOPs, mostly one large matmul.
+  (``reference_mlp_gflops``): it executes ~5× the FLOPs on MetaQA 2-hop batches, mostly one large
+  matmul.
 * **Ray Train scaling**: ``jobs.train``'s ``train_retriever`` with 2 workers against 1 on the
   same questions and epochs; the speedup is the ratio of the summed training-phase time of the
   epochs (``train_seconds``, without validation, which every worker runs whole, and without Ray
