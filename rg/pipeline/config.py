@@ -118,37 +118,30 @@ def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
         data["refine"] = with_shared(refine, ("encoder", "ray"))
         labels_dir = str(Path(str(refine["output_dir"])) / LABELS_DIR)
 
-    train = _mapping(data.get("train"))
+    def wire_training(name: str, shared_keys: tuple[str, ...]) -> dict[str, Any] | None:
+        """A Ray Train stage (train, plan): inputs, outputs, its run, and the refined labels."""
+        section = _mapping(data.get(name))
+        if section is None:
+            return None
+        section.setdefault("input", inputs)
+        section.setdefault("output_dir", str(base / name))
+        section.setdefault("run_name", f"pipeline-{base.name or 'run'}-{name}")
+        section.setdefault("storage_path", str(base / "ray_results"))
+        labels = dict(_mapping(section.get("labels")) or {})
+        if labels_dir is not None:
+            labels.setdefault("source", "refined")
+            if labels["source"] == "refined":
+                labels.setdefault("path", labels_dir)
+        section["labels"] = labels
+        data[name] = with_shared(section, shared_keys)
+        return section
+
+    train = wire_training("train", ("split", "encoder", "ray"))
     retriever = None
     if train is not None:
-        train.setdefault("input", inputs)
-        train.setdefault("output_dir", str(base / "train"))
-        train.setdefault("run_name", f"pipeline-{base.name or 'run'}-train")
-        train.setdefault("storage_path", str(base / "ray_results"))
-        labels = dict(_mapping(train.get("labels")) or {})
-        if labels_dir is not None:
-            labels.setdefault("source", "refined")
-            if labels["source"] == "refined":
-                labels.setdefault("path", labels_dir)
-        train["labels"] = labels
-        data["train"] = with_shared(train, ("split", "encoder", "ray"))
         retriever = {"kind": "retriever", "path": str(Path(str(train["output_dir"])) / RETRIEVER_DIR)}
-
-    plan = _mapping(data.get("plan"))
-    planner = None
-    if plan is not None:
-        plan.setdefault("input", inputs)
-        plan.setdefault("output_dir", str(base / "plan"))
-        plan.setdefault("run_name", f"pipeline-{base.name or 'run'}-plan")
-        plan.setdefault("storage_path", str(base / "ray_results"))
-        labels = dict(_mapping(plan.get("labels")) or {})
-        if labels_dir is not None:
-            labels.setdefault("source", "refined")
-            if labels["source"] == "refined":
-                labels.setdefault("path", labels_dir)
-        plan["labels"] = labels
-        data["plan"] = with_shared(plan, ("split", "ray"))
-        planner = str(Path(str(plan["output_dir"])) / PLANNER_DIR)
+    plan = wire_training("plan", ("split", "ray"))
+    planner = None if plan is None else str(Path(str(plan["output_dir"])) / PLANNER_DIR)
 
     def with_planner(method: Any, where: str) -> Any:
         method = _mapping(method)
