@@ -199,3 +199,20 @@ def test_default_config_is_a_tiny_model_and_checkpoint_takes_its_tokenizer():
 def test_tiny_positions_must_fit_prompt_and_path():
     with pytest.raises(ValueError, match=r"tiny.max_positions \(16\) < max_prompt_tokens \+ 2 × max_path_len \(22\)"):
         PlannerConfig(tiny={"hidden": 16, "heads": 2, "max_positions": 16}, max_prompt_tokens=16)
+
+
+def test_scorer_hands_out_the_decoded_paths_of_its_last_call(planner, tmp_path):
+    from rg.retrievers.planner.scorer import PlannerScorer, path_shares
+
+    triples, topics = random_graph(5)
+    sample = Sample("q1", "which entity follows e1", (), tuple(topics), (), tuple(triples))
+    scorer = PlannerScorer(planner.save(tmp_path / "planner"), DecodeConfig(beam_width=3))
+    [scores] = scorer.score([sample])
+    assert scores.shape == (len(triples),)
+    decoded = scorer.decoded_paths("q1")
+    [plan] = scorer.plans
+    assert [path for path, _ in decoded] == [p.relation_path for p in plan.paths]
+    assert [share for _, share in decoded] == pytest.approx(list(path_shares(plan)))
+    assert sum(share for _, share in decoded) == pytest.approx(1.0)
+    with pytest.raises(KeyError, match="'q2' was not planned by the last score"):
+        scorer.decoded_paths("q2")
