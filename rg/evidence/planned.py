@@ -11,10 +11,11 @@ over the beams) and each topic entity, one walk per entity the path ends at
 (:meth:`KnowledgeGraph.path_end_walks`: walks do not return to the topic before their last
 step, and an end that is the topic itself is no answer), carrying ``log p`` at every step.
 
-Read with the retriever-score reader's ``walk_score: last`` and ``aggregate: logsumexp`` at
-τ = 1, an entity then scores ``log Σ p`` over the decoded paths that end at it: RoG's answer
-rule (the ends of the grounded paths, by the planner's belief). The evidence triples are those
-on the chosen walks, with their retriever scores for display.
+Read with the retriever-score reader's ``walk_score: last``, an entity scores the log share of
+the best decoded path that ends at it with ``aggregate: max`` (what the MetaQA config uses), or
+``log Σ p`` over those paths with ``aggregate: logsumexp`` at τ = 1: the ends of the grounded
+paths are the candidates, as in RoG, ranked by the planner's belief instead of an LLM. The
+evidence triples are those on the chosen walks, with their retriever scores for display.
 """
 
 from __future__ import annotations
