@@ -111,6 +111,19 @@ def test_qa_reads_planned_walks_and_falls_back_to_bfs_when_they_end_only_at_the_
     assert p.evidence_walks == "bfs"
 
 
+class ScoresOnly:
+    name = "scores:only"
+
+    def score(self, samples):
+        return [np.zeros(len(s.triples)) for s in samples]
+
+
+def test_planned_walks_refuse_a_scorer_without_decoded_paths():
+    sample = Sample("q", QUESTION, (), ("X",), (), TRIPLES)
+    with pytest.raises(ValueError, match="needs a scorer that decodes paths; scores:only does not"):
+        asyncio.run(answer_questions([sample], ScoresOnly(), RetrieverReader(), evidence=EvidenceConfig(walks="planned")))
+
+
 def test_planned_walks_need_a_planner_retriever():
     base = {"input": "x", "output_dir": "o", "evidence": {"walks": "planned"}}
     with pytest.raises(ConfigError, match="evidence.walks 'planned' grounds a planner's decoded paths"):

@@ -32,7 +32,7 @@ import numpy as np
 from pydantic import Field
 
 from rg.data.sample import Sample
-from rg.evaluation.scorers import TripleScorer
+from rg.evaluation.scorers import PathScorer, TripleScorer
 from rg.evidence import Evidence, EvidenceConfig, build_evidence, top_k_triples, triple_evidence
 from rg.evidence.planned import PlannedPaths, planned_evidence
 from rg.llm.usage import Usage
@@ -175,11 +175,14 @@ def _score(samples: Sequence[Sample], scorer: TripleScorer, planned: bool = Fals
     The batch is scored in one call; if that raises, each sample is scored alone so that one
     bad question fails only itself.
     """
+    if planned and not isinstance(scorer, PathScorer):
+        raise ValueError(f"evidence.walks 'planned' needs a scorer that decodes paths; {scorer.name} does not")
+
     def check(sample: Sample, scores: np.ndarray) -> Scored:
         scores = np.asarray(scores, dtype=np.float64)
         if scores.shape != (len(sample.triples),):
             raise ValueError(f"scorer gave {scores.shape} scores for {len(sample.triples)} triples")
-        return scores, (scorer.decoded_paths(sample.id) if planned else None)  # type: ignore[attr-defined]
+        return scores, (scorer.decoded_paths(sample.id) if isinstance(scorer, PathScorer) and planned else None)
 
     try:
         batch = scorer.score(samples)

@@ -54,6 +54,16 @@ class TripleScorer(Protocol):
         ...
 
 
+@runtime_checkable
+class PathScorer(TripleScorer, Protocol):
+    """A triple scorer that decodes relation paths (the planner), whose groundings can be the
+    evidence (``evidence.walks: planned``)."""
+
+    def decoded_paths(self, question_id: str) -> list[tuple[tuple[str, ...], float]]:
+        """The relation paths the last :meth:`score` call decoded for a question, with their shares."""
+        ...
+
+
 
 
 def entity_text(entity: str) -> str:
