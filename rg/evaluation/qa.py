@@ -177,12 +177,13 @@ def _score(samples: Sequence[Sample], scorer: TripleScorer, planned: bool = Fals
     """
     if planned and not isinstance(scorer, PathScorer):
         raise ValueError(f"evidence.walks 'planned' needs a scorer that decodes paths; {scorer.name} does not")
+    decoder = scorer if planned and isinstance(scorer, PathScorer) else None
 
     def check(sample: Sample, scores: np.ndarray) -> Scored:
         scores = np.asarray(scores, dtype=np.float64)
         if scores.shape != (len(sample.triples),):
             raise ValueError(f"scorer gave {scores.shape} scores for {len(sample.triples)} triples")
-        return scores, (scorer.decoded_paths(sample.id) if isinstance(scorer, PathScorer) and planned else None)
+        return scores, (decoder.decoded_paths(sample.id) if decoder is not None else None)
 
     try:
         batch = scorer.score(samples)
