@@ -13,11 +13,21 @@ least one path; otherwise weak relation paths by one of two rules (``WeakConfig.
   being labelled with shortcuts that reach only some of their answers.
 
 RoG trains on the same kind of pairs, one example per path.
+
+Both weak rules leave ties: on MetaQA, "who directed X" is answered as well by ``written_by``
+when X's director wrote it, and a 3-step loop back to X can reach the same set as its 1-step
+path. :class:`TemplateConsensus` resolves such ties across questions: it counts how often each
+path is a target among the training questions worded alike (the same text once the topic entity
+mentions are blanked out), and keeps, of a question's targets, those its wording chose most
+often. A path the wording stands for is a target of almost every question of the template; a
+coincidental one only of those where the coincidence holds. A question whose wording is unique
+keeps all its targets. This is a local, corpus-level stand-in for ReG's LLM path selection.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import re
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -38,12 +48,15 @@ class PlanTarget:
         relation_paths: Target paths, best first (``r^-1`` marks a backward step).
         source: The labels row's source (``refined``, ``weak``), or the weak rule that computed
             the paths here (``weak`` for shortest paths, ``answer_f1``).
+        template: The question's wording with its topic entities blanked out
+            (:func:`question_template`).
     """
 
     id: str
     question: str
     relation_paths: tuple[tuple[str, ...], ...]
     source: str
+    template: str = ""
 
 
 @dataclass
@@ -55,17 +68,65 @@ class TargetStats:
         no_path: Questions without any path (no labels path and no weak path).
         too_long: Paths left out for exceeding ``max_len``.
         capped: Paths left out by ``max_paths``.
+        outvoted: Paths left out by a :class:`TemplateConsensus`.
     """
 
     by_source: Counter = field(default_factory=Counter)
     no_path: int = 0
     too_long: int = 0
     capped: int = 0
+    outvoted: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return {**{f"questions_{k}": v for k, v in sorted(self.by_source.items())},
                 "questions_without_path": self.no_path, "paths_too_long": self.too_long,
-                "paths_capped": self.capped}
+                "paths_capped": self.capped, "paths_outvoted": self.outvoted}
+
+
+def question_template(question: str, topics: Sequence[str]) -> str:
+    """The wording of ``question`` with every mention of a topic entity replaced by ``<e>``.
+
+    Longer names are replaced first (so "The Wave" inside "The Wave 2" is not blanked alone);
+    the result is lower-cased with runs of spaces folded.
+
+    >>> question_template("who directed The Tempest", ["The Tempest"])
+    'who directed <e>'
+    """
+    text = question
+    for name in sorted({t for t in topics if t}, key=len, reverse=True):
+        text = re.sub(re.escape(name), "<e>", text, flags=re.IGNORECASE)
+    return " ".join(text.lower().split())
+
+
+@dataclass(frozen=True)
+class TemplateConsensus:
+    """How often each relation path is a target among the questions of each template.
+
+    Attributes:
+        counts: Per template, the number of questions that have each path among their targets.
+    """
+
+    counts: Mapping[str, Counter]
+
+    @classmethod
+    def fit(cls, targets: Iterable[PlanTarget]) -> "TemplateConsensus":
+        """Count the (uncapped) targets of the training questions by template."""
+        counts: dict[str, Counter] = defaultdict(Counter)
+        for target in targets:
+            counts[target.template].update(set(target.relation_paths))
+        return cls(dict(counts))
+
+    def vote(self, target: PlanTarget) -> PlanTarget:
+        """``target`` with only the paths its template chose most often (order kept).
+
+        A template the counts do not know (or a tie between the counts) keeps every path.
+        """
+        counts = self.counts.get(target.template)
+        if not counts:
+            return target
+        best = max(counts[p] for p in target.relation_paths)
+        kept = tuple(p for p in target.relation_paths if counts[p] == best)
+        return PlanTarget(target.id, target.question, kept, target.source, target.template)
 
 
 def weak_relation_paths(sample: Sample, config: WeakConfig | None = None) -> tuple[tuple[str, ...], ...]:
@@ -97,28 +158,26 @@ def weak_targets(
     return weak_relation_paths(sample, weak), "weak"
 
 
-def plan_targets(
+def candidate_targets(
     samples: Iterable[Sample],
     labels: Mapping[str, Labels] | None = None,
     weak: WeakConfig | None = None,
-    max_paths: int | None = 4,
     max_len: int | None = None,
     kb: KnowledgeGraph | None = None,
 ) -> tuple[list[PlanTarget], TargetStats]:
-    """Target relation paths per question.
+    """Every target relation path per question, before any vote or cap.
 
     Args:
         samples: The training questions with their subgraphs.
         labels: Labels rows by question id (e.g. the refine job's output); None or a missing
             row or a row without paths falls back to weak paths computed here.
         weak: Weak-path search settings.
-        max_paths: Keep at most this many paths per question (None: all).
         max_len: Leave out paths with more relations (None: no limit); also bounds the
             ``answer_f1`` search.
         kb: The whole KG the ``answer_f1`` search runs on (None: each question's subgraph).
 
     Returns:
-        Targets of the questions that have at least one path, and the counts.
+        Targets of the questions that have at least one path, and the counts so far.
     """
     stats = TargetStats()
     targets = []
@@ -128,17 +187,57 @@ def plan_targets(
             paths, source = row.relation_paths, row.source
         else:
             paths, source = weak_targets(sample, weak, max_len, kb)
-        kept = [p for p in paths if len(p) > 0 and (max_len is None or len(p) <= max_len)]
+        kept = tuple(p for p in paths if len(p) > 0 and (max_len is None or len(p) <= max_len))
         stats.too_long += len(paths) - len(kept)
-        if max_paths is not None and len(kept) > max_paths:
-            stats.capped += len(kept) - max_paths
-            kept = kept[:max_paths]
         if not kept:
             stats.no_path += 1
             continue
         stats.by_source[source] += 1
-        targets.append(PlanTarget(sample.id, sample.question, tuple(kept), source))
+        template = question_template(sample.question, sample.q_entities)
+        targets.append(PlanTarget(sample.id, sample.question, kept, source, template))
     return targets, stats
+
+
+def select_targets(
+    targets: Sequence[PlanTarget],
+    stats: TargetStats,
+    max_paths: int | None = 4,
+    consensus: TemplateConsensus | None = None,
+) -> list[PlanTarget]:
+    """Apply the template vote (when given), then keep at most ``max_paths`` paths per question.
+
+    ``stats`` (from :func:`candidate_targets`) gains the outvoted and capped counts.
+    """
+    chosen = []
+    for target in targets:
+        if consensus is not None:
+            voted = consensus.vote(target)
+            stats.outvoted += len(target.relation_paths) - len(voted.relation_paths)
+            target = voted
+        if max_paths is not None and len(target.relation_paths) > max_paths:
+            stats.capped += len(target.relation_paths) - max_paths
+            target = PlanTarget(
+                target.id, target.question, target.relation_paths[:max_paths], target.source, target.template
+            )
+        chosen.append(target)
+    return chosen
+
+
+def plan_targets(
+    samples: Iterable[Sample],
+    labels: Mapping[str, Labels] | None = None,
+    weak: WeakConfig | None = None,
+    max_paths: int | None = 4,
+    max_len: int | None = None,
+    kb: KnowledgeGraph | None = None,
+) -> tuple[list[PlanTarget], TargetStats]:
+    """Target relation paths per question: :func:`candidate_targets` capped at ``max_paths``.
+
+    Returns:
+        Targets of the questions that have at least one path, and the counts.
+    """
+    targets, stats = candidate_targets(samples, labels, weak, max_len, kb)
+    return select_targets(targets, stats, max_paths), stats
 
 
 def target_rows(targets: Sequence[PlanTarget]) -> list[tuple[str, str, tuple[str, ...]]]:

@@ -53,7 +53,13 @@ from rg.supervision.labels import Labels, read_labels
 from rg.training.run_guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows
 from rg.training.data import LabelConfig
-from rg.training.planner_data import plan_targets, reference_paths, target_rows
+from rg.training.planner_data import (
+    TemplateConsensus,
+    candidate_targets,
+    reference_paths,
+    select_targets,
+    target_rows,
+)
 from rg.training.planner_loop import SELECTION_METRIC, PlannerFitConfig, fit_planner
 
 REPORT_FILE = "train_report.json"
@@ -92,6 +98,11 @@ class PlannerTrainConfig(Config):
     )
     max_paths_per_question: int | None = Field(
         4, ge=1, description="Target paths kept per question (weak ones: those reaching most answers first)."
+    )
+    target_consensus: bool = Field(
+        False,
+        description="Of a question's tied target paths, keep those most often chosen by the training questions "
+        "worded alike (topic entities blanked out); see rg.training.planner_data.TemplateConsensus.",
     )
     train: PlannerFitConfig = Field(default_factory=PlannerFitConfig, description="Epochs, optimiser, batching.")
     num_workers: int = Field(2, ge=1, description="Ray Train workers (DDP replicas).")
@@ -237,12 +248,12 @@ def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
     labels = _labels(cfg, train_samples + val_samples)
     max_len = cfg.planner.max_path_len
     kb = search_kb(cfg.labels.weak)
-    train_targets, train_stats = plan_targets(
-        train_samples, labels, cfg.labels.weak, cfg.max_paths_per_question, max_len, kb
-    )
-    val_targets, val_stats = plan_targets(
-        val_samples, labels, cfg.labels.weak, cfg.max_paths_per_question, max_len, kb
-    )
+    train_targets, train_stats = candidate_targets(train_samples, labels, cfg.labels.weak, max_len, kb)
+    val_targets, val_stats = candidate_targets(val_samples, labels, cfg.labels.weak, max_len, kb)
+    # the vote counts training questions only; validation targets are voted by the same counts
+    consensus = TemplateConsensus.fit(train_targets) if cfg.target_consensus else None
+    train_targets = select_targets(train_targets, train_stats, cfg.max_paths_per_question, consensus)
+    val_targets = select_targets(val_targets, val_stats, cfg.max_paths_per_question, consensus)
     if not train_targets or not val_targets:
         raise ValueError(
             f"{len(train_targets)} training and {len(val_targets)} validation questions have a target path; "

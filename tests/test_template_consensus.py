@@ -1,0 +1,74 @@
+"""The template vote over tied planner targets (rg.training.planner_data.TemplateConsensus).
+
+Three films; in two of them the director also wrote the film, so "who directed <e>" is answered
+as well by ``written_by`` there (an answer-F1 tie), but not in the third."""
+
+from __future__ import annotations
+
+from rg.data.sample import Sample
+from rg.supervision.weak import WeakConfig
+from rg.training.planner_data import (
+    TemplateConsensus,
+    candidate_targets,
+    question_template,
+    select_targets,
+)
+
+TRIPLES = (
+    ("Alpha", "directed_by", "Ann"),
+    ("Alpha", "written_by", "Ann"),
+    ("Beta", "directed_by", "Bo"),
+    ("Beta", "written_by", "Bo"),
+    ("Gamma", "directed_by", "Cy"),
+    ("Gamma", "written_by", "Dee"),
+    ("Gamma", "starred_actors", "Ann"),
+)
+ANSWER_F1 = WeakConfig(rule="answer_f1")
+
+
+def directed(qid: str, film: str, director: str) -> Sample:
+    return Sample(qid, f"who directed {film}", (director,), (film,), (director,), TRIPLES)
+
+
+def test_template_blanks_topic_mentions_longest_first_and_folds_case():
+    assert question_template("who directed The Wave", ["The Wave"]) == "who directed <e>"
+    assert question_template("Who  directed THE WAVE 2", ["The Wave", "The Wave 2"]) == "who directed <e>"
+    assert question_template("films by Ann and Bo", ["Ann", "Bo"]) == "films by <e> and <e>"
+    assert question_template("no mention here", ["Gamma"]) == "no mention here"
+
+
+def test_the_vote_keeps_the_path_the_wording_chose_most_often():
+    samples = [directed("q1", "Alpha", "Ann"), directed("q2", "Beta", "Bo"), directed("q3", "Gamma", "Cy")]
+    targets, stats = candidate_targets(samples, weak=ANSWER_F1, max_len=1)
+    by_id = {t.id: t for t in targets}
+    assert by_id["q1"].relation_paths == (("directed_by",), ("written_by",))  # the tie
+    assert by_id["q3"].relation_paths == (("directed_by",),)
+    assert {t.template for t in targets} == {"who directed <e>"}
+
+    consensus = TemplateConsensus.fit(targets)
+    assert consensus.counts["who directed <e>"] == {("directed_by",): 3, ("written_by",): 2}
+    voted = select_targets(targets, stats, max_paths=4, consensus=consensus)
+    assert [t.relation_paths for t in voted] == [(("directed_by",),)] * 3
+    assert stats.outvoted == 2 and stats.capped == 0
+    assert stats.to_dict()["paths_outvoted"] == 2
+
+
+def test_unknown_or_unique_wording_and_count_ties_keep_every_path():
+    train = [directed("q1", "Alpha", "Ann"), directed("q3", "Gamma", "Cy")]
+    consensus = TemplateConsensus.fit(candidate_targets(train, weak=ANSWER_F1, max_len=1)[0])
+    # a validation question worded differently: no counts, nothing dropped
+    other = Sample("v1", "Beta was directed by whom", ("Bo",), ("Beta",), ("Bo",), TRIPLES)
+    targets, stats = candidate_targets([other], weak=ANSWER_F1, max_len=1)
+    assert select_targets(targets, stats, consensus=consensus)[0].relation_paths == (("directed_by",), ("written_by",))
+    # alone in its template, both tied paths count once: a tie of counts keeps both
+    alone = TemplateConsensus.fit(candidate_targets([directed("q1", "Alpha", "Ann")], weak=ANSWER_F1, max_len=1)[0])
+    targets, stats = candidate_targets([directed("q1", "Alpha", "Ann")], weak=ANSWER_F1, max_len=1)
+    assert len(select_targets(targets, stats, consensus=alone)[0].relation_paths) == 2
+    assert stats.outvoted == 0
+
+
+def test_the_cap_applies_after_the_vote():
+    samples = [directed("q1", "Alpha", "Ann"), directed("q3", "Gamma", "Cy")]
+    targets, stats = candidate_targets(samples, weak=ANSWER_F1, max_len=1)
+    capped = select_targets(targets, stats, max_paths=1)
+    assert capped[0].relation_paths == (("directed_by",),) and stats.capped == 1 and stats.outvoted == 0
