@@ -65,19 +65,20 @@ def best_time(fn: Callable[[], Any], repeat: int) -> float:
 def mlp_flops(model: MLPRetriever, batch: GraphBatch) -> float:
     """FLOPs of :meth:`MLPRetriever.forward` on ``batch`` (multiply-adds count 2).
 
-    The forward projects each question, distinct entity text row and distinct relation once,
-    each entity's structural columns (twice: as head and as tail), adds the text rows to them,
-    then adds four hidden rows per triple, applies ReLU and the output layer.
+    The forward projects each question, each distinct relation and each distinct entity text
+    row once per side it is used on (as a head, as a tail); per triple it projects the head's
+    and tail's structural columns (topic flags and DDE), adds the four gathered hidden rows,
+    applies ReLU and the output layer. The DDE's scatter-means are not counted.
     """
-    hidden, dim, width = model.config.hidden, model.config.text_dim, model.config.entity_dim
+    hidden, dim = model.config.hidden, model.config.text_dim
+    structure = 2 * (model.config.entity_dim - dim)  # head and tail columns
     questions = int(batch.question.numel())
-    entities = int(batch.topic.numel())
-    texts = int(torch.unique(batch.entity_text).numel())
+    texts = sum(int(torch.unique(batch.entity_text[ends]).numel()) for ends in (batch.head, batch.tail))
     relations = int(torch.unique(batch.rel).numel())
     triples = int(batch.head.numel())
-    projections = 2 * hidden * (questions * dim + 2 * texts * dim + 2 * entities * (width - dim) + relations * dim)
-    per_triple = triples * (4 * hidden + hidden + 2 * hidden)
-    return float(projections + 2 * hidden * entities + per_triple)
+    projections = 2 * hidden * dim * (questions + texts + relations)
+    per_triple = 2 * hidden * structure + 4 * hidden + hidden + 2 * hidden
+    return float(projections + triples * per_triple)
 
 
 def matmul_peak_gflops(size: int, repeat: int) -> float:

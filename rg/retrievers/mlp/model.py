@@ -30,6 +30,23 @@ SCORE_BLOCK = 2048
 """Triples per block when scoring without gradients (2048 × 256 floats = 2 MiB, cache-sized)."""
 
 
+def distinct(ids: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct values of ``ids`` in ``[0, size)``, ascending, and every value's row among them.
+
+    Same values as ``torch.unique(ids)``, found with a presence mask instead of a sort (linear in
+    ``len(ids) + size``). ``rank[v]`` is the row of ``v`` in ``values`` for each ``v`` in ``ids``
+    (meaningless for values absent from ``ids``).
+
+    Shapes:
+        ids: (N,) -> values: (U,), rank: (size,)
+    """
+    present = torch.zeros(size, dtype=torch.bool, device=ids.device)
+    present[ids] = True
+    values = present.nonzero().squeeze(1)  # (U,)
+    rank = torch.cumsum(present, 0) - 1  # (size,)
+    return values, rank
+
+
 def mean_neighbours(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     """Mean of ``x`` over each node's in-neighbours along the edges ``src → dst``.
 
@@ -88,7 +105,9 @@ class MLPRetriever(Retriever):
     The first layer is one ``nn.Linear`` over the concatenation, as in SubgraphRAG, but
     :meth:`forward` applies it block by block: a question, entity text or relation row shared by
     many triples is projected once and the projections are gathered per triple (an entity's text
-    row once per batch, however many questions' subgraphs hold the entity). This is the
+    row once per batch and side, however many questions' subgraphs hold the entity, and only on
+    the side, head or tail, where some triple of the batch uses it: on MetaQA, films are heads
+    and people, genres and years tails, which halves the text projection). This is the
     same function as ``self.head(self.input(self.triple_inputs(batch, tables)))`` (a test
     checks it) at a fraction of the cost, since a batch has far fewer distinct entities,
     relations and questions than triples.
@@ -159,20 +178,27 @@ class MLPRetriever(Retriever):
 
     def _projections(self, batch: GraphBatch, tables: EmbeddingTables) -> "_Projections":
         """The first layer applied to every row that triples share (see the class docstring)."""
-        dim, width, hidden = self.config.text_dim, self.config.entity_dim, self.config.hidden
+        dim, width = self.config.text_dim, self.config.entity_dim
         w_q, w_h, w_r, w_t = self.input.weight.split([dim, width, dim, width], dim=1)  # (H, D), (H, F), ...
-        # an entity's text is shared by its copies in every question of the batch: each distinct
-        # text row is projected once (as head and as tail); the structural columns are per copy
-        texts, text_of_entity = torch.unique(batch.entity_text, return_inverse=True)  # (U,), (E,)
-        text_rows = self.entity_text(tables, texts) @ torch.cat([w_h[:, :dim], w_t[:, :dim]]).T  # (U, 2H)
-        relations, rel_of_triple = torch.unique(batch.rel, return_inverse=True)  # (R_b,), (T,)
+        # text ids shifted by one so that unnamed entities (-1) get a row of their own
+        text = batch.entity_text + 1  # (E,)
+        size = int(tables.entities.shape[0]) + 1
+        sides = []
+        for ends, weight in ((batch.head, w_h), (batch.tail, w_t)):
+            used = torch.zeros_like(batch.topic, dtype=torch.bool)  # (E,)
+            used[ends] = True
+            texts, rank = distinct(text[used], size)  # (U_side,), (size,)
+            sides.append((self.entity_text(tables, texts - 1) @ weight[:, :dim].T, rank[text]))  # (U_side, H), (E,)
+        relations, rank = distinct(batch.rel, int(tables.relations.shape[0]))  # (R_b,), (R,)
+        (text_head, head_row), (text_tail, tail_row) = sides
         return _Projections(
             questions=tables.questions[batch.question] @ w_q.T + self.input.bias,  # (B, H)
-            text_head=text_rows[:, :hidden],  # (U, H)
-            text_tail=text_rows[:, hidden:],  # (U, H)
-            text_of_entity=text_of_entity,
+            text_head=text_head,  # (U_h, H)
+            text_tail=text_tail,  # (U_t, H)
+            head_row=head_row,
+            tail_row=tail_row,
             relations=tables.relations[relations] @ w_r.T,  # (R_b, H)
-            rel_of_triple=rel_of_triple,
+            rel_of_triple=rank[batch.rel],
             structure=self.entity_structure(batch),  # (E, C)
             w_structure=torch.cat([w_h[:, dim:], w_t[:, dim:]], dim=1),  # (H, 2C)
         )
@@ -190,9 +216,9 @@ class MLPRetriever(Retriever):
         structure = torch.cat([parts.structure[heads], parts.structure[tails]], dim=1)  # (S, 2C)
         gathered = (
             (parts.questions, batch.triple_graph[begin:end]),
-            (parts.text_head, parts.text_of_entity[heads]),
+            (parts.text_head, parts.head_row[heads]),
             (parts.relations, parts.rel_of_triple[begin:end]),
-            (parts.text_tail, parts.text_of_entity[tails]),
+            (parts.text_tail, parts.tail_row[tails]),
         )
         if out is None:
             total = structure @ parts.w_structure.T  # (S, H)
@@ -210,9 +236,10 @@ class _Projections:
     """First-layer projections of one batch's shared rows (:meth:`MLPRetriever._projections`)."""
 
     questions: torch.Tensor  # (B, H), bias included
-    text_head: torch.Tensor  # (U, H)
-    text_tail: torch.Tensor  # (U, H)
-    text_of_entity: torch.Tensor  # (E,)
+    text_head: torch.Tensor  # (U_h, H): distinct texts of the entities that are heads
+    text_tail: torch.Tensor  # (U_t, H): ... that are tails
+    head_row: torch.Tensor  # (E,): each entity's row of text_head (where it is a head)
+    tail_row: torch.Tensor  # (E,): each entity's row of text_tail (where it is a tail)
     relations: torch.Tensor  # (R_b, H)
     rel_of_triple: torch.Tensor  # (T,)
     structure: torch.Tensor  # (E, C)
