@@ -159,9 +159,10 @@ def scoring(
 
 
 def train_scaling(
-    samples_path: Path, workdir: Path, cache_dir: str, epochs: int, by_size: bool = False
+    samples_path: Path, workdir: Path, cache_dir: str, epochs: int, batch: int, by_size: bool = False
 ) -> dict[str, Any]:
-    """1 vs 2 Ray Train workers on the same questions and epochs (``by_size``: ``batch_by_size``)."""
+    """1 vs 2 Ray Train workers on the same questions, epochs and ``batch`` questions per step
+    (``by_size``: ``batch_by_size``)."""
     from rg.training.ray_train import TrainJobConfig, train_retriever
 
     rows: dict[int, dict[str, Any]] = {}
@@ -172,7 +173,7 @@ def train_scaling(
                 "input": str(samples_path),
                 "retriever": {"kind": "mlp"},
                 "encoder": {"cache_dir": cache_dir},
-                "train": {"epochs": epochs, "questions_per_batch": 8, "eval_ks": [100], "batch_by_size": by_size},
+                "train": {"epochs": epochs, "questions_per_batch": batch, "eval_ks": [100], "batch_by_size": by_size},
                 "num_workers": workers,
                 "run_name": f"bench_retriever_{workers}w{tag}",
                 "storage_path": str(workdir / "ray_results"),
@@ -190,6 +191,7 @@ def train_scaling(
             "epochs": epochs,
         }
     return {
+        "train_questions_per_batch": batch,
         "by_workers": [rows[1], rows[2]],
         "train_speedup_2_workers": rows[1]["train_seconds"] / rows[2]["train_seconds"],
         "epoch_speedup_2_workers": rows[1]["epoch_seconds"] / rows[2]["epoch_seconds"],
@@ -203,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=400, help="Questions scored (and trained on).")
     parser.add_argument("--batch", type=int, default=64, help="Questions per batched forward pass.")
     parser.add_argument("--epochs", type=int, default=3, help="Epochs of each Ray Train run.")
+    parser.add_argument(
+        "--train-batch", type=int, default=16,
+        help="Questions per training step in the scaling runs (16, as in configs/train_metaqa_*.yaml).",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="Timed repetitions (best kept).")
     parser.add_argument("--cache-dir", default="outputs/encoder_cache", help="Text encoder cache.")
     parser.add_argument("--no-train", action="store_true", help="Skip the Ray Train scaling runs.")
@@ -234,9 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "samples.parquet"
             write_rog_parquet(samples, path)
-            result.update(train_scaling(path, Path(tmp), args.cache_dir, args.epochs))
+            result.update(train_scaling(path, Path(tmp), args.cache_dir, args.epochs, args.train_batch))
             if not args.quick:
-                sized = train_scaling(path, Path(tmp), args.cache_dir, args.epochs, by_size=True)
+                sized = train_scaling(path, Path(tmp), args.cache_dir, args.epochs, args.train_batch, by_size=True)
                 result.update({f"{key}_batch_by_size": value for key, value in sized.items()})
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -72,3 +72,22 @@ def test_the_cap_applies_after_the_vote():
     targets, stats = candidate_targets(samples, weak=ANSWER_F1, max_len=1)
     capped = select_targets(targets, stats, max_paths=1)
     assert capped[0].relation_paths == (("directed_by",),) and stats.capped == 1 and stats.outvoted == 0
+
+
+def test_masked_prompts_see_the_wording_not_the_entity():
+    from rg.retrievers.planner import PlannerConfig, PlannerModel
+    from rg.training.planner_data import target_rows
+
+    tiny = {"layers": 1, "hidden": 16, "heads": 2, "max_positions": 40}
+    masked = PlannerModel.build(
+        PlannerConfig(tiny=tiny, max_prompt_tokens=16, mask_topics=True), ["who directed <e>"], {"directed_by"}
+    )
+    targets, _ = candidate_targets([directed("q1", "Alpha", "Ann"), directed("q2", "Beta", "Bo")], weak=ANSWER_F1, max_len=1)
+    rows = target_rows(targets, masked.prompt_question)
+    assert {question for _, question, _ in rows} == {"who directed <e>"}
+    assert masked.prompt_ids([masked.prompt_question(t.question, t.topics) for t in targets]) == [
+        masked.prompt_ids(["who directed <e>"])[0]
+    ] * 2
+    plain = PlannerModel.build(PlannerConfig(tiny=tiny, max_prompt_tokens=16), ["who directed Alpha"], {"directed_by"})
+    assert plain.prompt_question("who directed Alpha", ["Alpha"]) == "who directed Alpha"
+    assert [q for _, q, _ in target_rows(targets)] == ["who directed Alpha"] * 2 + ["who directed Beta"] * 2

@@ -26,13 +26,13 @@ keeps all its targets. This is a local, corpus-level stand-in for ReG's LLM path
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rg.data.sample import Sample
 from rg.graph import KnowledgeGraph
+from rg.retrievers.planner.prompt import mask_topics
 from rg.supervision.answer_paths import DEFAULT_MAX_LEN, answer_f1_paths
 from rg.supervision.labels import Labels
 from rg.supervision.weak import WeakConfig, weak_labels
@@ -48,15 +48,23 @@ class PlanTarget:
         relation_paths: Target paths, best first (``r^-1`` marks a backward step).
         source: The labels row's source (``refined``, ``weak``), or the weak rule that computed
             the paths here (``weak`` for shortest paths, ``answer_f1``).
-        template: The question's wording with its topic entities blanked out
-            (:func:`question_template`).
+        topics: The question's topic entities.
     """
 
     id: str
     question: str
     relation_paths: tuple[tuple[str, ...], ...]
     source: str
-    template: str = ""
+    topics: tuple[str, ...] = ()
+
+    @property
+    def template(self) -> str:
+        """The question's wording with its topic entities masked (:func:`question_template`)."""
+        return question_template(self.question, self.topics)
+
+    def with_paths(self, relation_paths: tuple[tuple[str, ...], ...]) -> "PlanTarget":
+        """The same target with other paths."""
+        return PlanTarget(self.id, self.question, relation_paths, self.source, self.topics)
 
 
 @dataclass
@@ -84,18 +92,12 @@ class TargetStats:
 
 
 def question_template(question: str, topics: Sequence[str]) -> str:
-    """The wording of ``question`` with every mention of a topic entity replaced by ``<e>``.
+    """The wording of ``question``: topic entity mentions masked, lower-cased, spaces folded.
 
-    Longer names are replaced first (so "The Wave" inside "The Wave 2" is not blanked alone);
-    the result is lower-cased with runs of spaces folded.
-
-    >>> question_template("who directed The Tempest", ["The Tempest"])
+    >>> question_template("Who  directed The Tempest", ["The Tempest"])
     'who directed <e>'
     """
-    text = question
-    for name in sorted({t for t in topics if t}, key=len, reverse=True):
-        text = re.sub(re.escape(name), "<e>", text, flags=re.IGNORECASE)
-    return " ".join(text.lower().split())
+    return " ".join(mask_topics(question, topics).lower().split())
 
 
 @dataclass(frozen=True)
@@ -125,8 +127,7 @@ class TemplateConsensus:
         if not counts:
             return target
         best = max(counts[p] for p in target.relation_paths)
-        kept = tuple(p for p in target.relation_paths if counts[p] == best)
-        return PlanTarget(target.id, target.question, kept, target.source, target.template)
+        return target.with_paths(tuple(p for p in target.relation_paths if counts[p] == best))
 
 
 def weak_relation_paths(sample: Sample, config: WeakConfig | None = None) -> tuple[tuple[str, ...], ...]:
@@ -193,8 +194,7 @@ def candidate_targets(
             stats.no_path += 1
             continue
         stats.by_source[source] += 1
-        template = question_template(sample.question, sample.q_entities)
-        targets.append(PlanTarget(sample.id, sample.question, kept, source, template))
+        targets.append(PlanTarget(sample.id, sample.question, kept, source, sample.q_entities))
     return targets, stats
 
 
@@ -216,9 +216,7 @@ def select_targets(
             target = voted
         if max_paths is not None and len(target.relation_paths) > max_paths:
             stats.capped += len(target.relation_paths) - max_paths
-            target = PlanTarget(
-                target.id, target.question, target.relation_paths[:max_paths], target.source, target.template
-            )
+            target = target.with_paths(target.relation_paths[:max_paths])
         chosen.append(target)
     return chosen
 
@@ -240,9 +238,19 @@ def plan_targets(
     return select_targets(targets, stats, max_paths), stats
 
 
-def target_rows(targets: Sequence[PlanTarget]) -> list[tuple[str, str, tuple[str, ...]]]:
-    """One ``(id, question, relation_path)`` row per target path (the planner's training pairs)."""
-    return [(t.id, t.question, path) for t in targets for path in t.relation_paths]
+def target_rows(
+    targets: Sequence[PlanTarget], text: Callable[[str, Sequence[str]], str] | None = None
+) -> list[tuple[str, str, tuple[str, ...]]]:
+    """One ``(id, question, relation_path)`` row per target path (the planner's training pairs).
+
+    ``text(question, topics)`` gives the question text of the row (e.g.
+    ``PlannerModel.prompt_question``); None keeps the question as it is.
+    """
+    return [
+        (t.id, t.question if text is None else text(t.question, t.topics), path)
+        for t in targets
+        for path in t.relation_paths
+    ]
 
 
 def reference_paths(

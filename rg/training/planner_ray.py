@@ -46,7 +46,7 @@ from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta
 from rg.retrievers.planner.config import DecodeConfig, PlannerConfig
 from rg.retrievers.planner.evaluate import MODES, evaluate_planner
-from rg.retrievers.planner.model import PlannerModel, load_planner
+from rg.retrievers.planner.model import PlannerModel, load_planner, prompt_question
 from rg.runtime import RayConfig, init_ray
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import Labels, read_labels
@@ -261,11 +261,10 @@ def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
         )
 
     torch.manual_seed(cfg.train.seed)
-    planner = PlannerModel.build(
-        cfg.planner, [t.question for t in train_targets], _relations(train_samples + val_samples)
-    )
-    train_examples = planner.examples(target_rows(train_targets))
-    val_examples = planner.examples(target_rows(val_targets))
+    questions = [prompt_question(cfg.planner, t.question, t.topics) for t in train_targets]
+    planner = PlannerModel.build(cfg.planner, questions, _relations(train_samples + val_samples))
+    train_examples = planner.examples(target_rows(train_targets, planner.prompt_question))
+    val_examples = planner.examples(target_rows(val_targets, planner.prompt_question))
     if len(train_examples) < cfg.num_workers:
         raise ValueError(f"{len(train_examples)} training example(s) for {cfg.num_workers} workers; use more questions")
     meta = CheckpointMeta(

@@ -96,6 +96,12 @@ class PlannerConfig(Config):
         3, ge=1, description="Most relations in a path: longer training paths are skipped, decoding stops here."
     )
     max_prompt_tokens: int = Field(64, ge=4, description="Prompts are cut to this many tokens (the path start kept).")
+    mask_topics: bool = Field(
+        False,
+        description="Replace each topic entity's mention in the question by '<e>' in the prompt, in training and "
+        "decoding alike: the planner then chooses relations from the wording alone, and constrained decoding "
+        "still grounds them from the entities.",
+    )
     prompt_id: str = Field("plan_relation_paths@v1", description="Id of the planner prompt template.")
 
     @model_validator(mode="before")

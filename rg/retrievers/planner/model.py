@@ -31,7 +31,7 @@ from torch import nn
 
 from rg.retrievers.base import CHECKPOINT_FORMAT, CONFIG_FILE, META_FILE, CheckpointMeta, read_meta
 from rg.retrievers.planner.config import PlannerConfig
-from rg.retrievers.planner.prompt import PlanPrompt, planner_prompt
+from rg.retrievers.planner.prompt import PlanPrompt, mask_topics, planner_prompt
 from rg.retrievers.planner.tokenizer import PathVocab, checkpoint_tokenizer, train_tokenizer
 
 PLANNER_KIND = "planner"
@@ -55,6 +55,11 @@ class Example:
     id: str
     input_ids: tuple[int, ...]
     labels: tuple[int, ...]
+
+
+def prompt_question(config: PlannerConfig, question: str, topics: Sequence[str]) -> str:
+    """The question as a prompt shows it: topic mentions masked when ``config.mask_topics``."""
+    return mask_topics(question, topics) if config.mask_topics else question
 
 
 def _tiny_base(config: PlannerConfig, tokenizer):
@@ -230,6 +235,10 @@ class PlannerModel(nn.Module):
         return folder
 
     # ----------------------------------------------------------------------------- encoding
+    def prompt_question(self, question: str, topics: Sequence[str]) -> str:
+        """The question as this planner's prompt shows it (:func:`prompt_question`)."""
+        return prompt_question(self.config, question, topics)
+
     def prompt_ids(self, questions: Sequence[str]) -> list[list[int]]:
         """``<s> prompt <PATH>`` ids per question, cut to ``max_prompt_tokens``."""
         if not questions:

@@ -98,7 +98,8 @@ def _plan_batch(planner: PlannerModel, samples: Sequence[Sample], config: Decode
     if config.mode == "constrained":
         built = [graph_trie(kg, topic, planner.vocab, planner.config.max_path_len) for kg, topic in zip(graphs, topics)]
         tries, stats = [trie for trie, _ in built], [counts for _, counts in built]
-    beams = beam_search(planner, planner.prompt_ids([s.question for s in samples]), config.beam_width, tries)
+    prompts = planner.prompt_ids([planner.prompt_question(s.question, s.q_entities) for s in samples])
+    beams = beam_search(planner, prompts, config.beam_width, tries)
     plans = []
     for sample, kg, topic, found, counts in zip(samples, graphs, topics, beams, stats):
         paths = tuple(_grounded(kg, topic, beam, config.max_groundings) for beam in found)

@@ -10,6 +10,8 @@ prompts alike; its ``full_id`` is saved with every checkpoint.
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -18,8 +20,25 @@ PATH_START = "<PATH>"
 PATH_SEP = "<SEP>"
 PATH_END = "</PATH>"
 PATH_MARKERS = (PATH_START, PATH_SEP, PATH_END)
+TOPIC_MASK = "<e>"
+"""What a topic entity's mention becomes in a prompt with ``PlannerConfig.mask_topics``."""
 RELATION_TOKEN = "<r:{}>"
 """Format of a relation token; the label keeps its ``^-1`` for a backward step."""
+
+
+def mask_topics(question: str, topics: Iterable[str]) -> str:
+    """``question`` with every mention of a topic entity replaced by :data:`TOPIC_MASK`.
+
+    Longer names first (so "The Wave" inside "The Wave 2" is not replaced alone), matched
+    without regard to case.
+
+    >>> mask_topics("who directed The Tempest", ["The Tempest"])
+    'who directed <e>'
+    """
+    text = question
+    for name in sorted({t for t in topics if t}, key=len, reverse=True):
+        text = re.sub(re.escape(name), TOPIC_MASK, text, flags=re.IGNORECASE)
+    return text
 
 
 def relation_token(label: str) -> str:
