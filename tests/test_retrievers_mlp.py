@@ -171,3 +171,12 @@ def test_bce_averaged_per_question_weighs_questions_equally():
     assert triple_bce(logits, labels, group=group, num_groups=3) == pytest.approx(per_question)  # question 2 is empty
     with pytest.raises(ValueError, match="num_groups"):
         triple_bce(logits, labels, group=group)
+
+
+def test_distinct_finds_the_sorted_values_and_each_ones_row():
+    ids = torch.tensor([5, 0, 5, 3, 3, 9])
+    values, rank = mlp_model.distinct(ids, 10)
+    assert values.tolist() == [0, 3, 5, 9] == torch.unique(ids).tolist()
+    assert rank[ids].tolist() == [2, 0, 2, 1, 1, 3]
+    none, _ = mlp_model.distinct(torch.zeros(0, dtype=torch.long), 4)
+    assert none.numel() == 0
