@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rg.data.sample import Sample
 from rg.graph import KnowledgeGraph
@@ -61,10 +61,6 @@ class PlanTarget:
     def template(self) -> str:
         """The question's wording with its topic entities masked (:func:`question_template`)."""
         return question_template(self.question, self.topics)
-
-    def with_paths(self, relation_paths: tuple[tuple[str, ...], ...]) -> "PlanTarget":
-        """The same target with other paths."""
-        return PlanTarget(self.id, self.question, relation_paths, self.source, self.topics)
 
 
 @dataclass
@@ -127,7 +123,7 @@ class TemplateConsensus:
         if not counts:
             return target
         best = max(counts[p] for p in target.relation_paths)
-        return target.with_paths(tuple(p for p in target.relation_paths if counts[p] == best))
+        return replace(target, relation_paths=tuple(p for p in target.relation_paths if counts[p] == best))
 
 
 def weak_relation_paths(sample: Sample, config: WeakConfig | None = None) -> tuple[tuple[str, ...], ...]:
@@ -216,7 +212,7 @@ def select_targets(
             target = voted
         if max_paths is not None and len(target.relation_paths) > max_paths:
             stats.capped += len(target.relation_paths) - max_paths
-            target = target.with_paths(target.relation_paths[:max_paths])
+            target = replace(target, relation_paths=target.relation_paths[:max_paths])
         chosen.append(target)
     return chosen
 
