@@ -67,11 +67,12 @@ def mlp_flops(model: MLPRetriever, batch: GraphBatch) -> float:
 
     The forward projects each question, each distinct relation and each distinct entity text
     row once per side it is used on (as a head, as a tail); per triple it projects the head's
-    and tail's structural columns (topic flags and DDE), adds the four gathered hidden rows,
-    applies ReLU and the output layer. The DDE's scatter-means are not counted.
+    and tail's structural columns (topic flags, DDE, walk) and its walk flows, adds the four
+    gathered hidden rows, applies ReLU and the output layer. The DDE's scatter-means and the
+    walk's gates and scatter-maxes (off in the benchmark's model) are not counted.
     """
     hidden, dim = model.config.hidden, model.config.text_dim
-    structure = 2 * (model.config.entity_dim - dim)  # head and tail columns
+    structure = model.config.triple_dim - 4 * dim  # head and tail columns, walk flows
     questions = int(batch.question.numel())
     texts = sum(int(torch.unique(batch.entity_text[ends]).numel()) for ends in (batch.head, batch.tail))
     relations = int(torch.unique(batch.rel).numel())

@@ -37,14 +37,30 @@ class MLPConfig(RetrieverConfig):
             "X -starred_actors-> A <-starred_actors- film); 3 covers MetaQA's 3-hop questions."
         ),
     )
+    walk_steps: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Steps of the question-gated max-product walk from the topic (an rg addition, "
+            "rg.retrievers.mlp.walk; 0 = off): which relation path reaches an entity, not only how "
+            "far it is. Adds walk_steps columns per entity and 2 × walk_steps flow columns per triple; "
+            "set it to the longest question (3 on MetaQA)."
+        ),
+    )
+    walk_width: int = Field(32, gt=0, description="Rank of the question-relation gate of the walk.")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout after the hidden layer.")
 
     @property
     def entity_dim(self) -> int:
-        """Width of an entity feature: text ⊕ topic one-hot ⊕ DDE."""
-        return self.text_dim + TOPIC_COLUMNS * (1 + 2 * self.dde_rounds + self.undirected_rounds)
+        """Width of an entity feature: text ⊕ topic one-hot ⊕ DDE ⊕ walk."""
+        return self.text_dim + TOPIC_COLUMNS * (1 + 2 * self.dde_rounds + self.undirected_rounds) + self.walk_steps
+
+    @property
+    def flow_dim(self) -> int:
+        """Width of a triple's walk flows (forward and backward per step)."""
+        return 2 * self.walk_steps
 
     @property
     def triple_dim(self) -> int:
-        """Width of a triple input ``[q, h, r, t]``."""
-        return 2 * self.text_dim + 2 * self.entity_dim
+        """Width of a triple input ``[q, h, r, t, flows]``."""
+        return 2 * self.text_dim + 2 * self.entity_dim + self.flow_dim

@@ -25,6 +25,7 @@ from rg.retrievers.base import Retriever
 from rg.retrievers.features import EntityText, topic_one_hot
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch
 from rg.retrievers.mlp.config import MLPConfig
+from rg.retrievers.mlp.walk import GatedWalk
 
 SCORE_BLOCK = 2048
 """Triples per block when scoring without gradients (2048 × 256 floats = 2 MiB, cache-sized)."""
@@ -126,38 +127,47 @@ class MLPRetriever(Retriever):
     def __init__(self, config: MLPConfig) -> None:
         super().__init__(config)
         self.entity_text = EntityText(config.text_dim)
+        self.walk = GatedWalk(config.text_dim, config.walk_steps, config.walk_width) if config.walk_steps else None
         self.input = nn.Linear(config.triple_dim, config.hidden)
         self.head = nn.Sequential(nn.ReLU(), nn.Dropout(config.dropout), nn.Linear(config.hidden, 1))
 
     def entity_features(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
-        """Text ⊕ topic one-hot ⊕ DDE of every entity of the batch.
+        """Text ⊕ topic one-hot ⊕ DDE ⊕ walk of every entity of the batch.
 
         Shapes:
             batch: E entities -> (E, F) with F = config.entity_dim
         """
         text = self.entity_text(tables, batch.entity_text)  # (E, D)
-        return torch.cat([text, self.entity_structure(batch)], dim=1)  # (E, F)
+        structure, _ = self.structure(batch, tables)  # (E, F - D)
+        return torch.cat([text, structure], dim=1)  # (E, F)
 
-    def entity_structure(self, batch: GraphBatch) -> torch.Tensor:
-        """Topic one-hot ⊕ DDE of every entity of the batch (the non-text part of its feature).
+    def structure(self, batch: GraphBatch, tables: EmbeddingTables) -> tuple[torch.Tensor, torch.Tensor]:
+        """The non-text part of every entity's feature, and every triple's walk flows.
+
+        Entity columns: topic one-hot ⊕ DDE ⊕ the gated walk's values (when ``walk_steps``).
 
         Shapes:
-            batch: E entities -> (E, F - D)
+            batch: E entities, T triples -> (E, F - D), (T, config.flow_dim)
         """
         config = self.config
         encoding = dde(batch.topic, batch.head, batch.tail, config.dde_rounds, config.undirected_rounds)  # (E, C)
-        return torch.cat([topic_one_hot(batch.topic), encoding], dim=1)  # (E, F - D)
+        columns = [topic_one_hot(batch.topic), encoding]
+        if self.walk is None:
+            return torch.cat(columns, dim=1), encoding.new_zeros(batch.head.shape[0], 0)  # (E, F - D), (T, 0)
+        reached, flows = self.walk(batch, tables)  # (E, S), (T, 2S)
+        return torch.cat([*columns, reached], dim=1), flows  # (E, F - D), (T, 2S)
 
     def triple_inputs(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
-        """The explicit MLP input ``[q, h, r, t]`` of every triple (reference for :meth:`forward`).
+        """The explicit MLP input ``[q, h, r, t, flows]`` of every triple (reference for :meth:`forward`).
 
         Shapes:
-            batch: T triples -> (T, 2 * D + 2 * F) with F = D + 2 + 4 * rounds
+            batch: T triples -> (T, config.triple_dim) = (T, 2D + 2F + 2S)
         """
         entities = self.entity_features(batch, tables)  # (E, F)
+        _, flows = self.structure(batch, tables)  # (T, 2S)
         question = tables.questions[batch.question][batch.triple_graph]  # (T, D)
         relation = tables.relations[batch.rel]  # (T, D)
-        return torch.cat([question, entities[batch.head], relation, entities[batch.tail]], dim=1)  # (T, 2D + 2F)
+        return torch.cat([question, entities[batch.head], relation, entities[batch.tail], flows], dim=1)
 
     def forward(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
         parts = self._projections(batch, tables)
@@ -179,7 +189,7 @@ class MLPRetriever(Retriever):
     def _projections(self, batch: GraphBatch, tables: EmbeddingTables) -> "_Projections":
         """The first layer applied to every row that triples share (see the class docstring)."""
         dim, width = self.config.text_dim, self.config.entity_dim
-        w_q, w_h, w_r, w_t = self.input.weight.split([dim, width, dim, width], dim=1)  # (H, D), (H, F), ...
+        w_q, w_h, w_r, w_t, w_f = self.input.weight.split([dim, width, dim, width, self.config.flow_dim], dim=1)
         # text ids shifted by one so that unnamed entities (-1) get a row of their own
         text = batch.entity_text + 1  # (E,)
         size = int(tables.entities.shape[0]) + 1
@@ -191,6 +201,7 @@ class MLPRetriever(Retriever):
             sides.append((self.entity_text(tables, texts - 1) @ weight[:, :dim].T, rank[text]))  # (U_side, H), (E,)
         relations, rank = distinct(batch.rel, int(tables.relations.shape[0]))  # (R_b,), (R,)
         (text_head, head_row), (text_tail, tail_row) = sides
+        structure, flows = self.structure(batch, tables)  # (E, C), (T, 2S)
         return _Projections(
             questions=tables.questions[batch.question] @ w_q.T + self.input.bias,  # (B, H)
             text_head=text_head,  # (U_h, H)
@@ -199,8 +210,9 @@ class MLPRetriever(Retriever):
             tail_row=tail_row,
             relations=tables.relations[relations] @ w_r.T,  # (R_b, H)
             rel_of_triple=rank[batch.rel],
-            structure=self.entity_structure(batch),  # (E, C)
-            w_structure=torch.cat([w_h[:, dim:], w_t[:, dim:]], dim=1),  # (H, 2C)
+            structure=structure,
+            flows=flows,
+            w_structure=torch.cat([w_h[:, dim:], w_t[:, dim:], w_f], dim=1),  # (H, 2C + 2S)
         )
 
     @staticmethod
@@ -213,7 +225,9 @@ class MLPRetriever(Retriever):
             -> (end - begin, H)
         """
         heads, tails = batch.head[begin:end], batch.tail[begin:end]  # (S,), (S,)
-        structure = torch.cat([parts.structure[heads], parts.structure[tails]], dim=1)  # (S, 2C)
+        structure = torch.cat(
+            [parts.structure[heads], parts.structure[tails], parts.flows[begin:end]], dim=1
+        )  # (end - begin, 2C + 2S)
         gathered = (
             (parts.questions, batch.triple_graph[begin:end]),
             (parts.text_head, parts.head_row[heads]),
@@ -242,5 +256,6 @@ class _Projections:
     tail_row: torch.Tensor  # (E,): each entity's row of text_tail (where it is a tail)
     relations: torch.Tensor  # (R_b, H)
     rel_of_triple: torch.Tensor  # (T,)
-    structure: torch.Tensor  # (E, C)
-    w_structure: torch.Tensor  # (H, 2C)
+    structure: torch.Tensor  # (E, C): topic one-hot, DDE, walk
+    flows: torch.Tensor  # (T, 2S): walk flows (no columns without a walk)
+    w_structure: torch.Tensor  # (H, 2C + 2S)
