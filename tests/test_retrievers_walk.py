@@ -1,4 +1,4 @@
-"""The question-gated walk of the MLP retriever (rg.retrievers.mlp.walk): exact values on a
+"""The question-gated walk (rg.retrievers.walk) in the MLP and PNA retrievers: exact values on a
 hand-made graph, batching invariance, the block-wise forward against the explicit input with the
 walk on, and a two-path graph that DDE cannot separate and the walk learns to."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rg.retrievers import EmbeddingTables, MLPConfig, MLPRetriever, collate
-from rg.retrievers.mlp.walk import GatedWalk, walk
+from rg.retrievers import MLPConfig, MLPRetriever, PNAConfig, PNARetriever, collate
+from rg.retrievers.walk import GatedWalk, walk
 from rg.training import TrainConfig, evaluate, fit, make_batches
 
 from tests.test_retrievers_mlp import DIM, FOUR_NODE, graph, tables
@@ -76,6 +76,22 @@ class TestMLPWithWalk:
         with torch.no_grad():
             torch.testing.assert_close(model(batch, t), expected.detach())
 
+    def test_loss_adds_the_walks_own_bce_on_each_triples_largest_flow(self) -> None:
+        torch.manual_seed(0)
+        config = MLPConfig(text_dim=DIM, hidden=16, walk_steps=2, walk_width=4, walk_loss=0.5, pos_weight=3.0)
+        model = MLPRetriever(config)
+        batch, t = collate([graph("a", TWO_PATHS, topic=[0], num_entities=6, positives=(0, 1))]), tables(num_relations=3)
+        _, flows = model.walk(batch, t)
+        on_path = flows.amax(dim=1).clamp(1e-6, 1 - 1e-6)
+        weight = torch.tensor([3.0 if y else 1.0 for y in batch.labels.tolist()])
+        walk_bce = torch.nn.functional.binary_cross_entropy(on_path, batch.labels, weight=weight)
+        triple_bce = torch.nn.functional.binary_cross_entropy_with_logits(
+            model(batch, t), batch.labels, pos_weight=torch.tensor(3.0)
+        )
+        torch.testing.assert_close(model.loss(batch, t), triple_bce + 0.5 * walk_bce)
+        model.config = config.model_copy(update={"walk_loss": 0.0})
+        torch.testing.assert_close(model.loss(batch, t), triple_bce)
+
     @staticmethod
     def _two_path_graphs() -> list:
         """Ten questions on TWO_PATHS-shaped graphs with unnamed middle and end entities.
@@ -109,3 +125,16 @@ class TestMLPWithWalk:
         with torch.no_grad():
             scores = model(collate(graphs[:1]), t)
         assert float(scores[1]) > float(scores[3])
+
+
+class TestPNAWithWalk:
+    def test_walk_values_widen_the_node_input_and_train_end_to_end(self) -> None:
+        g = graph("w", TWO_PATHS, topic=[0], num_entities=6, positives=(0, 1))
+        torch.manual_seed(0)
+        config = PNARetriever.prepare_config(PNAConfig(text_dim=DIM, hidden=8, walk_steps=2, walk_width=4), [g])
+        model = PNARetriever(config)
+        assert model.node_in.in_features == 2 * DIM + 2 + 2
+        batch, t = collate([g]), tables(num_relations=3)
+        model.loss(batch, t).backward()
+        assert model.walk is not None
+        assert model.walk.question.weight.grad is not None and model.walk.question.weight.grad.abs().sum() > 0

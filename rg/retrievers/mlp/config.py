@@ -42,12 +42,20 @@ class MLPConfig(RetrieverConfig):
         ge=0,
         description=(
             "Steps of the question-gated max-product walk from the topic (an rg addition, "
-            "rg.retrievers.mlp.walk; 0 = off): which relation path reaches an entity, not only how "
+            "rg.retrievers.walk; 0 = off): which relation path reaches an entity, not only how "
             "far it is. Adds walk_steps columns per entity and 2 × walk_steps flow columns per triple; "
             "set it to the longest question (3 on MetaQA)."
         ),
     )
     walk_width: int = Field(32, gt=0, description="Rank of the question-relation gate of the walk.")
+    walk_loss: float = Field(
+        1.0,
+        ge=0.0,
+        description=(
+            "Weight of the walk's own BCE (each triple's largest flow against its label) added to "
+            "the triple BCE; 0 trains the gates only through the MLP."
+        ),
+    )
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout after the hidden layer.")
 
     @property

@@ -42,6 +42,16 @@ class PNAConfig(RetrieverConfig):
             "otherwise receives nothing)."
         ),
     )
+    walk_steps: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Steps of the question-gated max-product walk from the topic (an rg addition, "
+            "rg.retrievers.walk; 0 = off); its values join each node's input, so the GNN starts "
+            "from which relation path reaches a node. Set it to the longest question (3 on MetaQA)."
+        ),
+    )
+    walk_width: int = Field(32, gt=0, description="Rank of the question-relation gate of the walk.")
     deg: tuple[int, ...] | None = Field(
         None,
         description=(

@@ -12,7 +12,8 @@ and aggregates at the target. Every triple ``(h, r, t)`` gives a forward edge ``
 ``reverse_edges`` it also gives a reverse edge ``t → h``. An edge's features are the relation's
 text embedding ⊕ a direction flag (``[1, 0]`` forward, ``[0, 1]`` reverse), projected once to
 ``hidden``. Node inputs are [entity text ⊕ topic one-hot ⊕ the embedding of the node's question],
-projected to ``hidden``, so the entity scores depend on the question.
+projected to ``hidden``, so the entity scores depend on the question; with ``walk_steps`` they
+also carry the values of a question-gated walk from the topic (:mod:`rg.retrievers.walk`).
 
 Parallel relations between one pair get equal scores (``p(h) + p(t)``); merge them for prompts
 with :func:`rg.retrievers.pna.merge.merge_parallel`.
@@ -31,6 +32,7 @@ from rg.retrievers.base import Retriever, RetrieverConfig, triple_bce
 from rg.retrievers.features import TOPIC_COLUMNS, EntityText, topic_one_hot
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph
 from rg.retrievers.pna.config import PNAConfig
+from rg.retrievers.walk import GatedWalk
 
 DIRECTION_COLUMNS = 2
 """Width of the edge direction flag: column 0 = forward (h → t), column 1 = reverse (t → h)."""
@@ -117,7 +119,8 @@ class PNARetriever(Retriever):
             )
         dim, hidden = config.text_dim, config.hidden
         self.entity_text = EntityText(dim)
-        self.node_in = nn.Linear(dim + TOPIC_COLUMNS + dim, hidden)
+        self.walk = GatedWalk(dim, config.walk_steps, config.walk_width) if config.walk_steps else None
+        self.node_in = nn.Linear(dim + TOPIC_COLUMNS + dim + config.walk_steps, hidden)
         self.edge_in = nn.Linear(dim + DIRECTION_COLUMNS, hidden)
         self.gnn = PNA(
             in_channels=hidden,
@@ -150,9 +153,10 @@ class PNARetriever(Retriever):
             batch: E entities, T triples -> (E,)
         """
         question = tables.questions[batch.question][batch.entity_graph]  # (E, D)
-        nodes = torch.cat(
-            [self.entity_text(tables, batch.entity_text), topic_one_hot(batch.topic), question], dim=1
-        )  # (E, 2D + 2)
+        columns = [self.entity_text(tables, batch.entity_text), topic_one_hot(batch.topic), question]
+        if self.walk is not None:
+            columns.append(self.walk(batch, tables)[0])  # (E, S)
+        nodes = torch.cat(columns, dim=1)  # (E, 2D + 2 + S)
         edge_index, edge_rel, reverse = message_edges(batch.head, batch.rel, batch.tail, self.config.reverse_edges)
         direction = torch.stack([~reverse, reverse], dim=1).to(nodes.dtype)  # (M, 2)
         edges = self.edge_in(torch.cat([tables.relations[edge_rel], direction], dim=1))  # (M, hidden)
