@@ -91,3 +91,23 @@ def test_masked_prompts_see_the_wording_not_the_entity():
     plain = PlannerModel.build(PlannerConfig(tiny=tiny, max_prompt_tokens=16), ["who directed Alpha"], {"directed_by"})
     assert plain.prompt_question("who directed Alpha", ["Alpha"]) == "who directed Alpha"
     assert [q for _, q, _ in target_rows(targets)] == ["who directed Alpha"] * 2 + ["who directed Beta"] * 2
+
+
+def test_retriever_labels_keep_the_voted_paths_walks_counted_on_training_questions_only():
+    import pytest
+
+    from rg.training.data import VOTED_SELECTOR, LabelConfig, load_labels
+
+    samples = [directed("q1", "Alpha", "Ann"), directed("q2", "Beta", "Bo"), directed("q3", "Gamma", "Cy")]
+    config = LabelConfig(weak={"rule": "answer_f1", "max_path_len": 1}, template_vote=True)
+    rows = load_labels(samples, config, train_ids={"q1", "q2", "q3"})
+    # Alpha's written_by triple (index 1) ties on answer F1 but is outvoted; its directed_by (0) stays
+    assert rows["q1"].positive_triples == (0,) and rows["q1"].relation_paths == (("directed_by",),)
+    assert rows["q3"].positive_triples == (4,) and rows["q3"].selector == VOTED_SELECTOR
+    # counted on q1 alone, the tie stays a tie: both paths keep their triples, for q2 too
+    rows = load_labels(samples, config, train_ids={"q1"})
+    assert rows["q1"].positive_triples == (0, 1) and rows["q2"].positive_triples == (2, 3)
+    with pytest.raises(ValueError, match="train_ids"):
+        load_labels(samples, config)
+    with pytest.raises(ValueError, match="rule: answer_f1"):
+        LabelConfig(template_vote=True)

@@ -156,9 +156,23 @@ def answer_f1_labels(
     """
     config = config or WeakConfig()
     kg = KnowledgeGraph.from_triples(sample.triples)
-    topics = topic_entities(sample, kg)
     max_len = config.max_path_len if config.max_path_len is not None else DEFAULT_MAX_LEN
-    paths = answer_f1_paths(sample, max_len, kg=kg, kb=kb)
+    return path_labels(sample, answer_f1_paths(sample, max_len, kg=kg, kb=kb), max_walks, kg)
+
+
+def path_labels(
+    sample: Sample, paths: Sequence[Sequence[str]], max_walks: int = 32, kg: KnowledgeGraph | None = None
+) -> AnswerPathLabels:
+    """Triple labels of a question from given relation paths: the triples on their walks.
+
+    Args:
+        sample: A question with its subgraph.
+        paths: Relation paths from the topic entities (``r^-1`` marks a backward step).
+        max_walks: Walks kept for display (the positives are always complete).
+        kg: The graph of ``sample.triples`` when the caller has it already.
+    """
+    kg = kg if kg is not None else KnowledgeGraph.from_triples(sample.triples)
+    topics = topic_entities(sample, kg)
     positives = sorted({int(t) for path in paths for t in kg.path_triples(topics, path)})
     walks = [w for path in paths for topic in topics for w in kg.ground(topic, path, max_walks)][:max_walks]
-    return AnswerPathLabels(paths, tuple(positives), tuple(walks))
+    return AnswerPathLabels(tuple(tuple(p) for p in paths), tuple(positives), tuple(walks))

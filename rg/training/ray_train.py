@@ -265,7 +265,7 @@ def train_retriever(cfg: TrainJobConfig) -> dict[str, Any]:
 
     encoder = TextEncoder(cfg.encoder)
     tables, index = build_tables(samples, encoder)
-    labels = load_labels(samples, cfg.labels)
+    labels = load_labels(samples, cfg.labels, train_ids={s.id for s in train_samples})
     train_graphs = _trainable(question_graphs(train_samples, index, labels), cfg.train)
     val_graphs = question_graphs(val_samples, index, labels)
     if len(train_graphs) < cfg.num_workers:

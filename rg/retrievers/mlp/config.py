@@ -49,11 +49,12 @@ class MLPConfig(RetrieverConfig):
     )
     walk_width: int = Field(32, gt=0, description="Rank of the question-relation gate of the walk.")
     walk_loss: float = Field(
-        1.0,
+        0.0,
         ge=0.0,
         description=(
             "Weight of the walk's own BCE (each triple's largest flow against its label) added to "
-            "the triple BCE; 0 trains the gates only through the MLP."
+            "the triple BCE; 0 (the default) trains the gates only through the MLP. On MetaQA, 1.0 "
+            "lowered 3-hop answer recall@200 from 0.764 to 0.655 after 8 epochs."
         ),
     )
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout after the hidden layer.")
