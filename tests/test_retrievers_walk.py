@@ -36,7 +36,7 @@ class TestWalk:
 
     def test_untrained_gates_give_powers_of_a_half_by_distance(self) -> None:
         module = GatedWalk(DIM, steps=2, width=4)
-        for layer in (module.question, module.relation):
+        for layer in (module.question[-1], module.relation):
             torch.nn.init.zeros_(layer.weight)
             torch.nn.init.zeros_(layer.bias)
         batch = collate([graph("w", TWO_PATHS, topic=[0], num_entities=6)])
@@ -137,4 +137,4 @@ class TestPNAWithWalk:
         batch, t = collate([g]), tables(num_relations=3)
         model.loss(batch, t).backward()
         assert model.walk is not None
-        assert model.walk.question.weight.grad is not None and model.walk.question.weight.grad.abs().sum() > 0
+        assert model.walk.question[0].weight.grad is not None and model.walk.question[0].weight.grad.abs().sum() > 0
