@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rg.retrievers import MLPConfig, MLPRetriever, PNAConfig, PNARetriever, collate
-from rg.retrievers.walk import GatedWalk, walk
+from rg.retrievers.walk import GatedWalk, gate_targets, walk
 from rg.training import TrainConfig, evaluate, fit, make_batches
 
 from tests.test_retrievers_mlp import DIM, FOUR_NODE, graph, tables
@@ -61,6 +61,20 @@ class TestWalk:
         assert reached.shape == (6, 0) and flows.shape == (5, 0)
 
 
+class TestGateTargets:
+    def test_steps_and_directions_of_the_labelled_path_by_hand(self) -> None:
+        # positives 0 -r0-> 1 -r1-> 2: r0 forward at step 1, r1 forward at step 2; at step 2 the
+        # walk along the positives also steps back from 1 to the topic, r0 backward
+        a = graph("a", TWO_PATHS, topic=[0], num_entities=6, positives=(0, 1))
+        b = graph("b", [(0, 2, 1), (1, 2, 2)], topic=[0], num_entities=3, positives=(0,))  # r2 only
+        batch = collate([a, b])
+        relations, column = torch.unique(batch.rel, return_inverse=True)
+        targets, present = gate_targets(batch, column, relations.numel(), steps=2)
+        assert targets[0].tolist() == [[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+        assert targets[1, 2].tolist() == [1.0, 0.0, 0.0, 1.0]
+        assert present.tolist() == [[True, True, True], [False, False, True]]
+
+
 class TestMLPWithWalk:
     def test_blockwise_forward_equals_explicit_input(self) -> None:
         torch.manual_seed(0)
@@ -76,19 +90,21 @@ class TestMLPWithWalk:
         with torch.no_grad():
             torch.testing.assert_close(model(batch, t), expected.detach())
 
-    def test_loss_adds_the_walks_own_bce_on_each_triples_largest_flow(self) -> None:
+    def test_loss_adds_the_gate_supervision(self) -> None:
         torch.manual_seed(0)
         config = MLPConfig(text_dim=DIM, hidden=16, walk_steps=2, walk_width=4, walk_loss=0.5, pos_weight=3.0)
         model = MLPRetriever(config)
         batch, t = collate([graph("a", TWO_PATHS, topic=[0], num_entities=6, positives=(0, 1))]), tables(num_relations=3)
-        _, flows = model.walk(batch, t)
-        on_path = flows.amax(dim=1).clamp(1e-6, 1 - 1e-6)
-        weight = torch.tensor([3.0 if y else 1.0 for y in batch.labels.tolist()])
-        walk_bce = torch.nn.functional.binary_cross_entropy(on_path, batch.labels, weight=weight)
+        logits, _ = model.walk.logits(batch, t)  # (1, 4, 3)
+        # columns: step 1 forward, step 1 backward, step 2 forward, step 2 backward; rows r0, r1, r2
+        targets = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+        gate_bce = torch.nn.functional.binary_cross_entropy_with_logits(
+            logits[0].T, targets, pos_weight=torch.tensor(3.0)
+        )
         triple_bce = torch.nn.functional.binary_cross_entropy_with_logits(
             model(batch, t), batch.labels, pos_weight=torch.tensor(3.0)
         )
-        torch.testing.assert_close(model.loss(batch, t), triple_bce + 0.5 * walk_bce)
+        torch.testing.assert_close(model.loss(batch, t), triple_bce + 0.5 * gate_bce)
         model.config = config.model_copy(update={"walk_loss": 0.0})
         torch.testing.assert_close(model.loss(batch, t), triple_bce)
 
@@ -138,3 +154,13 @@ class TestPNAWithWalk:
         model.loss(batch, t).backward()
         assert model.walk is not None
         assert model.walk.question[0].weight.grad is not None and model.walk.question[0].weight.grad.abs().sum() > 0
+
+    def test_walk_loss_adds_the_gate_supervision(self) -> None:
+        g = graph("w", TWO_PATHS, topic=[0], num_entities=6, positives=(0, 1))
+        torch.manual_seed(0)
+        config = PNARetriever.prepare_config(PNAConfig(text_dim=DIM, hidden=8, walk_steps=2, walk_width=4), [g])
+        model = PNARetriever(config)
+        batch, t = collate([g]), tables(num_relations=3)
+        plain = model.loss(batch, t)
+        model.config = config.model_copy(update={"walk_loss": 2.0})
+        torch.testing.assert_close(model.loss(batch, t), plain + 2.0 * model.walk.supervision_loss(batch, t))

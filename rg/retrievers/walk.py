@@ -22,6 +22,7 @@ entities reached in ``s`` steps, an undirected distance encoding; training makes
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch_geometric.utils import scatter
 
@@ -47,24 +48,86 @@ class GatedWalk(nn.Module):
         self.question = nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, steps * 2 * width))
         self.relation = nn.Linear(dim, width)
 
-    def gates(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
-        """Gate of every triple at every step, forward (even columns) and backward (odd columns).
+    def logits(self, batch: GraphBatch, tables: EmbeddingTables) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gate logits per question, step and direction (even columns forward), and distinct relation.
 
-        Computed once per (question, distinct relation) pair of the batch and gathered per triple.
+        Returns:
+            The logits and each triple's column among the batch's distinct relations.
 
         Shapes:
-            batch: B questions, T triples -> (T, 2S)
+            batch: B questions, T triples -> (B, 2S, R_b), (T,)
         """
         relations, inverse = torch.unique(batch.rel, return_inverse=True)  # (R_b,), (T,)
         per_question = self.question(tables.questions[batch.question])  # (B, 2S * k)
         per_question = per_question.view(-1, 2 * self.steps, self.width)  # (B, 2S, k)
         per_relation = self.relation(tables.relations[relations])  # (R_b, k)
-        logits = torch.einsum("bsk,rk->bsr", per_question, per_relation)  # (B, 2S, R_b)
+        return torch.einsum("bsk,rk->bsr", per_question, per_relation), inverse  # (B, 2S, R_b), (T,)
+
+    def gates(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
+        """Gate of every triple at every step, forward (even columns) and backward (odd columns).
+
+        Shapes:
+            batch: B questions, T triples -> (T, 2S)
+        """
+        logits, inverse = self.logits(batch, tables)  # (B, 2S, R_b), (T,)
         return torch.sigmoid(logits)[batch.triple_graph, :, inverse]  # (T, 2S)
+
+    def supervision_loss(self, batch: GraphBatch, tables: EmbeddingTables, pos_weight: float | None = None) -> torch.Tensor:
+        """BCE of the gates against the steps at which the labelled triples are walked.
+
+        A walk from the topic along the positive triples alone (:func:`gate_targets`) says which
+        relation each question's path takes at each step and in which direction; every
+        (question, step, direction, relation) of a relation in the question's graph is one
+        target. This teaches the gates the relation path directly, not only through the scores.
+
+        Raises:
+            ValueError: if the batch has no labels.
+        """
+        logits, inverse = self.logits(batch, tables)  # (B, 2S, R_b), (T,)
+        targets, present = gate_targets(batch, inverse, logits.shape[2], self.steps)  # (B, R_b, 2S), (B, R_b)
+        weight = None if pos_weight is None else torch.tensor(pos_weight, dtype=logits.dtype, device=logits.device)
+        return F.binary_cross_entropy_with_logits(
+            logits.permute(0, 2, 1)[present], targets[present], pos_weight=weight
+        )
 
     def forward(self, batch: GraphBatch, tables: EmbeddingTables) -> tuple[torch.Tensor, torch.Tensor]:
         gates = self.gates(batch, tables)  # (T, 2S)
         return walk(batch.topic, batch.head, batch.tail, gates)
+
+
+def gate_targets(
+    batch: GraphBatch, relation_column: torch.Tensor, num_relations: int, steps: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per question and distinct relation: is it walked at each step and direction along the labels?
+
+    Runs :func:`walk` with gate 1 on positive triples and 0 elsewhere; a relation's target at a
+    step and direction is 1 when some positive triple of it moves the walk then.
+
+    Args:
+        batch: A labelled batch.
+        relation_column: Each triple's column among the batch's distinct relations.
+        num_relations: Number of distinct relations R_b.
+        steps: Walk length S.
+
+    Returns:
+        The targets, and which (question, relation) pairs occur in the batch.
+
+    Raises:
+        ValueError: if the batch has no labels.
+
+    Shapes:
+        relation_column: (T,) -> (B, R_b, 2S), (B, R_b)
+    """
+    if batch.labels is None:
+        raise ValueError("gate targets need a labelled batch; build the QuestionGraphs with labels")
+    on_path = batch.labels.to(torch.float32)[:, None].expand(-1, 2 * steps)  # (T, 2S)
+    _, flows = walk(batch.topic, batch.head, batch.tail, on_path)  # (T, 2S), 0/1
+    pair = batch.triple_graph * num_relations + relation_column  # (T,)
+    size = batch.num_graphs * num_relations
+    targets = scatter(flows, pair, dim=0, dim_size=size, reduce="max")  # (B * R_b, 2S)
+    present = torch.zeros(size, dtype=torch.bool, device=pair.device)
+    present[pair] = True
+    return targets.view(batch.num_graphs, num_relations, -1), present.view(batch.num_graphs, num_relations)
 
 
 def walk(

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch_geometric.utils import scatter
 
-from rg.retrievers.base import Retriever, triple_bce
+from rg.retrievers.base import Retriever
 from rg.retrievers.features import EntityText, topic_one_hot
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch
 from rg.retrievers.mlp.config import MLPConfig
@@ -30,8 +30,6 @@ from rg.retrievers.walk import GatedWalk
 SCORE_BLOCK = 2048
 """Triples per block when scoring without gradients (2048 × 256 floats = 2 MiB, cache-sized)."""
 
-WALK_EPS = 1e-6
-"""Walk flows are clamped to [eps, 1 - eps] before they are read as logits in the walk loss."""
 
 
 def distinct(ids: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -176,26 +174,15 @@ class MLPRetriever(Retriever):
         return self._scores(self._projections(batch, tables), batch)
 
     def loss(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
-        """The triple BCE, plus ``walk_loss`` × a BCE on the walk's own view of each triple.
-
-        With a walk, a triple's largest flow over the steps and directions is read as the
-        probability that it lies on a gated path from the topic, and scored against the same
-        labels, so the gates learn from the labels directly and not only through the MLP.
+        """The triple BCE, plus ``walk_loss`` × the walk's gate supervision (:meth:`GatedWalk.supervision_loss`).
 
         Raises:
             ValueError: if the batch has no labels.
         """
+        loss = super().loss(batch, tables)
         if self.walk is None or self.config.walk_loss == 0:
-            return super().loss(batch, tables)
-        if batch.labels is None:
-            raise ValueError("loss() needs a labelled batch; build the QuestionGraphs with labels")
-        parts = self._projections(batch, tables)
-        config = self.config
-        group = batch.triple_graph if config.loss_average == "question" else None
-        on_path = torch.logit(parts.flows.amax(dim=1), eps=WALK_EPS)  # (T,)
-        return triple_bce(
-            self._scores(parts, batch), batch.labels, config.pos_weight, group, batch.num_graphs
-        ) + config.walk_loss * triple_bce(on_path, batch.labels, config.pos_weight, group, batch.num_graphs)
+            return loss
+        return loss + self.config.walk_loss * self.walk.supervision_loss(batch, tables, self.config.pos_weight)
 
     def _scores(self, parts: "_Projections", batch: GraphBatch) -> torch.Tensor:
         """Triple logits from the shared projections (training: one pass; inference: blocks).

@@ -52,6 +52,14 @@ class PNAConfig(RetrieverConfig):
         ),
     )
     walk_width: int = Field(32, gt=0, description="Rank of the question-relation gate of the walk.")
+    walk_loss: float = Field(
+        0.0,
+        ge=0.0,
+        description=(
+            "Weight of the walk's gate supervision (GatedWalk.supervision_loss) added to the loss; "
+            "0 trains the gates only through the scores."
+        ),
+    )
     deg: tuple[int, ...] | None = Field(
         None,
         description=(

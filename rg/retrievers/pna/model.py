@@ -167,13 +167,20 @@ class PNARetriever(Retriever):
         return node[batch.head] + node[batch.tail]  # (T,)
 
     def loss(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
-        """Triple-level BCE on ``p(h) + p(t)`` or entity-level BCE on ``p(e)`` (``config.loss``).
+        """Triple-level BCE on ``p(h) + p(t)`` or entity-level BCE on ``p(e)`` (``config.loss``),
+        plus ``walk_loss`` × the walk's gate supervision when the walk is on.
 
         Entity targets: 1 for an entity that is the head or tail of a positive triple.
 
         Raises:
             ValueError: if the batch has no labels.
         """
+        loss = self._score_loss(batch, tables)
+        if self.walk is None or self.config.walk_loss == 0:
+            return loss
+        return loss + self.config.walk_loss * self.walk.supervision_loss(batch, tables, self.config.pos_weight)
+
+    def _score_loss(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
         if self.config.loss == "triple":
             return super().loss(batch, tables)
         if batch.labels is None:
