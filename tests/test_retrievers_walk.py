@@ -63,14 +63,15 @@ class TestWalk:
 
 class TestGateTargets:
     def test_steps_and_directions_of_the_labelled_path_by_hand(self) -> None:
-        # positives 0 -r0-> 1 -r1-> 2: r0 forward at step 1, r1 forward at step 2; at step 2 the
-        # walk along the positives also steps back from 1 to the topic, r0 backward
+        # positives 0 -r0-> 1 -r1-> 2: r0 forward at step 1, r1 forward at step 2 (stepping back
+        # from 1 to the topic along r0 at step 2 is not a target)
         a = graph("a", TWO_PATHS, topic=[0], num_entities=6, positives=(0, 1))
-        b = graph("b", [(0, 2, 1), (1, 2, 2)], topic=[0], num_entities=3, positives=(0,))  # r2 only
+        # positives 0 -r2-> 1 <-r2- 2: r2 forward at step 1, backward at step 2; (2, r2, 0) is no positive
+        b = graph("b", [(0, 2, 1), (2, 2, 1), (2, 2, 0)], topic=[0], num_entities=3, positives=(0, 1))
         batch = collate([a, b])
         relations, column = torch.unique(batch.rel, return_inverse=True)
         targets, present = gate_targets(batch, column, relations.numel(), steps=2)
-        assert targets[0].tolist() == [[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+        assert targets[0].tolist() == [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
         assert targets[1, 2].tolist() == [1.0, 0.0, 0.0, 1.0]
         assert present.tolist() == [[True, True, True], [False, False, True]]
 
@@ -97,7 +98,7 @@ class TestMLPWithWalk:
         batch, t = collate([graph("a", TWO_PATHS, topic=[0], num_entities=6, positives=(0, 1))]), tables(num_relations=3)
         logits, _ = model.walk.logits(batch, t)  # (1, 4, 3)
         # columns: step 1 forward, step 1 backward, step 2 forward, step 2 backward; rows r0, r1, r2
-        targets = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+        targets = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
         gate_bce = torch.nn.functional.binary_cross_entropy_with_logits(
             logits[0].T, targets, pos_weight=torch.tensor(3.0)
         )

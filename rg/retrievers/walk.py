@@ -100,8 +100,12 @@ def gate_targets(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per question and distinct relation: is it walked at each step and direction along the labels?
 
-    Runs :func:`walk` with gate 1 on positive triples and 0 elsewhere; a relation's target at a
-    step and direction is 1 when some positive triple of it moves the walk then.
+    Lays the entities of the positive triples out by their distance from the topic along those
+    triples (breadth first, either direction). A relation's target at step ``s`` is 1 when some
+    positive triple of it leads from distance ``s - 1`` to distance ``s``, forward (head to tail)
+    or backward. Stepping back towards the topic is not a target: a walk along the positives
+    alone would also bounce back along each step, and teach the gates every relation at every
+    later step.
 
     Args:
         batch: A labelled batch.
@@ -121,7 +125,15 @@ def gate_targets(
     if batch.labels is None:
         raise ValueError("gate targets need a labelled batch; build the QuestionGraphs with labels")
     on_path = batch.labels.to(torch.float32)[:, None].expand(-1, 2 * steps)  # (T, 2S)
-    _, flows = walk(batch.topic, batch.head, batch.tail, on_path)  # (T, 2S), 0/1
+    reached, _ = walk(batch.topic, batch.head, batch.tail, on_path)  # (E, S), 0/1: reached in exactly s steps
+    first = torch.cat([batch.topic[:, None], reached > 0], dim=1)  # (E, S + 1), column 0 = the topic
+    unreached = steps + 1
+    distance = torch.where(first.any(1), first.to(torch.int64).argmax(1), unreached)  # (E,)
+    to_step = torch.arange(1, steps + 1, device=distance.device)  # (S,)
+    forward = (distance[batch.head, None] == to_step - 1) & (distance[batch.tail, None] == to_step)  # (T, S)
+    backward = (distance[batch.tail, None] == to_step - 1) & (distance[batch.head, None] == to_step)  # (T, S)
+    flows = torch.stack([forward, backward], dim=2).flatten(1) & (batch.labels[:, None] > 0)  # (T, 2S)
+    flows = flows.to(torch.float32)
     pair = batch.triple_graph * num_relations + relation_column  # (T,)
     size = batch.num_graphs * num_relations
     targets = scatter(flows, pair, dim=0, dim_size=size, reduce="max")  # (B * R_b, 2S)
