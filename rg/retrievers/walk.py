@@ -23,10 +23,36 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 from torch import nn
 from torch_geometric.utils import scatter
 
+from rg.retrievers.base import RetrieverConfig
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch
+
+
+class WalkConfig(RetrieverConfig):
+    """Settings of the gated walk, shared by the retrievers that can use it (MLP-DDE, PNA)."""
+
+    walk_steps: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Steps of the question-gated max-product walk from the topic (an rg addition, "
+            "rg.retrievers.walk; 0 = off). Its values join each entity's features (the MLP also "
+            "gets each triple's flow per step and direction); set it to the longest question (3 on MetaQA)."
+        ),
+    )
+    walk_width: int = Field(32, gt=0, description="Rank of the question-relation gate of the walk.")
+    walk_loss: float = Field(
+        0.0,
+        ge=0.0,
+        description=(
+            "Weight of the walk's gate supervision (each step's gates against the relations the "
+            "labelled triples are walked along then; GatedWalk.supervision_loss) added to the loss; "
+            "0 trains the gates only through the scores."
+        ),
+    )
 
 
 class GatedWalk(nn.Module):

@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from rg.retrievers.base import RetrieverConfig
 from rg.retrievers.features import TOPIC_COLUMNS
+from rg.retrievers.walk import WalkConfig
 
 
-class MLPConfig(RetrieverConfig):
+class MLPConfig(WalkConfig):
     """Settings of :class:`~rg.retrievers.mlp.model.MLPRetriever`.
 
     Defaults follow SubgraphRAG (Li et al., 2024): two DDE rounds per direction, a two-layer
@@ -35,26 +35,6 @@ class MLPConfig(RetrieverConfig):
             "Extra DDE rounds along triples in either direction (an rg addition, 0 = SubgraphRAG's DDE). "
             "Directional rounds cannot see entities reached by mixed-direction walks (MetaQA's "
             "X -starred_actors-> A <-starred_actors- film); 3 covers MetaQA's 3-hop questions."
-        ),
-    )
-    walk_steps: int = Field(
-        0,
-        ge=0,
-        description=(
-            "Steps of the question-gated max-product walk from the topic (an rg addition, "
-            "rg.retrievers.walk; 0 = off): which relation path reaches an entity, not only how "
-            "far it is. Adds walk_steps columns per entity and 2 × walk_steps flow columns per triple; "
-            "set it to the longest question (3 on MetaQA)."
-        ),
-    )
-    walk_width: int = Field(32, gt=0, description="Rank of the question-relation gate of the walk.")
-    walk_loss: float = Field(
-        0.0,
-        ge=0.0,
-        description=(
-            "Weight of the walk's gate supervision (each step's gates against the relations the "
-            "labelled triples are walked along then; GatedWalk.supervision_loss) added to the triple "
-            "BCE; 0 trains the gates only through the scores."
         ),
     )
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout after the hidden layer.")

@@ -102,7 +102,8 @@ class MLPRetriever(Retriever):
     """SubgraphRAG's triple scorer: a two-layer MLP over ``[q, h, r, t]`` with DDE features.
 
     Entity feature = text embedding (a learned shared vector for unnamed nodes) ⊕ topic
-    one-hot ⊕ DDE; the question embedding is broadcast to its triples.
+    one-hot ⊕ DDE (⊕ the gated walk's values with ``walk_steps``, when each triple also gets its
+    walk flows; :mod:`rg.retrievers.walk`); the question embedding is broadcast to its triples.
 
     The first layer is one ``nn.Linear`` over the concatenation, as in SubgraphRAG, but
     :meth:`forward` applies it block by block: a question, entity text or relation row shared by

@@ -7,13 +7,13 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rg.retrievers.base import RetrieverConfig
+from rg.retrievers.walk import WalkConfig
 
 Aggregator = Literal["sum", "mean", "min", "max", "var", "std"]
 Scaler = Literal["identity", "amplification", "attenuation", "linear", "inverse_linear"]
 
 
-class PNAConfig(RetrieverConfig):
+class PNAConfig(WalkConfig):
     """Settings of :class:`~rg.retrievers.pna.model.PNARetriever`.
 
     Aggregators and scalers default to those of the PNA paper (Corso et al., 2020). ``deg`` is
@@ -40,24 +40,6 @@ class PNAConfig(RetrieverConfig):
             "Also pass messages tail → head along every triple, flagged as reversed in the edge "
             "features, so an entity hears from both sides (a head with no incoming triple "
             "otherwise receives nothing)."
-        ),
-    )
-    walk_steps: int = Field(
-        0,
-        ge=0,
-        description=(
-            "Steps of the question-gated max-product walk from the topic (an rg addition, "
-            "rg.retrievers.walk; 0 = off); its values join each node's input, so the GNN starts "
-            "from which relation path reaches a node. Set it to the longest question (3 on MetaQA)."
-        ),
-    )
-    walk_width: int = Field(32, gt=0, description="Rank of the question-relation gate of the walk.")
-    walk_loss: float = Field(
-        0.0,
-        ge=0.0,
-        description=(
-            "Weight of the walk's gate supervision (GatedWalk.supervision_loss) added to the loss; "
-            "0 trains the gates only through the scores."
         ),
     )
     deg: tuple[int, ...] | None = Field(
