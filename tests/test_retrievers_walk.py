@@ -81,7 +81,8 @@ class TestMLPWithWalk:
         torch.manual_seed(0)
         config = MLPConfig(text_dim=DIM, hidden=16, walk_steps=3, walk_width=4)
         model = MLPRetriever(config)
-        batch = collate([graph("a", TWO_PATHS, topic=[0], num_entities=6), graph("b", FOUR_NODE, topic=[0], num_entities=4, question=1)])
+        a = graph("a", TWO_PATHS, topic=[0], num_entities=6)
+        batch = collate([a, graph("b", FOUR_NODE, topic=[0], num_entities=4, question=1)])
         t = tables(num_relations=3)
         inputs = model.triple_inputs(batch, t)
         assert inputs.shape == (9, config.triple_dim) and config.triple_dim == MLPConfig(text_dim=DIM).triple_dim + 12
@@ -95,7 +96,8 @@ class TestMLPWithWalk:
         torch.manual_seed(0)
         config = MLPConfig(text_dim=DIM, hidden=16, walk_steps=2, walk_width=4, walk_loss=0.5, pos_weight=3.0)
         model = MLPRetriever(config)
-        batch, t = collate([graph("a", TWO_PATHS, topic=[0], num_entities=6, positives=(0, 1))]), tables(num_relations=3)
+        batch = collate([graph("a", TWO_PATHS, topic=[0], num_entities=6, positives=(0, 1))])
+        t = tables(num_relations=3)
         logits, _ = model.walk.logits(batch, t)  # (1, 4, 3)
         # columns: step 1 forward, step 1 backward, step 2 forward, step 2 backward; rows r0, r1, r2
         targets = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]])

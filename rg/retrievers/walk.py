@@ -10,9 +10,10 @@ Multi-hop Question Answering over Relation Graph"), each step ``s`` of a walk fr
 entities gets a gate per relation and direction, computed from the question:
 ``g_s(q, r, dir) = sigmoid(<A_{s,dir}(q), B r>)`` with ``A`` a one-hidden-layer MLP of the
 question (a plain linear ``A`` scaled by ``1/sqrt(k)`` learned the per-step relations of MetaQA
-questions far more slowly: 26% against 68% of steps right after 500 supervised steps). The walk keeps, for each entity,
-the best product of gates over the walks of exactly ``s`` triples that reach it (max-product,
-so values stay in [0, 1] and high-degree nodes are not diluted as in a mean):
+questions far more slowly: 26% against 68% of steps right after 500 supervised steps). The
+walk keeps, for each entity, the best product of gates over the walks of exactly ``s`` triples
+that reach it (max-product, so values stay in [0, 1] and high-degree nodes are not diluted as
+in a mean):
 ``x_0 = topic``, ``x_s(v) = max over triples u→v of g_s(r, fwd) x_{s-1}(u)`` and over triples
 v→u of ``g_s(r, bwd) x_{s-1}(u)``. Each triple also carries the mass it moves at each step
 (its *flow*), forward and backward. With untrained gates (all 1/2) ``x_s`` is ``2^-s`` on the
@@ -98,7 +99,9 @@ class GatedWalk(nn.Module):
         logits, inverse = self.logits(batch, tables)  # (B, 2S, R_b), (T,)
         return torch.sigmoid(logits)[batch.triple_graph, :, inverse]  # (T, 2S)
 
-    def supervision_loss(self, batch: GraphBatch, tables: EmbeddingTables, pos_weight: float | None = None) -> torch.Tensor:
+    def supervision_loss(
+        self, batch: GraphBatch, tables: EmbeddingTables, pos_weight: float | None = None
+    ) -> torch.Tensor:
         """BCE of the gates against the steps at which the labelled triples are walked.
 
         A walk from the topic along the positive triples alone (:func:`gate_targets`) says which
