@@ -31,7 +31,6 @@ SCORE_BLOCK = 2048
 """Triples per block when scoring without gradients (2048 × 256 floats = 2 MiB, cache-sized)."""
 
 
-
 def distinct(ids: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The distinct values of ``ids`` in ``[0, size)``, ascending, and every value's row among them.
 
@@ -165,8 +164,8 @@ class MLPRetriever(Retriever):
         Shapes:
             batch: T triples -> (T, config.triple_dim) = (T, 2D + 2F + 2S)
         """
-        entities = self.entity_features(batch, tables)  # (E, F)
-        _, flows = self.structure(batch, tables)  # (T, 2S)
+        structure, flows = self.structure(batch, tables)  # (E, F - D), (T, 2S)
+        entities = torch.cat([self.entity_text(tables, batch.entity_text), structure], dim=1)  # (E, F)
         question = tables.questions[batch.question][batch.triple_graph]  # (T, D)
         relation = tables.relations[batch.rel]  # (T, D)
         return torch.cat([question, entities[batch.head], relation, entities[batch.tail], flows], dim=1)
