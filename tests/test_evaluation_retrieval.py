@@ -237,6 +237,17 @@ class TestReferences:
         assert labels_reference(tmp_path / "labels") == {"q1": (0, 4), "q2": (1,)}
         assert labels_reference(tmp_path / "labels", source="refined") == {"q1": (0, 4)}
 
+    def test_labels_reference_refuses_labels_of_another_build(self, tmp_path: Path) -> None:
+        row = Labels(id="q1", positive_triples=(1,), paths=(), relation_paths=(("r",),), source="refined", selector="s")
+        write_labels([row], tmp_path / "labels" / "part-0.parquet")
+        fits = Sample(id="q1", question="?", answers=("b",), q_entities=("a",), a_entities=("b",),
+                      triples=(("a", "s", "c"), ("a", "r", "b")))
+        assert labels_reference(tmp_path / "labels", samples=[fits]) == {"q1": (1,)}
+        rebuilt = Sample(id="q1", question="?", answers=("b",), q_entities=("a",), a_entities=("b",),
+                         triples=(("a", "r", "b"), ("a", "s", "c")))
+        with pytest.raises(ValueError, match=r"'q1' has positives \[1\] .*another build"):
+            labels_reference(tmp_path / "labels", samples=[rebuilt])
+
     def test_webqsp_gpt4o_reference(self, tmp_path: Path) -> None:
         path = tmp_path / "labels.jsonl.gz"
         rows = [

@@ -95,6 +95,34 @@ def test_k_hop_cap_keeps_whole_rounds_then_cuts(kg):
         kg.k_hop(["A"], -1)
 
 
+def test_k_hop_walk_cut_keeps_what_a_random_walk_takes(kg):
+    # From A (degree 4): B holds 2/4 of the walk (two parallel triples), D and E 1/4 each. Round 2
+    # offers B→C at 1/2 / 3, D→C at 1/4 / 2 and C→E at 1/4 / 2 (E has degree 2).
+    walk = kg.k_hop(["A"], 2, max_triples=5, cut="walk")
+    assert walk.triple_ids.tolist() == [0, 1, 3, 7, 2]
+    scramble = kg.k_hop(["A"], 2, max_triples=5, cut="scramble")
+    assert scramble.triple_ids[:4].tolist() == [0, 1, 3, 7] and len(scramble) == 5
+    with pytest.raises(ValueError, match="cut must be 'scramble' or 'walk', got 'ppr'"):
+        kg.k_hop(["A"], 2, max_triples=5, cut="ppr")
+
+
+def test_k_hop_walk_cut_spares_the_low_degree_branch_behind_a_hub():
+    # S → H (a hub with ten leaves) and S → B (two leaves); every leaf has one more triple out.
+    hub = [("S", "r", "H"), ("S", "r", "B")]
+    hub += [("H", "r", f"h{i}") for i in range(10)] + [("B", "r", f"b{i}") for i in range(2)]
+    hub += [(f"h{i}", "r", f"x{i}") for i in range(10)] + [(f"b{i}", "r", f"y{i}") for i in range(2)]
+    kg = KnowledgeGraph.from_triples(hub)
+    two_rounds = 2 + 12
+    walk = kg.k_hop(["S"], 3, max_triples=two_rounds + 2, cut="walk")
+    # a leaf of B holds 1/2 / 3 of the walk against 1/2 / 11 for a leaf of H
+    assert walk.truncated and kg.triples(walk.triple_ids[two_rounds:]) == [("b0", "r", "y0"), ("b1", "r", "y1")]
+    scramble = kg.k_hop(["S"], 3, max_triples=two_rounds + 2, cut="scramble")
+    assert scramble.triple_ids[:two_rounds].tolist() == walk.triple_ids[:two_rounds].tolist()
+    assert len(scramble) == two_rounds + 2
+    # uncapped, both orders are the same BFS
+    assert kg.k_hop(["S"], 3, cut="walk").triple_ids.tolist() == kg.k_hop(["S"], 3, cut="scramble").triple_ids.tolist()
+
+
 def test_shortest_paths_forward_keeps_parallel_relations(kg):
     paths = kg.shortest_paths("A", "C", "out")
     assert [p.triple_ids for p in paths] == [(0, 2), (1, 2), (3, 4)]

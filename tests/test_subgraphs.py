@@ -61,6 +61,25 @@ def test_cap_cost_is_measured(kg):
     assert built.covered == ("A2" in {e for t in built.sample.triples for e in (t[0], t[2])})
 
 
+def test_walk_cut_keeps_the_answers_behind_a_low_degree_entity():
+    # topic S: a genre hub G with ten films, and its director D with two; the question asks for
+    # the years of D's films, which the third round holds next to the ten years of G's films.
+    triples = [("S", "has_genre", "G"), ("S", "directed_by", "D")]
+    triples += [(f"g{i}", "has_genre", "G") for i in range(10)] + [(f"d{i}", "directed_by", "D") for i in range(2)]
+    triples += [(f"g{i}", "release_year", f"19{i}0") for i in range(10)]
+    triples += [("d0", "release_year", "2001"), ("d1", "release_year", "2002")]
+    graph = KnowledgeGraph.from_triples(triples)
+    question = q("w", "S", ("2001", "2002"), hops=3)
+    walk = build_sample(graph, question, SubgraphConfig(max_triples=16))
+    assert walk.truncated and walk.covered
+    assert set(walk.sample.triples) == set(triples[:14]) | {triples[-2], triples[-1]}
+    scramble = build_sample(graph, question, SubgraphConfig(max_triples=16, cut="scramble"))
+    assert scramble.truncated and scramble.covered_uncapped
+    assert set(scramble.sample.triples[:14]) == set(triples[:14])
+    with pytest.raises(ValueError, match="cut"):
+        SubgraphConfig.model_validate({"cut": "ppr"})
+
+
 def test_unbuildable_reasons(kg):
     with pytest.raises(Unbuildable) as err:
         build_sample(kg, q("e", "Nobody", ("F1",)), SubgraphConfig())

@@ -129,6 +129,10 @@ class TestTablesAndGraphs:
         bad = Labels(id="s1", positive_triples=(7,), paths=(), relation_paths=(), source="refined", selector="t")
         with pytest.raises(ValueError, match="outside the subgraph"):
             question_graph(ALICE, index, bad)
+        # in range, but on a relation its own paths never take: labels of another build
+        stale = Labels(id="s1", positive_triples=(0, 2), paths=(), relation_paths=(("people.person.place_of_birth",),), source="refined", selector="t")
+        with pytest.raises(ValueError, match=r"positive triples \[2\] .*another build"):
+            question_graph(ALICE, index, stale)
         with pytest.raises(KeyError, match="has no embedding"):
             question_graph(BOB, index)
 

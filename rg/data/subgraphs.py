@@ -25,6 +25,7 @@ from rg.data.records import BadRow
 from rg.data.rog import write_rog_parquet
 from rg.data.sample import Question, Sample
 from rg.graph import KnowledgeGraph
+from rg.graph.search import CutOrder
 
 MAX_EXAMPLES = 5
 """Bad-row descriptions kept per shard and reason (counts are always complete)."""
@@ -43,6 +44,14 @@ class SubgraphConfig(Config):
     )
     direction: Literal["out", "in", "both"] = Field(
         "both", description="Edges a BFS round follows; `both` reaches answers on either side."
+    )
+    cut: CutOrder = Field(
+        "walk",
+        description=(
+            "Which triples of the round that overflows max_triples are kept: `walk` keeps those a "
+            "random walk from the topic is likeliest to take (hubs get their walk share of the "
+            "budget), `scramble` a fixed pseudo-random sample (rg.graph.search.k_hop)."
+        ),
     )
     measure_cap_cost: bool = Field(
         True, description="For capped subgraphs, also check coverage without the cap."
@@ -90,7 +99,7 @@ def build_sample(kg: KnowledgeGraph, question: Question, config: SubgraphConfig)
     present = [e for e in question.q_entities if kg.has_entity(e)]
     if not present:
         raise Unbuildable("topic_not_in_kg", f"{question.id}: topic {list(question.q_entities)} not in the KG")
-    sub = kg.k_hop(present, hops, config.max_triples, config.direction)
+    sub = kg.k_hop(present, hops, config.max_triples, config.direction, config.cut)
     answer_ids = [kg.entity_id(a) for a in question.answers if kg.has_entity(a)]
     all_in_kg = len(answer_ids) == len(question.answers)
     covered = all_in_kg and bool(np.isin(answer_ids, sub.entity_ids).all())

@@ -92,7 +92,7 @@ def evaluate(cfg: EvaluateConfig) -> tuple[list[dict[str, Any]], ReportFiles]:
     if cfg.weak_reference:
         references["weak"] = weak_reference(samples)
     for name, path in cfg.labels.items():
-        references[name] = labels_reference(resolve_data_path(path))
+        references[name] = labels_reference(resolve_data_path(path), samples=samples)
     if cfg.gpt4o_labels:
         references["gpt4o"] = webqsp_gpt4o_reference(resolve_data_path(cfg.gpt4o_labels))
     needs_encoder = any(m.kind in ENCODER_KINDS for m in cfg.methods)

@@ -26,19 +26,33 @@ def weak_reference(samples: Iterable[Sample], config: WeakConfig | None = None) 
     return {sample.id: weak_labels(sample, config).positive_triples for sample in samples}
 
 
-def labels_reference(path: str | Path, source: LabelSource | None = None) -> dict[str, tuple[int, ...]]:
+def labels_reference(
+    path: str | Path, source: LabelSource | None = None, samples: Iterable[Sample] = ()
+) -> dict[str, tuple[int, ...]]:
     """The positives of a labels parquet file or folder (``rg.supervision.labels``).
 
     Args:
         path: A labels parquet file or a folder of part files.
         source: Keep only rows with this ``source`` (``refined`` or ``weak``); None keeps all,
             so weak fallbacks stand in for failed refinements as they do in training.
+        samples: The questions the reference will score; each one's row is checked against its
+            subgraph (:meth:`~rg.supervision.labels.Labels.stale_positives`).
+
+    Raises:
+        ValueError: if a row does not fit its sample's subgraph (labels of another build).
     """
-    return {
-        labels.id: labels.positive_triples
-        for labels in iter_labels(path)
-        if source is None or labels.source == source
-    }
+    by_id = {sample.id: sample for sample in samples}
+    reference = {}
+    for labels in iter_labels(path):
+        if source is not None and labels.source != source:
+            continue
+        if labels.id in by_id and (stale := labels.stale_positives(by_id[labels.id].triples)):
+            raise ValueError(
+                f"labels {path}: question {labels.id!r} has positives {stale[:5]} outside its subgraph or off "
+                "its relation paths; the labels were made for another build of the subgraphs (refine again)"
+            )
+        reference[labels.id] = labels.positive_triples
+    return reference
 
 
 def webqsp_gpt4o_reference(path: str | Path) -> dict[str, tuple[int, ...]]:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from rg.graph import search
+from rg.graph.search import CutOrder
 from rg.graph.arrays import gather, unique_ids
 from rg.graph.path import Path
 
@@ -230,9 +231,10 @@ class KnowledgeGraph:
         hops: int,
         max_triples: int | None = None,
         direction: Direction = "both",
+        cut: CutOrder = "walk",
     ) -> Subgraph:
         """Triples within ``hops`` of the seeds; see :func:`rg.graph.search.k_hop`."""
-        return search.k_hop(self, self.entity_ids(seeds), hops, max_triples, direction)
+        return search.k_hop(self, self.entity_ids(seeds), hops, max_triples, direction, cut)
 
     def shortest_paths(
         self,

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path as FilePath
-from typing import Any, Iterable, Iterator, Literal, Mapping
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rg.data.records import write_parquet_atomic
+from rg.graph.path import split_relation
 from rg.supervision.candidates import CandidatePool
 from rg.supervision.weak import WeakLabels
 
@@ -90,6 +91,20 @@ class Labels:
                 f"labels {self.id!r}: fallback_reason must be None exactly when source is 'refined' "
                 f"(got source={self.source!r}, fallback_reason={self.fallback_reason!r})"
             )
+
+    def stale_positives(self, triples: Sequence[Sequence[str]]) -> list[int]:
+        """Positives that cannot belong to the subgraph ``triples`` these labels are used with.
+
+        Indices past the subgraph, and (when the row records relation paths) triples whose
+        relation is on none of them: an index into a rebuilt subgraph (another cap or cut
+        order) usually lands on an unrelated triple, and this catches it instead of training on it.
+        """
+        relations = {split_relation(step)[0] for path in self.relation_paths for step in path}
+        return [
+            i
+            for i in self.positive_triples
+            if not 0 <= i < len(triples) or (relations and triples[i][1] not in relations)
+        ]
 
     def to_row(self) -> dict[str, Any]:
         """The row form (plain lists and scalars) matching :data:`LABELS_SCHEMA`."""

@@ -180,11 +180,12 @@ def question_graph(sample: Sample, index: TextIndex, labels: Labels | None = Non
     if labels is not None:
         if labels.id != sample.id:
             raise ValueError(f"labels {labels.id!r} given for sample {sample.id!r}")
-        bad = [i for i in labels.positive_triples if not 0 <= i < len(sample.triples)]
+        bad = labels.stale_positives(sample.triples)
         if bad:
             raise ValueError(
-                f"labels {labels.id!r}: positive triples {bad[:5]} outside the subgraph of {len(sample.triples)} "
-                "triples; the labels were made for another build of the subgraphs"
+                f"labels {labels.id!r}: positive triples {bad[:5]} are outside the subgraph of {len(sample.triples)} "
+                "triples or off the labels' relation paths; the labels were made for another build of the "
+                "subgraphs (run the refine job again on this build)"
             )
         label_tensor = torch.zeros(len(sample.triples), dtype=torch.float32)
         label_tensor[list(labels.positive_triples)] = 1.0
