@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 
+from dataclasses import replace
+
 import pytest
 
 from rg.config import ConfigError, validate_config
@@ -106,6 +108,12 @@ def test_load_split_samples_reads_only_the_wanted_ids(metaqa_split_file, tmp_pat
     assert [s.id for s in sides["test"]] == ["metaqa-1hop-test-5", "metaqa-1hop-test-6", "metaqa-2hop-test-3"]
     picked = list(read_rog_selected(tmp_path / "shard.parquet", {"metaqa-2hop-test-4", "nope"}))
     assert [s.id for s in picked] == ["metaqa-2hop-test-4"]
+    full = picked[0]
+    light = list(read_rog_selected(tmp_path / "shard.parquet", {"metaqa-2hop-test-4"}, graph=False))
+    assert full.triples and light == [replace(full, triples=())]
+    questions = load_split_samples(str(tmp_path / "shard.parquet"), split, ("val",), graph=False)["val"]
+    assert [s.id for s in questions] == ["metaqa-1hop-test-4", "metaqa-2hop-test-1"]
+    assert all(s.triples == () and s.question for s in questions)
 
 
 def test_seeded_side_without_file_and_test_needs_a_file(tmp_path):

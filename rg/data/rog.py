@@ -16,6 +16,7 @@ unknown) raise in both forms. Loading from the Hugging Face hub is in ``rg.data.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Collection, Iterable, Iterator, Mapping
 
@@ -90,7 +91,7 @@ def iter_rog_rows(path: str | Path) -> Iterator[tuple[int, Sample | BadRow]]:
             row_number += 1
 
 
-def read_rog_selected(path: str | Path, ids: Collection[str]) -> Iterator[Sample]:
+def read_rog_selected(path: str | Path, ids: Collection[str], graph: bool = True) -> Iterator[Sample]:
     """Yield the Samples whose id is in ``ids``, in input order, stopping at the first bad row.
 
     Parquet shards are filtered on their ``id`` column before any row is decoded, so taking a
@@ -99,6 +100,8 @@ def read_rog_selected(path: str | Path, ids: Collection[str]) -> Iterator[Sample
     Args:
         path: As for ``read_rog``.
         ids: The question ids to keep; ids absent from the input are ignored.
+        graph: False leaves the subgraphs out (``triples`` empty; parquet shards then do not
+            even read that column), for jobs that need only questions, topics and answers.
 
     Raises:
         As ``read_rog``.
@@ -111,9 +114,9 @@ def read_rog_selected(path: str | Path, ids: Collection[str]) -> Iterator[Sample
                 if isinstance(item, BadRow):
                     raise BadRowError(item)
                 if item.id in keep:
-                    yield item
+                    yield item if graph else replace(item, triples=())
             continue
-        for item in _iter_selected_parquet_rows(file, wanted):
+        for item in _iter_selected_parquet_rows(file, wanted, graph):
             if isinstance(item, BadRow):
                 raise BadRowError(item)
             yield item
@@ -162,10 +165,11 @@ def _iter_jsonl_rows(path: Path) -> Iterator[Sample | BadRow]:
         yield sample_from_row(row, source, index)
 
 
-def _parquet_batches(path: Path, batch_size: int = 64) -> Iterator[tuple[int, pa.RecordBatch]]:
+def _parquet_batches(path: Path, batch_size: int = 64, graph: bool = True) -> Iterator[tuple[int, pa.RecordBatch]]:
     """``(index of the batch's first row, batch)`` over a RoG parquet file's known columns.
 
-    Batches are small (64 rows) because one 3-hop MetaQA row can hold thousands of triples.
+    Batches are small (64 rows) because one 3-hop MetaQA row can hold thousands of triples;
+    ``graph=False`` leaves that column out.
     """
     try:
         parquet = pq.ParquetFile(path)
@@ -177,7 +181,7 @@ def _parquet_batches(path: Path, batch_size: int = 64) -> Iterator[tuple[int, pa
         raise ValueError(
             f"{path}: missing RoG column(s) {missing}; found {names}, need {list(REQUIRED_COLUMNS)}"
         )
-    columns = [c for c in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS) if c in names]
+    columns = [c for c in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS) if c in names and (graph or c != "graph")]
     index = 0
     for batch in parquet.iter_batches(batch_size=batch_size, columns=columns):
         yield index, batch
@@ -190,12 +194,12 @@ def _iter_parquet_rows(path: Path) -> Iterator[Sample | BadRow]:
             yield sample_from_row(row, str(path), index + offset)
 
 
-def _iter_selected_parquet_rows(path: Path, ids: pa.Array) -> Iterator[Sample | BadRow]:
-    for index, batch in _parquet_batches(path):
+def _iter_selected_parquet_rows(path: Path, ids: pa.Array, graph: bool = True) -> Iterator[Sample | BadRow]:
+    for index, batch in _parquet_batches(path, graph=graph):
         mask = pc.is_in(batch.column("id"), value_set=ids)
         positions = pc.indices_nonzero(mask).to_pylist()
         for offset, row in zip(positions, batch.filter(mask).to_pylist()):
-            yield sample_from_row(row, str(path), index + offset)
+            yield sample_from_row(row if graph else {**row, "graph": []}, str(path), index + offset)
 
 
 def sample_from_row(row: Mapping[str, Any], source: str, line: int) -> Sample | BadRow:

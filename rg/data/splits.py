@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
 from typing import Literal
@@ -185,7 +185,7 @@ def _group_of(sample: Sample) -> str:
 
 
 def load_split_samples(
-    inputs: str | Sequence[str], split: SplitConfig, sides: Sequence[str], limit: int | None = None
+    inputs: str | Sequence[str], split: SplitConfig, sides: Sequence[str], limit: int | None = None, graph: bool = True
 ) -> dict[str, list[Sample]]:
     """Read the questions of the wanted sides from RoG inputs, in input order.
 
@@ -199,6 +199,7 @@ def load_split_samples(
         sides: Any of ``train``, ``val``, ``test``, or ``all`` for every question read.
         limit: Keep at most this many questions per input (quick runs; applied before the split
             when there is no file).
+        graph: False reads the questions without their subgraphs (``triples`` empty).
 
     Raises:
         ValueError: for an unknown side, or ``test`` without a split file.
@@ -212,10 +213,10 @@ def load_split_samples(
     if split.file is not None and "all" not in sides:
         by_side = split.ids_from_file()
         wanted = set().union(*(by_side[s] for s in sides))
-        read = [islice(read_rog_selected(resolve_data_path(p), wanted), limit) for p in paths]
+        read = [islice(read_rog_selected(resolve_data_path(p), wanted, graph), limit) for p in paths]
     else:
         read = [islice(read_rog(resolve_data_path(p)), limit) for p in paths]
-    samples = [sample for stream in read for sample in stream]
+    samples = [sample if graph else replace(sample, triples=()) for stream in read for sample in stream]
     result: dict[str, list[Sample]] = {"all": samples} if "all" in sides else {}
     assigned = split.assign([s.id for s in samples], {s.id: _group_of(s) for s in samples})
     for side in sides:

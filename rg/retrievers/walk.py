@@ -85,10 +85,17 @@ class GatedWalk(nn.Module):
             batch: B questions, T triples -> (B, 2S, R_b), (T,)
         """
         relations, inverse = torch.unique(batch.rel, return_inverse=True)  # (R_b,), (T,)
-        per_question = self.question(tables.questions[batch.question])  # (B, 2S * k)
-        per_question = per_question.view(-1, 2 * self.steps, self.width)  # (B, 2S, k)
-        per_relation = self.relation(tables.relations[relations])  # (R_b, k)
-        return torch.einsum("bsk,rk->bsr", per_question, per_relation), inverse  # (B, 2S, R_b), (T,)
+        logits = self.relation_logits(tables.questions[batch.question], tables.relations[relations])
+        return logits, inverse  # (B, 2S, R_b), (T,)
+
+    def relation_logits(self, questions: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
+        """Gate logits of question and relation embeddings, per step and direction (even columns forward).
+
+        Shapes:
+            questions: (B, D); relations: (R, D) -> (B, 2S, R)
+        """
+        per_question = self.question(questions).view(-1, 2 * self.steps, self.width)  # (B, 2S, k)
+        return torch.einsum("bsk,rk->bsr", per_question, self.relation(relations))  # (B, 2S, R)
 
     def gates(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
         """Gate of every triple at every step, forward (even columns) and backward (odd columns).

@@ -32,13 +32,14 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import nn
 
 from rg.config import Config
 from rg.data.paths import resolve_data_path
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta, Ranked, Retriever
+from rg.data.sample import Sample
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph
 from rg.retrievers.mlp import MLPConfig
 from rg.retrievers.pna import PNAConfig
@@ -47,7 +48,8 @@ from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
 from rg.training.run_guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows
-from rg.training.data import LabelConfig, build_tables, load_labels, question_graphs
+from rg.training.data import LabelConfig, TextIndex, build_tables, load_labels, question_graphs
+from rg.training.gate_pretrain import GatePretrainConfig, pretrain_walk
 from rg.training.loop import TrainConfig, fit
 
 REPORT_FILE = "train_report.json"
@@ -98,6 +100,23 @@ class TrainJobConfig(Config):
     max_failures: int = Field(0, ge=-1, description="Worker-group restarts on failure (-1: unlimited).")
     output_dir: str = Field(description="The best retriever is exported here (Retriever.save) with train_report.json.")
     ray: RayConfig = Field(default_factory=RayConfig, description="Where Ray runs.")
+    walk_pretrain: GatePretrainConfig = Field(
+        default_factory=GatePretrainConfig,
+        description="Pretrain the gated walk's gates on many training-side questions' relation paths (rg.training.gate_pretrain).",
+    )
+
+    @model_validator(mode="after")
+    def _pretrain_needs_a_walk(self) -> "TrainJobConfig":
+        if self.walk_pretrain.questions and not self.retriever.walk_steps:
+            raise ValueError(
+                "walk_pretrain.questions pretrains the gated walk; set retriever.walk_steps > 0 or walk_pretrain.questions: 0"
+            )
+        if self.walk_pretrain.questions and self.labels.weak.kb is None:
+            raise ValueError(
+                "walk_pretrain searches the questions' relation paths on the whole KB (they are read without "
+                "subgraphs); set labels.weak.kb, e.g. {path: ..., format: metaqa}"
+            )
+        return self
 
 
 def _trainable(graphs: Sequence[QuestionGraph], config: TrainConfig) -> list[QuestionGraph]:
@@ -177,6 +196,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 
     torch.manual_seed(train_cfg.seed)
     retriever = build_retriever(config["kind"], config["model_config"])
+    if config.get("walk_state") is not None:
+        retriever.walk.load_state_dict(config["walk_state"])  # pretrained gates (a checkpoint overrides them)
     start_epoch, optimizer_state, history = 0, None, []
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is not None:
@@ -231,6 +252,36 @@ def _json_ready(value: Any) -> Any:
     return value
 
 
+def _pretrained_walk(
+    cfg: TrainJobConfig,
+    model_config: Any,
+    val_samples: Sequence[Sample],
+    index: TextIndex,
+    tables: EmbeddingTables,
+    encoder: TextEncoder,
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The walk's weights after :func:`pretrain_walk` on ``cfg.walk_pretrain.questions`` training-side questions.
+
+    The walk starts from the same seeded initialisation the workers use.
+    """
+    split = cfg.split.model_copy(update={"max_questions": {"train": cfg.walk_pretrain.questions}})
+    questions = load_split_samples(cfg.input, split, ("train",), cfg.limit, graph=False)["train"]
+    torch.manual_seed(cfg.train.seed)
+    walk = build_retriever(cfg.retriever.kind, model_config).walk
+    relations = torch.as_tensor(tables.relations, dtype=torch.float32)
+    report = pretrain_walk(
+        walk, questions, val_samples, index.relations, relations, encoder, cfg.labels.weak, cfg.walk_pretrain
+    )
+    print(
+        f"gate pretraining: {report['with_paths']} of {report['questions']} questions with paths, "
+        f"{report['steps']} steps, all steps right on {report['train_step_accuracy']:.3f} of them and on "
+        f"{report['val_step_accuracy']:.3f} of {report['val_questions_with_paths']} validation questions "
+        f"({report['seconds']:.0f} s)",
+        flush=True,
+    )
+    return {k: v.detach().clone() for k, v in walk.state_dict().items()}, report
+
+
 def train_retriever(cfg: TrainJobConfig) -> dict[str, Any]:
     """Train ``cfg.retriever`` on Ray Train, export the best checkpoint and return the report.
 
@@ -275,6 +326,9 @@ def train_retriever(cfg: TrainJobConfig) -> dict[str, Any]:
         )
 
     model_config = build_retriever(cfg.retriever.kind, cfg.retriever, train_graphs=train_graphs).config
+    walk_state, pretrain_report = None, None
+    if cfg.walk_pretrain.questions:
+        walk_state, pretrain_report = _pretrained_walk(cfg, model_config, val_samples, index, tables, encoder)
     train_ds = ray.data.from_items([{"graph": pickle.dumps(g)} for g in train_graphs])
     val_ds = ray.data.from_items([{"graph": pickle.dumps(g)} for g in val_graphs])
     metric = cfg.train.selection_metric
@@ -285,6 +339,7 @@ def train_retriever(cfg: TrainJobConfig) -> dict[str, Any]:
             "kind": cfg.retriever.kind,
             "model_config": model_config.model_dump(mode="json"),
             "train": cfg.train.model_dump(mode="json"),
+            "walk_state": walk_state,
         },
         scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
         run_config=ray.train.RunConfig(
@@ -348,6 +403,7 @@ def train_retriever(cfg: TrainJobConfig) -> dict[str, Any]:
             "epochs_run": run_epochs,
             "history": history,
             "retriever_dir": str(retriever_dir),
+            "walk_pretrain": pretrain_report,
             "seconds": time.perf_counter() - started,
         }
     )
