@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-
 from dataclasses import replace
 
 import pytest
