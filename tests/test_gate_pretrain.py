@@ -56,7 +56,7 @@ def kb_file(tmp_path) -> str:
 
 def question(qid: str, verb: str, film: int) -> Sample:
     answer = f"{'D' if verb == 'directed' else 'W'}{film}"
-    return Sample(qid, f"who {verb} F{film}", (answer,), (f"F{film}",), (answer,), ())
+    return Sample(qid, f"who {verb} F{film}", (answer,), (f"F{film}",), (answer,), (), hops=1)
 
 
 def test_pretraining_learns_the_relation_of_each_wording(tmp_path):
@@ -71,6 +71,7 @@ def test_pretraining_learns_the_relation_of_each_wording(tmp_path):
     report = pretrain_walk(walk, train, val, RELATIONS, relations, encoder, weak, config)
     assert report["with_paths"] == 8 and report["val_questions_with_paths"] == 2
     assert report["train_step_accuracy"] == 1.0 and report["val_step_accuracy"] == 1.0
+    assert report["val_step_accuracy_by_hops"] == {"1": 1.0}
     assert report["losses"][-1] < report["losses"][0]
     with torch.no_grad():
         gates = torch.sigmoid(walk.relation_logits(torch.as_tensor(encoder.encode(["who directed F6"])), relations))

@@ -15,7 +15,8 @@ training questions worded alike), and fits the walk's gates alone to them: a BCE
 step, direction and relation, against 1 where a path takes that relation in that direction at
 that step. Retriever training then starts from these gates (the retriever's own questions are
 among the pretraining ones when the caps nest). Held-out accuracy is measured on the job's
-validation questions: the share whose argmax gate is on one of their paths at every step.
+validation questions: the share whose argmax gate is on one of their paths at every step
+(overall and per hop count).
 """
 
 from __future__ import annotations
@@ -181,10 +182,14 @@ def pretrain_walk(
     walk.eval()
     with torch.no_grad():
         train_accuracy = step_accuracy(walk.relation_logits(questions, relation_vectors), targets)
-        val_accuracy = float("nan")
+        val_accuracy, by_hops = float("nan"), {}
         if held_out:
             val_questions, val_targets = tensors(held_out)
-            val_accuracy = step_accuracy(walk.relation_logits(val_questions, relation_vectors), val_targets)
+            val_logits = walk.relation_logits(val_questions, relation_vectors)
+            val_accuracy = step_accuracy(val_logits, val_targets)
+            for hops in sorted({s.hops for s in held_out if s.hops is not None}):
+                rows = torch.tensor([s.hops == hops for s in held_out])
+                by_hops[str(hops)] = step_accuracy(val_logits[rows], val_targets[rows])
     return {
         "questions": len(samples),
         "with_paths": len(fitted),
@@ -193,5 +198,6 @@ def pretrain_walk(
         "losses": losses,
         "train_step_accuracy": train_accuracy,
         "val_step_accuracy": val_accuracy,
+        "val_step_accuracy_by_hops": by_hops,
         "seconds": time.perf_counter() - started,
     }
