@@ -97,4 +97,4 @@ def test_job_config_checks_what_pretraining_needs():
         TrainJobConfig.model_validate({**base, "retriever": {"kind": "mlp", "walk_steps": 2}})
     kb = {"weak": {"rule": "answer_f1", "kb": {"path": "kb.txt", "format": "metaqa"}}}
     ok = TrainJobConfig.model_validate({**base, "retriever": {"kind": "mlp", "walk_steps": 2}, "labels": kb})
-    assert ok.walk_pretrain.questions == 100 and ok.walk_pretrain.steps == 3000
+    assert ok.walk_pretrain.questions == 100 and ok.walk_pretrain.steps == 3000 and ok.walk_pretrain.freeze

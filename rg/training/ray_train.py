@@ -198,6 +198,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     retriever = build_retriever(config["kind"], config["model_config"])
     if config.get("walk_state") is not None:
         retriever.walk.load_state_dict(config["walk_state"])  # pretrained gates (a checkpoint overrides them)
+        retriever.walk.requires_grad_(not config["freeze_walk"])
     start_epoch, optimizer_state, history = 0, None, []
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is not None:
@@ -340,6 +341,7 @@ def train_retriever(cfg: TrainJobConfig) -> dict[str, Any]:
             "model_config": model_config.model_dump(mode="json"),
             "train": cfg.train.model_dump(mode="json"),
             "walk_state": walk_state,
+            "freeze_walk": cfg.walk_pretrain.freeze,
         },
         scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
         run_config=ray.train.RunConfig(
