@@ -3,7 +3,7 @@
     python -m bench.retriever --quick
     python -m bench.retriever [--input outputs/metaqa/2hop-test] [--questions 400] [--out PATH]
 
-Three measurements, each against a baseline taken in the same run:
+Three measurements, each against a baseline taken in the same run, and the cost of the gated walk:
 
 * **Scoring throughput** over MetaQA 2-hop test subgraphs (the builder's shards): the MLP-DDE
   retriever scores ``--batch`` questions per forward pass (rg's way: the first layer factorised
@@ -24,6 +24,9 @@ Three measurements, each against a baseline taken in the same run:
   start-up, reported apart as wall time). Target: ≥ 1.6. A second pair of runs (not with
   ``--quick``) batches questions by size (``train.batch_by_size``), so that the two workers'
   batches at each step cost about the same (``*_batch_by_size`` keys).
+
+* **Gated walk** (``retriever.walk_steps: 3``, untrained gates): batched scoring of the same
+  batches with the walk on, ``walk_cost_ratio`` its time over the time without.
 
 The text encoder's embeddings come from its on-disk cache when present (``--cache-dir``);
 encoding is not timed. The model is untrained (scoring cost does not depend on the weights).
@@ -159,6 +162,36 @@ def scoring(
     }
 
 
+def walk_cost(
+    graphs: list[QuestionGraph], tables: EmbeddingTables, batch_questions: int, repeat: int, steps: int = 3
+) -> dict[str, Any]:
+    """Batched scoring with the gated walk on (``walk_steps``; untrained gates), the same batches.
+
+    The walk adds, per step and direction, a gather and a scatter-max over the triples, and each
+    triple's flows to the MLP input; ``walk_cost_ratio`` is the time with it over the time without.
+    """
+    plain = MLPRetriever(MLPConfig(text_dim=tables.dim)).eval()
+    walked = MLPRetriever(MLPConfig(text_dim=tables.dim, walk_steps=steps)).eval()
+    batches = [collate(graphs[i : i + batch_questions]) for i in range(0, len(graphs), batch_questions)]
+    triples = sum(int(b.head.numel()) for b in batches)
+
+    def timed(model: MLPRetriever) -> float:
+        @torch.no_grad()
+        def run() -> None:
+            for b in batches:
+                model(b, tables)
+
+        run()  # warm-up: the first pass allocates what later ones reuse
+        return best_time(run, repeat)
+
+    plain_s, walked_s = timed(plain), timed(walked)
+    return {
+        "walk_steps": steps,
+        "walk_scoring_triples_per_s": triples / walked_s,
+        "walk_cost_ratio": walked_s / plain_s,
+    }
+
+
 def train_scaling(
     samples_path: Path, workdir: Path, cache_dir: str, epochs: int, batch: int, by_size: bool = False
 ) -> dict[str, Any]:
@@ -234,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         "model": model.config.model_dump(mode="json"),
         **scoring(model, graphs, tables, args.batch, args.repeat),
     }
+    result.update(walk_cost(graphs, tables, args.batch, args.repeat))
     result["matmul_peak_gflops"] = matmul_peak_gflops(2048, args.repeat)
     result["mlp_share_of_peak"] = result["mlp_gflops"] / result["matmul_peak_gflops"]
     result["reference_share_of_peak"] = result["reference_mlp_gflops"] / result["matmul_peak_gflops"]
@@ -249,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     keys = ("scoring_triples_per_s", "per_question_loop_triples_per_s", "per_question_rg_forward_triples_per_s",
             "batched_speedup", "batching_speedup", "mlp_gflops", "reference_mlp_gflops", "matmul_peak_gflops",
-            "mlp_share_of_peak", "reference_share_of_peak", "train_speedup_2_workers",
+            "mlp_share_of_peak", "reference_share_of_peak", "walk_scoring_triples_per_s", "walk_cost_ratio",
+            "train_speedup_2_workers",
             "train_speedup_2_workers_batch_by_size")
     for key in keys:
         if key in result:
