@@ -287,11 +287,22 @@ def voted_rows(
     of the training questions (``train_ids``) that share its wording; the triples on the walks
     of the paths that survive are its positives. A question without a path gets an empty row.
     """
+    paths = voted_paths(samples, weak, train_ids, kb)
+    return {s.id: _path_row(s.id, path_labels(s, paths.get(s.id, ())), VOTED_SELECTOR) for s in samples}
+
+
+def voted_paths(
+    samples: Sequence[Sample], weak: WeakConfig, train_ids: Collection[str], kb: KnowledgeGraph | None = None
+) -> dict[str, tuple[tuple[str, ...], ...]]:
+    """Each question's best answer-F1 relation paths after the template vote of ``train_ids``.
+
+    Questions without any path are absent. The paths are searched on ``kb`` when given, else on
+    each question's subgraph.
+    """
     max_len = weak.max_path_len if weak.max_path_len is not None else DEFAULT_MAX_LEN
     targets, _ = candidate_targets(samples, None, weak, max_len, kb)
     consensus = TemplateConsensus.fit(t for t in targets if t.id in train_ids)
-    paths = {t.id: consensus.vote(t).relation_paths for t in targets}
-    return {s.id: _path_row(s.id, path_labels(s, paths.get(s.id, ())), VOTED_SELECTOR) for s in samples}
+    return {t.id: consensus.vote(t).relation_paths for t in targets}
 
 
 def load_labels(

@@ -35,10 +35,10 @@ from rg.config import Config
 from rg.data.sample import Sample
 from rg.graph.path import split_relation
 from rg.retrievers.walk import GatedWalk
-from rg.supervision.answer_paths import DEFAULT_MAX_LEN, search_kb
+from rg.supervision.answer_paths import search_kb
 from rg.supervision.weak import WeakConfig
 from rg.text.encoder import TextEncoder
-from rg.training.planner_data import TemplateConsensus, candidate_targets
+from rg.training.data import voted_paths
 
 
 class GatePretrainConfig(Config):
@@ -65,19 +65,6 @@ class GatePretrainConfig(Config):
             "after 16 epochs); false trains them further (retriever.walk_loss then still applies)."
         ),
     )
-
-
-def relation_paths(
-    samples: Sequence[Sample], weak: WeakConfig, train_ids: set[str]
-) -> dict[str, tuple[tuple[str, ...], ...]]:
-    """Voted answer-F1 relation paths per question id (questions without a path are absent).
-
-    The vote counts the questions in ``train_ids`` only, as ``labels.template_vote`` does.
-    """
-    max_len = weak.max_path_len if weak.max_path_len is not None else DEFAULT_MAX_LEN
-    targets, _ = candidate_targets(samples, None, weak, max_len, search_kb(weak))
-    consensus = TemplateConsensus.fit(t for t in targets if t.id in train_ids)
-    return {t.id: consensus.vote(t).relation_paths for t in targets}
 
 
 def gate_target_tensor(
@@ -173,7 +160,7 @@ def pretrain_walk(
     """
     started = time.perf_counter()
     train_ids = {s.id for s in samples}
-    paths = relation_paths([*samples, *val_samples], weak, train_ids)
+    paths = voted_paths([*samples, *val_samples], weak, train_ids, search_kb(weak))
     fitted = [s for s in samples if s.id in paths]
     held_out = [s for s in val_samples if s.id in paths]
     if not fitted:
