@@ -48,7 +48,7 @@ class GatePretrainConfig(Config):
         0,
         ge=0,
         description=(
-            "Training-side questions (a seeded sample stratified by hop, read without their subgraphs) whose "
+            "Training-side questions (a sample stratified by hop with split.seed, read without their subgraphs) whose "
             "voted answer-F1 relation paths pretrain the gates; 0 = off. Needs retriever.walk_steps > 0 and "
             "labels.weak.kb (the paths are searched on the whole KB)."
         ),
@@ -56,7 +56,7 @@ class GatePretrainConfig(Config):
     steps: int = Field(3000, gt=0, description="Optimiser steps of the pretraining.")
     batch_size: int = Field(64, gt=0, description="Questions per pretraining step.")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate of the pretraining.")
-    seed: int = Field(0, description="Seed of the question sample and the batches.")
+    seed: int = Field(0, description="Seed of the pretraining batches (the question sample follows split.seed).")
     freeze: bool = Field(
         True,
         description=(
