@@ -9,7 +9,7 @@ import torch
 
 from rg.retrievers import EmbeddingTables, MLPConfig, MLPRetriever, QuestionGraph, collate
 from rg.retrievers.features import topic_one_hot
-from rg.retrievers.mlp import dde
+from rg.retrievers.mlp import dde, mean_neighbours
 from rg.retrievers.mlp import model as mlp_model
 from rg.training import TrainConfig, evaluate, fit, make_batches
 
@@ -76,6 +76,13 @@ class TestDDE:
         mixed = dde(g.topic, g.head, g.tail, rounds=2, undirected_rounds=2)
         assert torch.equal(mixed[:, :8], directional)
         assert mixed[:, 8:].tolist() == [[0.0, 1.0, 0.5, 0.5], [0.5, 0.5, 0.0, 1.0], [0.0, 1.0, 0.5, 0.5]]
+
+    def test_mean_neighbours_by_hand_with_and_without_given_degrees(self) -> None:
+        x = torch.tensor([[1.0, 0.0], [0.0, 2.0], [4.0, 4.0]])
+        src, dst = torch.tensor([0, 1, 2]), torch.tensor([2, 2, 0])  # 0 → 2, 1 → 2, 2 → 0; none into 1
+        expected = [[4.0, 4.0], [0.0, 0.0], [0.5, 1.0]]
+        assert mean_neighbours(x, src, dst).tolist() == expected
+        assert mean_neighbours(x, src, dst, inverse_degree=torch.tensor([1.0, 1.0, 0.5])).tolist() == expected
 
     def test_parallel_triples_each_count(self) -> None:
         g = graph("p", [(0, 0, 2), (0, 1, 2), (1, 0, 2)], topic=[0], num_entities=3)

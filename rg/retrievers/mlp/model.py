@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
-from torch_geometric.utils import scatter
 
 from rg.retrievers.base import Retriever
 from rg.retrievers.features import EntityText, topic_one_hot
@@ -48,16 +48,35 @@ def distinct(ids: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
     return values, rank
 
 
-def mean_neighbours(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+def linear(
+    inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``inputs @ weight.T (+ bias)``, written into ``out`` when given.
+
+    Shapes:
+        inputs: (N, D); weight: (H, D); bias: (H,) -> (N, H)
+    """
+    if bias is None:
+        return torch.mm(inputs, weight.T, out=out)
+    return torch.addmm(bias, inputs, weight.T, out=out)
+
+
+def mean_neighbours(
+    x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, inverse_degree: torch.Tensor | None = None
+) -> torch.Tensor:
     """Mean of ``x`` over each node's in-neighbours along the edges ``src → dst``.
 
     Every edge counts once (parallel triples count as many times as they occur); a node with
-    no incoming edge gets zeros.
+    no incoming edge gets zeros. ``inverse_degree`` (one over each node's in-degree, 1 where it
+    is 0) can be passed when several rounds share the edges.
 
     Shapes:
-        x: (E, C); src, dst: (T,) -> (E, C)
+        x: (E, C); src, dst: (T,); inverse_degree: (E,) -> (E, C)
     """
-    return scatter(x[src], dst, dim=0, dim_size=x.shape[0], reduce="mean")  # (E, C)
+    if inverse_degree is None:
+        inverse_degree = torch.bincount(dst, minlength=x.shape[0]).clamp_(min=1).reciprocal()  # (E,)
+    total = x.new_zeros(x.shape).index_add_(0, dst, x.index_select(0, src))  # (E, C)
+    return total.mul_(inverse_degree[:, None].to(x.dtype))
 
 
 def dde(
@@ -88,9 +107,12 @@ def dde(
     both = (torch.cat([head, tail]), torch.cat([tail, head]))  # (2T,), (2T,)
     encodings = []
     for (src, dst), count in (((head, tail), rounds), ((tail, head), rounds), (both, undirected_rounds)):
+        if count == 0:
+            continue
         x = one_hot
+        inverse_degree = torch.bincount(dst, minlength=x.shape[0]).clamp_(min=1).reciprocal()  # (E,)
         for _ in range(count):
-            x = mean_neighbours(x, src, dst)  # (E, 2)
+            x = mean_neighbours(x, src, dst, inverse_degree)  # (E, 2)
             encodings.append(x)
     if not encodings:
         return one_hot.new_zeros(one_hot.shape[0], 0)  # (E, 0)
@@ -106,7 +128,8 @@ class MLPRetriever(Retriever):
 
     The first layer is one ``nn.Linear`` over the concatenation, as in SubgraphRAG, but
     :meth:`forward` applies it block by block: a question, entity text or relation row shared by
-    many triples is projected once and the projections are gathered per triple (an entity's text
+    many triples is projected once into one stacked table, and each triple sums its four rows
+    there in one ``embedding_bag`` pass and adds its structural columns' projection (an entity's text
     row once per batch and side, however many questions' subgraphs hold the entity, and only on
     the side, head or tail, where some triple of the batch uses it: on MetaQA, films are heads
     and people, genres and years tails, which halves the text projection). This is the
@@ -171,7 +194,19 @@ class MLPRetriever(Retriever):
         return torch.cat([question, entities[batch.head], relation, entities[batch.tail], flows], dim=1)
 
     def forward(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
-        return self._scores(self._projections(batch, tables), batch)
+        parts = self._projections(batch, tables)
+        total = int(batch.head.numel())
+        if torch.is_grad_enabled() or self.training:
+            return self.head(parts.hidden(0, total)).squeeze(1)  # (T,)
+        # inference: the per-triple half is memory-bound, so it runs over cache-sized blocks, each
+        # summed, activated and scored before the next one (see _Projections.hidden)
+        out_layer = self.head[-1]
+        weight, bias = out_layer.weight[0], out_layer.bias  # (H,), (1,)
+        scores = parts.shared.new_empty(total)  # (T,)
+        for begin in range(0, total, SCORE_BLOCK):
+            end = min(begin + SCORE_BLOCK, total)
+            torch.addmv(bias, parts.hidden(begin, end).relu_(), weight, out=scores[begin:end])
+        return scores
 
     def loss(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
         """The triple BCE, plus ``walk_loss`` × the walk's gate supervision (:meth:`GatedWalk.supervision_loss`).
@@ -184,97 +219,66 @@ class MLPRetriever(Retriever):
             return loss
         return loss + self.config.walk_loss * self.walk.supervision_loss(batch, tables, self.config.pos_weight)
 
-    def _scores(self, parts: "_Projections", batch: GraphBatch) -> torch.Tensor:
-        """Triple logits from the shared projections (training: one pass; inference: blocks).
-
-        Shapes:
-            batch: T triples -> (T,)
-        """
-        total = int(batch.head.numel())
-        if torch.is_grad_enabled() or self.training:
-            return self.head(self._hidden(parts, batch, 0, total)).squeeze(1)  # (T,)
-        # inference: the per-triple half is memory-bound, so it runs over cache-sized blocks with
-        # the sums built in place in one buffer and the output layer applied in the same pass
-        out_layer = self.head[-1]
-        weight, bias = out_layer.weight[0], out_layer.bias  # (H,), (1,)
-        scores = parts.questions.new_empty(total)  # (T,)
-        buffer = parts.questions.new_empty(min(SCORE_BLOCK, total), self.config.hidden)  # (S, H)
-        for begin in range(0, total, SCORE_BLOCK):
-            end = min(begin + SCORE_BLOCK, total)
-            rows = self._hidden(parts, batch, begin, end, out=buffer[: end - begin])  # (S, H)
-            torch.addmv(bias, rows.relu_(), weight, out=scores[begin:end])
-        return scores
-
     def _projections(self, batch: GraphBatch, tables: EmbeddingTables) -> "_Projections":
-        """The first layer applied to every row that triples share (see the class docstring)."""
+        """The first layer applied to every row that triples share (see the class docstring).
+
+        The question (with the bias), relation, head-text and tail-text projections are stacked
+        in one table; each triple keeps its four rows there and its structural columns.
+        """
         dim, width = self.config.text_dim, self.config.entity_dim
         w_q, w_h, w_r, w_t, w_f = self.input.weight.split([dim, width, dim, width, self.config.flow_dim], dim=1)
         # text ids shifted by one so that unnamed entities (-1) get a row of their own
         text = batch.entity_text + 1  # (E,)
         size = int(tables.entities.shape[0]) + 1
-        sides = []
+        relations, relation_rank = distinct(batch.rel, int(tables.relations.shape[0]))  # (R_b,), (R,)
+        blocks = [
+            (tables.questions.index_select(0, batch.question), w_q, batch.triple_graph),  # (B, D)
+            (tables.relations.index_select(0, relations), w_r, relation_rank.index_select(0, batch.rel)),  # (R_b, D)
+        ]
         for ends, weight in ((batch.head, w_h), (batch.tail, w_t)):
             used = torch.zeros_like(batch.topic, dtype=torch.bool)  # (E,)
             used[ends] = True
             texts, rank = distinct(text[used], size)  # (U_side,), (size,)
-            sides.append((self.entity_text(tables, texts - 1) @ weight[:, :dim].T, rank[text]))  # (U_side, H), (E,)
-        relations, rank = distinct(batch.rel, int(tables.relations.shape[0]))  # (R_b,), (R,)
-        (text_head, head_row), (text_tail, tail_row) = sides
+            rows = rank.index_select(0, text.index_select(0, ends))  # (T,)
+            blocks.append((self.entity_text(tables, texts - 1), weight[:, :dim], rows))
+        sizes = [len(inputs) for inputs, _, _ in blocks]
+        biases = [self.input.bias, None, None, None]  # the bias joins the question rows
+        if torch.is_grad_enabled():
+            shared = torch.cat([linear(inputs, weight, bias) for (inputs, weight, _), bias in zip(blocks, biases)])
+        else:  # projected straight into the stacked table
+            shared = blocks[0][0].new_empty(sum(sizes), self.config.hidden)  # (N, H)
+            for (inputs, weight, _), bias, rows in zip(blocks, biases, shared.split(sizes)):
+                linear(inputs, weight, bias, out=rows)
+        offsets = torch.tensor([0, *sizes[:-1]]).cumsum(0)  # (4,)
         structure, flows = self.structure(batch, tables)  # (E, C), (T, 2S)
         return _Projections(
-            questions=tables.questions[batch.question] @ w_q.T + self.input.bias,  # (B, H)
-            text_head=text_head,  # (U_h, H)
-            text_tail=text_tail,  # (U_t, H)
-            head_row=head_row,
-            tail_row=tail_row,
-            relations=tables.relations[relations] @ w_r.T,  # (R_b, H)
-            rel_of_triple=rank[batch.rel],
-            structure=structure,
-            flows=flows,
+            shared=shared,
+            rows=torch.stack([rows for _, _, rows in blocks], dim=1) + offsets,  # (T, 4)
+            structure=torch.cat([structure.index_select(0, batch.head), structure.index_select(0, batch.tail), flows], dim=1),
             w_structure=torch.cat([w_h[:, dim:], w_t[:, dim:], w_f], dim=1),  # (H, 2C + 2S)
         )
-
-    @staticmethod
-    def _hidden(
-        parts: "_Projections", batch: GraphBatch, begin: int, end: int, out: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """Pre-activation hidden rows of triples ``begin:end``, in place into ``out`` when given.
-
-        Shapes:
-            -> (end - begin, H)
-        """
-        heads, tails = batch.head[begin:end], batch.tail[begin:end]  # (S,), (S,)
-        structure = torch.cat(
-            [parts.structure[heads], parts.structure[tails], parts.flows[begin:end]], dim=1
-        )  # (end - begin, 2C + 2S)
-        gathered = (
-            (parts.questions, batch.triple_graph[begin:end]),
-            (parts.text_head, parts.head_row[heads]),
-            (parts.relations, parts.rel_of_triple[begin:end]),
-            (parts.text_tail, parts.tail_row[tails]),
-        )
-        if out is None:
-            total = structure @ parts.w_structure.T  # (S, H)
-            for table, rows in gathered:
-                total = total + table[rows]
-            return total
-        torch.mm(structure, parts.w_structure.T, out=out)
-        for table, rows in gathered:
-            out.add_(table.index_select(0, rows))
-        return out
 
 
 @dataclass(frozen=True)
 class _Projections:
-    """First-layer projections of one batch's shared rows (:meth:`MLPRetriever._projections`)."""
+    """First-layer projections of one batch (:meth:`MLPRetriever._projections`)."""
 
-    questions: torch.Tensor  # (B, H), bias included
-    text_head: torch.Tensor  # (U_h, H): distinct texts of the entities that are heads
-    text_tail: torch.Tensor  # (U_t, H): ... that are tails
-    head_row: torch.Tensor  # (E,): each entity's row of text_head (where it is a head)
-    tail_row: torch.Tensor  # (E,): each entity's row of text_tail (where it is a tail)
-    relations: torch.Tensor  # (R_b, H)
-    rel_of_triple: torch.Tensor  # (T,)
-    structure: torch.Tensor  # (E, C): topic one-hot, DDE, walk
-    flows: torch.Tensor  # (T, 2S): walk flows (no columns without a walk)
+    shared: torch.Tensor  # (N, H): question (bias included), relation, head-text and tail-text rows
+    rows: torch.Tensor  # (T, 4): each triple's question, relation, head-text and tail-text row of `shared`
+    structure: torch.Tensor  # (T, 2C + 2S): each triple's head and tail structural columns and walk flows
     w_structure: torch.Tensor  # (H, 2C + 2S)
+
+    def hidden(self, begin: int, end: int) -> torch.Tensor:
+        """Pre-activation hidden rows of triples ``begin:end``.
+
+        One ``embedding_bag`` pass sums each triple's four shared rows; the structural columns'
+        projection is added inside the matmul (in place without gradients).
+
+        Shapes:
+            -> (end - begin, H)
+        """
+        hidden = F.embedding_bag(self.rows[begin:end], self.shared, mode="sum")  # (S, H)
+        structure = self.structure[begin:end]  # (S, 2C + 2S)
+        if torch.is_grad_enabled():
+            return torch.addmm(hidden, structure, self.w_structure.T)
+        return hidden.addmm_(structure, self.w_structure.T)
