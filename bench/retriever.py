@@ -7,7 +7,8 @@ Three measurements, each against a baseline taken in the same run, and the cost 
 
 * **Scoring throughput** over MetaQA 2-hop test subgraphs (the builder's shards): the MLP-DDE
   retriever scores ``--batch`` questions per forward pass (rg's way: the first layer factorised
-  per question, entity and relation, the per-triple half in cache-sized blocks) against a loop
+  per question, entity and relation into one stacked table, the per-triple half in cache-sized
+  blocks, each triple's four rows summed by one ``embedding_bag`` pass) against a loop
   with one question per pass through the explicit ``[q, h, r, t]`` input and the MLP (the
   reference SubgraphRAG code's way, ``per_question_loop_triples_per_s``). Target: batched ≥ 5×
   the loop. To separate the two causes, the loop is also timed with rg's factorised forward
@@ -71,7 +72,7 @@ def mlp_flops(model: MLPRetriever, batch: GraphBatch) -> float:
     The forward projects each question, each distinct relation and each distinct entity text
     row once per side it is used on (as a head, as a tail); per triple it projects the head's
     and tail's structural columns (topic flags, DDE, walk) and its walk flows, adds the four
-    gathered hidden rows, applies ReLU and the output layer. The DDE's scatter-means and the
+    gathered hidden rows, applies ReLU and the output layer. The DDE's neighbour means and the
     walk's gates and scatter-maxes (off in the benchmark's model) are not counted.
     """
     hidden, dim = model.config.hidden, model.config.text_dim
