@@ -295,9 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     keys = ("scoring_triples_per_s", "per_question_loop_triples_per_s", "per_question_rg_forward_triples_per_s",
             "batched_speedup", "batching_speedup", "mlp_gflops", "reference_mlp_gflops", "matmul_peak_gflops",
-            "mlp_share_of_peak", "mlp_only_share_of_peak", "reference_share_of_peak", "walk_scoring_triples_per_s", "walk_cost_ratio",
-            "train_speedup_2_workers",
-            "train_speedup_2_workers_batch_by_size")
+            "mlp_share_of_peak", "mlp_only_share_of_peak", "reference_share_of_peak", "walk_scoring_triples_per_s",
+            "walk_cost_ratio", "train_speedup_2_workers", "train_speedup_2_workers_batch_by_size")
     for key in keys:
         if key in result:
             print(f"{key:>34}: {result[key]:,.3f}")

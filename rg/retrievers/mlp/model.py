@@ -61,6 +61,15 @@ def linear(
     return torch.addmm(bias, inputs, weight.T, out=out)
 
 
+def inverse_in_degree(dst: torch.Tensor, size: int) -> torch.Tensor:
+    """One over each node's number of incoming edges (1 for nodes without any).
+
+    Shapes:
+        dst: (T,) -> (size,)
+    """
+    return torch.bincount(dst, minlength=size).clamp_(min=1).reciprocal()
+
+
 def mean_neighbours(
     x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, inverse_degree: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -74,7 +83,7 @@ def mean_neighbours(
         x: (E, C); src, dst: (T,); inverse_degree: (E,) -> (E, C)
     """
     if inverse_degree is None:
-        inverse_degree = torch.bincount(dst, minlength=x.shape[0]).clamp_(min=1).reciprocal()  # (E,)
+        inverse_degree = inverse_in_degree(dst, x.shape[0])  # (E,)
     total = x.new_zeros(x.shape).index_add_(0, dst, x.index_select(0, src))  # (E, C)
     return total.mul_(inverse_degree[:, None].to(x.dtype))
 
@@ -110,7 +119,7 @@ def dde(
         if count == 0:
             continue
         x = one_hot
-        inverse_degree = torch.bincount(dst, minlength=x.shape[0]).clamp_(min=1).reciprocal()  # (E,)
+        inverse_degree = inverse_in_degree(dst, x.shape[0])  # (E,)
         for _ in range(count):
             x = mean_neighbours(x, src, dst, inverse_degree)  # (E, 2)
             encodings.append(x)
@@ -247,14 +256,16 @@ class MLPRetriever(Retriever):
             shared = torch.cat([linear(inputs, weight, bias) for (inputs, weight, _), bias in zip(blocks, biases)])
         else:  # projected straight into the stacked table
             shared = blocks[0][0].new_empty(sum(sizes), self.config.hidden)  # (N, H)
-            for (inputs, weight, _), bias, rows in zip(blocks, biases, shared.split(sizes)):
-                linear(inputs, weight, bias, out=rows)
-        offsets = torch.tensor([0, *sizes[:-1]]).cumsum(0)  # (4,)
+            for (inputs, weight, _), bias, part in zip(blocks, biases, shared.split(sizes)):
+                linear(inputs, weight, bias, out=part)
+        offsets = torch.tensor([0, *sizes[:-1]], device=shared.device).cumsum(0)  # (4,)
         structure, flows = self.structure(batch, tables)  # (E, C), (T, 2S)
         return _Projections(
             shared=shared,
             rows=torch.stack([rows for _, _, rows in blocks], dim=1) + offsets,  # (T, 4)
-            structure=torch.cat([structure.index_select(0, batch.head), structure.index_select(0, batch.tail), flows], dim=1),
+            structure=torch.cat(
+                [structure.index_select(0, batch.head), structure.index_select(0, batch.tail), flows], dim=1
+            ),  # (T, 2C + 2S)
             w_structure=torch.cat([w_h[:, dim:], w_t[:, dim:], w_f], dim=1),  # (H, 2C + 2S)
         )
 
