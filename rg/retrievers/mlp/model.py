@@ -245,11 +245,9 @@ class MLPRetriever(Retriever):
             (tables.relations.index_select(0, relations), w_r, relation_rank.index_select(0, batch.rel)),  # (R_b, D)
         ]
         for ends, weight in ((batch.head, w_h), (batch.tail, w_t)):
-            used = torch.zeros_like(batch.topic, dtype=torch.bool)  # (E,)
-            used[ends] = True
-            texts, rank = distinct(text[used], size)  # (U_side,), (size,)
-            rows = rank.index_select(0, text.index_select(0, ends))  # (T,)
-            blocks.append((self.entity_text(tables, texts - 1), weight[:, :dim], rows))
+            end_texts = text.index_select(0, ends)  # (T,)
+            texts, rank = distinct(end_texts, size)  # (U_side,), (size,)
+            blocks.append((self.entity_text(tables, texts - 1), weight[:, :dim], rank.index_select(0, end_texts)))
         sizes = [len(inputs) for inputs, _, _ in blocks]
         biases = [self.input.bias, None, None, None]  # the bias joins the question rows
         if torch.is_grad_enabled():
