@@ -24,6 +24,7 @@ from torch import nn
 from rg.retrievers.base import Retriever
 from rg.retrievers.features import EntityText, topic_one_hot
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch
+from rg.retrievers.mlp import kernels
 from rg.retrievers.mlp.config import MLPConfig
 from rg.retrievers.walk import GatedWalk
 
@@ -107,17 +108,34 @@ def dde(
             (rg's addition for mixed-direction walks; 0 gives SubgraphRAG's encoding).
 
     Returns:
-        ``[fwd_1, ..., fwd_rounds, bwd_1, ..., bwd_rounds, und_1, ...]`` concatenated.
+        ``[fwd_1, ..., fwd_rounds, bwd_1, ..., bwd_rounds, und_1, ...]`` concatenated. On the CPU
+        (no gradient flows here) one compiled call computes them all (:func:`kernels.dde`).
+
+    Shapes:
+        topic: (E,); head, tail: (T,) -> (E, 2 * (2 * rounds + undirected_rounds))
+    """
+    if kernels.supported(topic, head, tail):
+        return kernels.dde(topic, head, tail, rounds, undirected_rounds)
+    return dde_torch(topic, head, tail, rounds, undirected_rounds)
+
+
+def dde_torch(
+    topic: torch.Tensor, head: torch.Tensor, tail: torch.Tensor, rounds: int = 2, undirected_rounds: int = 0
+) -> torch.Tensor:
+    """:func:`dde` with torch ops (any device).
 
     Shapes:
         topic: (E,); head, tail: (T,) -> (E, 2 * (2 * rounds + undirected_rounds))
     """
     one_hot = topic_one_hot(topic)  # (E, 2)
-    both = (torch.cat([head, tail]), torch.cat([tail, head]))  # (2T,), (2T,)
     encodings = []
-    for (src, dst), count in (((head, tail), rounds), ((tail, head), rounds), (both, undirected_rounds)):
+    for direction, count in (("forward", rounds), ("backward", rounds), ("both", undirected_rounds)):
         if count == 0:
             continue
+        if direction == "both":
+            src, dst = torch.cat([head, tail]), torch.cat([tail, head])  # (2T,), (2T,)
+        else:
+            src, dst = (head, tail) if direction == "forward" else (tail, head)
         x = one_hot
         inverse_degree = inverse_in_degree(dst, x.shape[0])  # (E,)
         for _ in range(count):
@@ -207,15 +225,11 @@ class MLPRetriever(Retriever):
         total = int(batch.head.numel())
         if torch.is_grad_enabled() or self.training:
             return self.head(parts.hidden(0, total)).squeeze(1)  # (T,)
-        # inference: the per-triple half is memory-bound, so it runs over cache-sized blocks, each
-        # summed, activated and scored before the next one (see _Projections.hidden)
         out_layer = self.head[-1]
         weight, bias = out_layer.weight[0], out_layer.bias  # (H,), (1,)
-        scores = parts.shared.new_empty(total)  # (T,)
-        for begin in range(0, total, SCORE_BLOCK):
-            end = min(begin + SCORE_BLOCK, total)
-            torch.addmv(bias, parts.hidden(begin, end).relu_(), weight, out=scores[begin:end])
-        return scores
+        if kernels.supported(parts.shared, parts.node, parts.flows, weight):
+            return parts.scores_fused(weight, bias)
+        return parts.scores_in_blocks(weight, bias)
 
     def loss(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
         """The triple BCE, plus ``walk_loss`` × the walk's gate supervision (:meth:`GatedWalk.supervision_loss`).
@@ -261,9 +275,10 @@ class MLPRetriever(Retriever):
         return _Projections(
             shared=shared,
             rows=torch.stack([rows for _, _, rows in blocks], dim=1) + offsets,  # (T, 4)
-            structure=torch.cat(
-                [structure.index_select(0, batch.head), structure.index_select(0, batch.tail), flows], dim=1
-            ),  # (T, 2C + 2S)
+            node=structure,
+            head=batch.head,
+            tail=batch.tail,
+            flows=flows,
             w_structure=torch.cat([w_h[:, dim:], w_t[:, dim:], w_f], dim=1),  # (H, 2C + 2S)
         )
 
@@ -274,8 +289,20 @@ class _Projections:
 
     shared: torch.Tensor  # (N, H): question (bias included), relation, head-text and tail-text rows
     rows: torch.Tensor  # (T, 4): each triple's question, relation, head-text and tail-text row of `shared`
-    structure: torch.Tensor  # (T, 2C + 2S): each triple's head and tail structural columns and walk flows
-    w_structure: torch.Tensor  # (H, 2C + 2S)
+    node: torch.Tensor  # (E, C): each entity's structural columns (topic one-hot, DDE, walk values)
+    head: torch.Tensor  # (T,)
+    tail: torch.Tensor  # (T,)
+    flows: torch.Tensor  # (T, 2S): each triple's walk flows
+    w_structure: torch.Tensor  # (H, 2C + 2S): the first layer's columns for [node[head], node[tail], flows]
+
+    def structure(self, begin: int, end: int) -> torch.Tensor:
+        """The structural columns ``[node[head], node[tail], flows]`` of triples ``begin:end``.
+
+        Shapes:
+            -> (end - begin, 2C + 2S)
+        """
+        ends = [self.node.index_select(0, ids[begin:end]) for ids in (self.head, self.tail)]
+        return torch.cat([*ends, self.flows[begin:end]], dim=1)
 
     def hidden(self, begin: int, end: int) -> torch.Tensor:
         """Pre-activation hidden rows of triples ``begin:end``.
@@ -287,7 +314,32 @@ class _Projections:
             -> (end - begin, H)
         """
         hidden = F.embedding_bag(self.rows[begin:end], self.shared, mode="sum")  # (S, H)
-        structure = self.structure[begin:end]  # (S, 2C + 2S)
         if torch.is_grad_enabled():
-            return torch.addmm(hidden, structure, self.w_structure.T)
-        return hidden.addmm_(structure, self.w_structure.T)
+            return torch.addmm(hidden, self.structure(begin, end), self.w_structure.T)
+        return hidden.addmm_(self.structure(begin, end), self.w_structure.T)
+
+    def scores_in_blocks(self, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """Scores without gradients, with torch ops over cache-sized blocks (any device).
+
+        The per-triple half is memory-bound, so each block is summed, activated and scored
+        before the next one.
+
+        Shapes:
+            weight: (H,); bias: (1,) -> (T,)
+        """
+        total = int(self.rows.shape[0])
+        scores = self.shared.new_empty(total)  # (T,)
+        for begin in range(0, total, SCORE_BLOCK):
+            end = min(begin + SCORE_BLOCK, total)
+            torch.addmv(bias, self.hidden(begin, end).relu_(), weight, out=scores[begin:end])
+        return scores
+
+    def scores_fused(self, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """The same scores from one compiled CPU loop (:func:`kernels.score_triples`).
+
+        Shapes:
+            weight: (H,); bias: (1,) -> (T,)
+        """
+        return kernels.score_triples(
+            self.shared, self.rows, self.node, self.head, self.tail, self.flows, self.w_structure, weight, bias
+        )
