@@ -129,7 +129,10 @@ class TestModel:
         expected = model.head(model.input(model.triple_inputs(batch, t))).squeeze(1).detach()
         monkeypatch.setattr(mlp_model, "SCORE_BLOCK", 4)  # 6 triples: a full block and a partial one
         with torch.no_grad():
-            torch.testing.assert_close(model(batch, t), expected)
+            torch.testing.assert_close(model(batch, t), expected)  # on the CPU: the fused loop
+            out_layer = model.head[-1]
+            blocks = model._projections(batch, t).scores_in_blocks(out_layer.weight[0], out_layer.bias)
+            torch.testing.assert_close(blocks, expected)  # the torch path other devices take
         model.train()  # dropout on: the training path, not the blocks
         assert model(batch, t).requires_grad
 

@@ -1,4 +1,4 @@
-"""Fused CPU loops (numba) for the MLP retriever: triple scoring and the DDE's neighbour means.
+"""Fused CPU loops (numba) for the MLP retriever: triple scoring and the DDE.
 
 Without gradients on the CPU, the per-triple half of the MLP forward moves memory for little
 arithmetic: each triple sums four rows of the batch's projection table, adds the projection of
@@ -135,6 +135,16 @@ def _array(t: torch.Tensor) -> np.ndarray:
     return t.detach().contiguous().numpy()
 
 
+def _check_ids(name: str, ids: torch.Tensor, size: int) -> None:
+    """The compiled loops do not check bounds: refuse ids outside ``[0, size)`` here.
+
+    Raises:
+        IndexError: naming the argument and the range.
+    """
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= size):
+        raise IndexError(f"{name} holds ids outside [0, {size}): min {int(ids.min())}, max {int(ids.max())}")
+
+
 def score_triples(
     shared: torch.Tensor,
     rows: torch.Tensor,
@@ -151,9 +161,24 @@ def score_triples(
     Shapes:
         shared: (N, H); rows: (T, 4); node: (E, C); head, tail: (T,); flows: (T, F);
         weight: (H, 2C + F); out_weight: (H,); bias: (1,) -> (T,)
+
+    Raises:
+        ValueError: if the shapes disagree; IndexError: if an id is out of range.
     """
-    if rows.shape[1] != 4:
-        raise ValueError(f"score_triples sums 4 table rows per triple, got {rows.shape[1]}")
+    triples = rows.shape[0]
+    if rows.dim() != 2 or rows.shape[1] != 4 or head.shape != (triples,) or tail.shape != (triples,) or flows.shape[0] != triples:
+        raise ValueError(
+            f"score_triples needs rows (T, 4), head and tail (T,), flows (T, F); got rows {tuple(rows.shape)}, "
+            f"head {tuple(head.shape)}, tail {tuple(tail.shape)}, flows {tuple(flows.shape)}"
+        )
+    if weight.shape != (shared.shape[1], 2 * node.shape[1] + flows.shape[1]) or out_weight.shape != (shared.shape[1],):
+        raise ValueError(
+            f"score_triples needs weight (H, 2C + F) = ({shared.shape[1]}, {2 * node.shape[1] + flows.shape[1]}) "
+            f"and out_weight (H,); got {tuple(weight.shape)} and {tuple(out_weight.shape)}"
+        )
+    _check_ids("rows", rows, shared.shape[0])
+    _check_ids("head", head, node.shape[0])
+    _check_ids("tail", tail, node.shape[0])
     out = np.empty(rows.shape[0], dtype=np.float32)
     _threads()
     _score(
@@ -168,7 +193,12 @@ def dde(topic: torch.Tensor, head: torch.Tensor, tail: torch.Tensor, rounds: int
 
     Shapes:
         topic: (E,); head, tail: (T,) -> (E, 2 * (2 * rounds + undirected_rounds))
+
+    Raises:
+        IndexError: if an entity id is out of range.
     """
+    _check_ids("head", head, topic.shape[0])
+    _check_ids("tail", tail, topic.shape[0])
     out = np.empty((topic.shape[0], 2 * (2 * rounds + undirected_rounds)), dtype=np.float32)
     _dde(_array(topic), _array(head), _array(tail), rounds, undirected_rounds, out)
     return torch.from_numpy(out)
