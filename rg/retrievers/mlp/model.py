@@ -162,7 +162,9 @@ class MLPRetriever(Retriever):
     and people, genres and years tails, which halves the text projection). This is the
     same function as ``self.head(self.input(self.triple_inputs(batch, tables)))`` (a test
     checks it) at a fraction of the cost, since a batch has far fewer distinct entities,
-    relations and questions than triples.
+    relations and questions than triples. For inference on the CPU, the per-triple half (row
+    sums, structural projection, ReLU, output layer) runs as one compiled loop
+    (:func:`kernels.score_triples`); elsewhere as torch ops over cache-sized blocks.
 
     Args:
         config: Widths, DDE rounds, dropout and the loss's ``pos_weight``.
@@ -223,7 +225,7 @@ class MLPRetriever(Retriever):
     def forward(self, batch: GraphBatch, tables: EmbeddingTables) -> torch.Tensor:
         parts = self._projections(batch, tables)
         total = int(batch.head.numel())
-        if torch.is_grad_enabled() or self.training:
+        if torch.is_grad_enabled() or self.training:  # training: autograd through the torch ops
             return self.head(parts.hidden(0, total)).squeeze(1)  # (T,)
         out_layer = self.head[-1]
         weight, bias = out_layer.weight[0], out_layer.bias  # (H,), (1,)
