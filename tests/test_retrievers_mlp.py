@@ -183,10 +183,12 @@ def test_bce_averaged_per_question_weighs_questions_equally():
         triple_bce(logits, labels, group=group)
 
 
-def test_distinct_finds_the_sorted_values_and_each_ones_row():
+def test_distinct_finds_the_sorted_values_and_each_ones_row(monkeypatch):
     ids = torch.tensor([5, 0, 5, 3, 3, 9])
-    values, rank = mlp_model.distinct(ids, 10)
-    assert values.tolist() == [0, 3, 5, 9] == torch.unique(ids).tolist()
-    assert rank[ids].tolist() == [2, 0, 2, 1, 1, 3]
-    none, _ = mlp_model.distinct(torch.zeros(0, dtype=torch.long), 4)
-    assert none.numel() == 0
+    for compiled in (True, False):  # the CPU kernel, then the torch path other devices take
+        monkeypatch.setattr(mlp_model.kernels, "supported", lambda *tensors, c=compiled: c)
+        values, inverse = mlp_model.distinct(ids, 10)
+        assert values.tolist() == [0, 3, 5, 9] == torch.unique(ids).tolist()
+        assert inverse.tolist() == [2, 0, 2, 1, 1, 3]
+        none, none_rows = mlp_model.distinct(torch.zeros(0, dtype=torch.long), 4)
+        assert none.numel() == 0 and none_rows.numel() == 0

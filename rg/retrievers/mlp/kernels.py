@@ -7,7 +7,8 @@ pass over a (block, H) buffer, and the structural columns are first gathered int
 copy. :func:`score_triples` does all of it in one loop, four triples at a time (so each weight
 row of the structural projection is loaded once per four triples), reading the structural
 columns straight from the entity table through each triple's ends. :func:`dde` computes every
-DDE round, one pass over the edges each, in one call. Both compute what the torch code in
+DDE round, one pass over the edges each, in one call, and :func:`distinct` finds a batch's
+distinct ids without the torch version's several passes. Both compute what the torch code in
 :mod:`rg.retrievers.mlp.model` computes (tests compare them); only the order of the float
 additions differs.
 
@@ -114,6 +115,26 @@ def _dde(topic, head, tail, rounds, undirected_rounds, out):  # pragma: no cover
             column += 2
 
 
+@numba.njit(cache=True)
+def _distinct(ids, size, inverse):  # pragma: no cover - compiled
+    present = np.zeros(size, np.bool_)
+    for i in range(ids.shape[0]):
+        present[ids[i]] = True
+    rank = np.empty(size, np.int64)
+    count = 0
+    for v in range(size):  # present values in ascending order get rows 0, 1, ...
+        if present[v]:
+            rank[v] = count
+            count += 1
+    values = np.empty(count, np.int64)
+    for v in range(size):
+        if present[v]:
+            values[rank[v]] = v
+    for i in range(ids.shape[0]):
+        inverse[i] = rank[ids[i]]
+    return values
+
+
 def supported(*tensors: torch.Tensor) -> bool:
     """Whether the kernels can take these tensors: on the CPU, float32 where float, and no
     autograd graph to record (none needs a gradient, or gradients are off)."""
@@ -141,8 +162,11 @@ def _check_ids(name: str, ids: torch.Tensor, size: int) -> None:
     Raises:
         IndexError: naming the argument and the range.
     """
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= size):
-        raise IndexError(f"{name} holds ids outside [0, {size}): min {int(ids.min())}, max {int(ids.max())}")
+    if ids.numel() == 0:
+        return
+    low, high = (int(v) for v in torch.aminmax(ids))
+    if low < 0 or high >= size:
+        raise IndexError(f"{name} holds ids outside [0, {size}): min {low}, max {high}")
 
 
 def score_triples(
@@ -202,3 +226,19 @@ def dde(topic: torch.Tensor, head: torch.Tensor, tail: torch.Tensor, rounds: int
     out = np.empty((topic.shape[0], 2 * (2 * rounds + undirected_rounds)), dtype=np.float32)
     _dde(_array(topic), _array(head), _array(tail), rounds, undirected_rounds, out)
     return torch.from_numpy(out)
+
+
+def distinct(ids: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct values of ``ids`` in ``[0, size)``, ascending, and each id's row among them
+    (:func:`rg.retrievers.mlp.model.distinct`).
+
+    Shapes:
+        ids: (N,) -> values: (U,), inverse: (N,)
+
+    Raises:
+        IndexError: if an id is outside ``[0, size)``.
+    """
+    _check_ids("ids", ids, size)
+    inverse = np.empty(ids.shape[0], dtype=np.int64)
+    values = _distinct(_array(ids), size, inverse)
+    return torch.from_numpy(values), torch.from_numpy(inverse)

@@ -33,20 +33,21 @@ SCORE_BLOCK = 2048
 
 
 def distinct(ids: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The distinct values of ``ids`` in ``[0, size)``, ascending, and every value's row among them.
+    """The distinct values of ``ids`` in ``[0, size)``, ascending, and each id's row among them.
 
-    Same values as ``torch.unique(ids)``, found with a presence mask instead of a sort (linear in
-    ``len(ids) + size``). ``rank[v]`` is the row of ``v`` in ``values`` for each ``v`` in ``ids``
-    (meaningless for values absent from ``ids``).
+    Same as ``torch.unique(ids, return_inverse=True)``, found with a presence mask instead of a
+    sort (linear in ``len(ids) + size``); on the CPU one compiled pass (:func:`kernels.distinct`).
 
     Shapes:
-        ids: (N,) -> values: (U,), rank: (size,)
+        ids: (N,) -> values: (U,), inverse: (N,)
     """
+    if kernels.supported(ids):
+        return kernels.distinct(ids, size)
     present = torch.zeros(size, dtype=torch.bool, device=ids.device)
     present[ids] = True
     values = present.nonzero().squeeze(1)  # (U,)
     rank = torch.cumsum(present, 0) - 1  # (size,)
-    return values, rank
+    return values, rank.index_select(0, ids)
 
 
 def linear(
@@ -255,15 +256,14 @@ class MLPRetriever(Retriever):
         # text ids shifted by one so that unnamed entities (-1) get a row of their own
         text = batch.entity_text + 1  # (E,)
         size = int(tables.entities.shape[0]) + 1
-        relations, relation_rank = distinct(batch.rel, int(tables.relations.shape[0]))  # (R_b,), (R,)
+        relations, relation_rows = distinct(batch.rel, int(tables.relations.shape[0]))  # (R_b,), (T,)
         blocks = [
             (tables.questions.index_select(0, batch.question), w_q, batch.triple_graph),  # (B, D)
-            (tables.relations.index_select(0, relations), w_r, relation_rank.index_select(0, batch.rel)),  # (R_b, D)
+            (tables.relations.index_select(0, relations), w_r, relation_rows),  # (R_b, D)
         ]
         for ends, weight in ((batch.head, w_h), (batch.tail, w_t)):
-            end_texts = text.index_select(0, ends)  # (T,)
-            texts, rank = distinct(end_texts, size)  # (U_side,), (size,)
-            blocks.append((self.entity_text(tables, texts - 1), weight[:, :dim], rank.index_select(0, end_texts)))
+            texts, text_rows = distinct(text.index_select(0, ends), size)  # (U_side,), (T,)
+            blocks.append((self.entity_text(tables, texts - 1), weight[:, :dim], text_rows))
         sizes = [len(inputs) for inputs, _, _ in blocks]
         biases = [self.input.bias, None, None, None]  # the bias joins the question rows
         if torch.is_grad_enabled():
