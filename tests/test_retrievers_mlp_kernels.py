@@ -118,3 +118,21 @@ def test_out_of_range_ids_and_bad_shapes_raise_instead_of_reading_out_of_bounds(
         kernels.score_triples(**{**ok, "rows": torch.zeros(2, 3, dtype=torch.long)})
     with pytest.raises(IndexError, match=r"head holds ids outside \[0, 2\)"):
         kernels.dde(torch.tensor([True, False]), torch.tensor([0, 2]), torch.tensor([1, 1]), 1, 0)
+
+
+def test_one_torch_thread_takes_the_serial_loop_with_the_same_scores() -> None:
+    torch.manual_seed(0)
+    model = MLPRetriever(MLPConfig(text_dim=DIM, hidden=24)).eval()
+    t = tables()
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with torch.no_grad():
+            parallel = model(BATCH, t)
+        torch.set_num_threads(1)  # a Ray worker's usual share: no numba thread pool
+        with torch.no_grad():
+            serial = model(BATCH, t)
+        assert kernels._threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(serial, parallel)  # each triple's arithmetic does not depend on the threads

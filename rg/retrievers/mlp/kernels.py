@@ -30,8 +30,7 @@ CHUNK = 256
 _FLAGS = {"reassoc", "contract", "nsz"}  # vectorised sums, fused multiply-adds, ReLU of -0; NaN and inf kept
 
 
-@numba.njit(parallel=True, fastmath=_FLAGS, cache=True)
-def _score(shared, rows, node, head, tail, flows, weight, out_weight, bias, out):  # pragma: no cover - compiled
+def _score_loop(shared, rows, node, head, tail, flows, weight, out_weight, bias, out):  # pragma: no cover - compiled
     triples, hidden, columns, extra = rows.shape[0], shared.shape[1], node.shape[1], flows.shape[1]
     for chunk in numba.prange((triples + CHUNK - 1) // CHUNK):
         acc = np.empty((GROUP, hidden), np.float32)
@@ -78,7 +77,13 @@ def _score(shared, rows, node, head, tail, flows, weight, out_weight, bias, out)
                 out[t] = total + bias
 
 
-@numba.njit(cache=True)
+# One compiled loop per threading: with a single thread (a Ray worker's usual share), the serial
+# version starts no thread pool, whose idle threads would compete with other workers' processes.
+_score_parallel = numba.njit(parallel=True, fastmath=_FLAGS, cache=True, nogil=True)(_score_loop)
+_score_serial = numba.njit(fastmath=_FLAGS, cache=True, nogil=True)(_score_loop)
+
+
+@numba.njit(cache=True, nogil=True)
 def _dde(topic, head, tail, rounds, undirected_rounds, out):  # pragma: no cover - compiled
     entities, triples = topic.shape[0], head.shape[0]
     x, y = np.empty((entities, 2), np.float32), np.empty((entities, 2), np.float32)
@@ -115,7 +120,7 @@ def _dde(topic, head, tail, rounds, undirected_rounds, out):  # pragma: no cover
             column += 2
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _distinct(ids, size, inverse):  # pragma: no cover - compiled
     present = np.zeros(size, np.bool_)
     for i in range(ids.shape[0]):
@@ -147,9 +152,12 @@ def supported(*tensors: torch.Tensor) -> bool:
     )
 
 
-def _threads() -> None:
-    """Run numba's parallel loops on as many threads as torch uses (within numba's pool)."""
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+def _threads() -> int:
+    """As many threads as torch uses (within numba's pool): set for numba's parallel loops, and returned."""
+    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    if threads > 1:
+        numba.set_num_threads(threads)
+    return threads
 
 
 def _array(t: torch.Tensor) -> np.ndarray:
@@ -204,8 +212,8 @@ def score_triples(
     _check_ids("head", head, node.shape[0])
     _check_ids("tail", tail, node.shape[0])
     out = np.empty(rows.shape[0], dtype=np.float32)
-    _threads()
-    _score(
+    threads = _threads()
+    (_score_parallel if threads > 1 else _score_serial)(
         _array(shared), _array(rows), _array(node), _array(head), _array(tail), _array(flows),
         _array(weight.T), _array(out_weight), np.float32(bias.item()), out,
     )
