@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         "--train-batch", type=int, default=16,
         help="Questions per training step in the scaling runs (16, as in configs/train_metaqa_*.yaml).",
     )
-    parser.add_argument("--repeat", type=int, default=3, help="Timed repetitions (best kept).")
+    parser.add_argument("--repeat", type=int, default=5, help="Timed repetitions (best kept).")
     parser.add_argument("--cache-dir", default="outputs/encoder_cache", help="Text encoder cache.")
     parser.add_argument("--no-train", action="store_true", help="Skip the Ray Train scaling runs.")
     parser.add_argument("--quick", action="store_true", help="100 questions, 1 epoch, 1 repetition.")

@@ -77,9 +77,11 @@ def _score_loop(shared, rows, node, head, tail, flows, weight, out_weight, bias,
                 out[t] = total + bias
 
 
-# One compiled loop per threading: with a single thread (a Ray worker's usual share), the serial
-# version starts no thread pool, whose idle threads would compete with other workers' processes.
-_score_parallel = numba.njit(parallel=True, fastmath=_FLAGS, cache=True, nogil=True)(_score_loop)
+# One compiled loop per threading. With a single torch thread (a Ray worker's usual share) the
+# serial version runs, starting no thread pool and releasing the GIL: Ray Train runs the training
+# function in a thread, and holding the GIL there made 2-worker epochs 2.5x slower. The parallel
+# version keeps the GIL, since releasing it made the whole forward slower on this machine.
+_score_parallel = numba.njit(parallel=True, fastmath=_FLAGS, cache=True)(_score_loop)
 _score_serial = numba.njit(fastmath=_FLAGS, cache=True, nogil=True)(_score_loop)
 
 
