@@ -30,59 +30,68 @@ CHUNK = 256
 _FLAGS = {"reassoc", "contract", "nsz"}  # vectorised sums, fused multiply-adds, ReLU of -0; NaN and inf kept
 
 
-def _score_loop(shared, rows, node, head, tail, flows, weight, out_weight, bias, out):  # pragma: no cover - compiled
-    triples, hidden, columns, extra = rows.shape[0], shared.shape[1], node.shape[1], flows.shape[1]
-    for chunk in numba.prange((triples + CHUNK - 1) // CHUNK):
-        acc = np.empty((GROUP, hidden), np.float32)
-        stop = min((chunk + 1) * CHUNK, triples)
-        for first in range(chunk * CHUNK, stop, GROUP):
-            size = min(GROUP, stop - first)
-            for i in range(size):  # the sum of the triple's four table rows
-                t = first + i
-                a, b, c, d = shared[rows[t, 0]], shared[rows[t, 1]], shared[rows[t, 2]], shared[rows[t, 3]]
-                row = acc[i]
+@numba.njit(fastmath=_FLAGS, cache=True, nogil=True)
+def _score_range(shared, rows, node, head, tail, flows, weight, out_weight, bias, out, start, stop):  # pragma: no cover
+    hidden, columns, extra = shared.shape[1], node.shape[1], flows.shape[1]
+    acc = np.empty((GROUP, hidden), np.float32)
+    for first in range(start, stop, GROUP):
+        size = min(GROUP, stop - first)
+        for i in range(size):  # the sum of the triple's four table rows
+            t = first + i
+            a, b, c, d = shared[rows[t, 0]], shared[rows[t, 1]], shared[rows[t, 2]], shared[rows[t, 3]]
+            row = acc[i]
+            for h in range(hidden):
+                row[h] = a[h] + b[h] + c[h] + d[h]
+        if size == GROUP:  # head and tail columns: each weight row pair loaded once for four triples
+            h0, h1, h2, h3 = head[first], head[first + 1], head[first + 2], head[first + 3]
+            t0, t1, t2, t3 = tail[first], tail[first + 1], tail[first + 2], tail[first + 3]
+            r0, r1, r2, r3 = acc[0], acc[1], acc[2], acc[3]
+            for k in range(columns):
+                w, v = weight[k], weight[columns + k]
+                x0, x1, x2, x3 = node[h0, k], node[h1, k], node[h2, k], node[h3, k]
+                y0, y1, y2, y3 = node[t0, k], node[t1, k], node[t2, k], node[t3, k]
                 for h in range(hidden):
-                    row[h] = a[h] + b[h] + c[h] + d[h]
-            if size == GROUP:  # head and tail columns: each weight row pair loaded once for four triples
-                h0, h1, h2, h3 = head[first], head[first + 1], head[first + 2], head[first + 3]
-                t0, t1, t2, t3 = tail[first], tail[first + 1], tail[first + 2], tail[first + 3]
-                r0, r1, r2, r3 = acc[0], acc[1], acc[2], acc[3]
+                    p, q = w[h], v[h]  # loaded once: the stores below could alias them
+                    r0[h] += x0 * p + y0 * q
+                    r1[h] += x1 * p + y1 * q
+                    r2[h] += x2 * p + y2 * q
+                    r3[h] += x3 * p + y3 * q
+        else:
+            for i in range(size):
+                t, row = first + i, acc[i]
                 for k in range(columns):
                     w, v = weight[k], weight[columns + k]
-                    x0, x1, x2, x3 = node[h0, k], node[h1, k], node[h2, k], node[h3, k]
-                    y0, y1, y2, y3 = node[t0, k], node[t1, k], node[t2, k], node[t3, k]
+                    x, y = node[head[t], k], node[tail[t], k]
                     for h in range(hidden):
-                        p, q = w[h], v[h]  # loaded once: the stores below could alias them
-                        r0[h] += x0 * p + y0 * q
-                        r1[h] += x1 * p + y1 * q
-                        r2[h] += x2 * p + y2 * q
-                        r3[h] += x3 * p + y3 * q
-            else:
-                for i in range(size):
-                    t, row = first + i, acc[i]
-                    for k in range(columns):
-                        w, v = weight[k], weight[columns + k]
-                        x, y = node[head[t], k], node[tail[t], k]
-                        for h in range(hidden):
-                            row[h] += x * w[h] + y * v[h]
-            for i in range(size):  # the walk's flows (none without walk_steps), then ReLU and the output layer
-                t, row = first + i, acc[i]
-                for k in range(extra):
-                    x, w = flows[t, k], weight[2 * columns + k]
-                    for h in range(hidden):
-                        row[h] += x * w[h]
-                total = np.float32(0)
+                        row[h] += x * w[h] + y * v[h]
+        for i in range(size):  # the walk's flows (none without walk_steps), then ReLU and the output layer
+            t, row = first + i, acc[i]
+            for k in range(extra):
+                x, w = flows[t, k], weight[2 * columns + k]
                 for h in range(hidden):
-                    total += max(row[h], np.float32(0)) * out_weight[h]
-                out[t] = total + bias
+                    row[h] += x * w[h]
+            total = np.float32(0)
+            for h in range(hidden):
+                total += max(row[h], np.float32(0)) * out_weight[h]
+            out[t] = total + bias
 
 
-# One compiled loop per threading. With a single torch thread (a Ray worker's usual share) the
-# serial version runs, starting no thread pool and releasing the GIL: Ray Train runs the training
-# function in a thread, and holding the GIL there made 2-worker epochs 2.5x slower. The parallel
-# version keeps the GIL, since releasing it made the whole forward slower on this machine.
-_score_parallel = numba.njit(parallel=True, fastmath=_FLAGS, cache=True)(_score_loop)
-_score_serial = numba.njit(fastmath=_FLAGS, cache=True, nogil=True)(_score_loop)
+# Two entry points, each its own function so that numba caches them apart. With one torch thread
+# (a Ray worker's usual share) the serial one runs: it starts no thread pool and releases the GIL
+# (Ray Train runs the training function in a thread; holding the GIL there made 2-worker epochs
+# 2.5x slower). The parallel one keeps the GIL: releasing it made the forward 20% slower here.
+@numba.njit(fastmath=_FLAGS, cache=True, nogil=True)
+def _score_serial(shared, rows, node, head, tail, flows, weight, out_weight, bias, out):  # pragma: no cover
+    _score_range(shared, rows, node, head, tail, flows, weight, out_weight, bias, out, 0, rows.shape[0])
+
+
+@numba.njit(parallel=True, fastmath=_FLAGS, cache=True)
+def _score_parallel(shared, rows, node, head, tail, flows, weight, out_weight, bias, out):  # pragma: no cover
+    triples = rows.shape[0]
+    for chunk in numba.prange((triples + CHUNK - 1) // CHUNK):
+        start = chunk * CHUNK
+        stop = min(start + CHUNK, triples)
+        _score_range(shared, rows, node, head, tail, flows, weight, out_weight, bias, out, start, stop)
 
 
 @numba.njit(cache=True, nogil=True)
