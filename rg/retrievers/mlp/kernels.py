@@ -8,7 +8,7 @@ copy. :func:`score_triples` does all of it in one loop, four triples at a time (
 row of the structural projection is loaded once per four triples), reading the structural
 columns straight from the entity table through each triple's ends. :func:`dde` computes every
 DDE round, one pass over the edges each, in one call, and :func:`distinct` finds a batch's
-distinct ids without the torch version's several passes. Both compute what the torch code in
+distinct ids without the torch version's several passes. All three compute what the torch code in
 :mod:`rg.retrievers.mlp.model` computes (tests compare them); only the order of the float
 additions differs.
 
@@ -209,7 +209,8 @@ def score_triples(
         ValueError: if the shapes disagree; IndexError: if an id is out of range.
     """
     triples = rows.shape[0]
-    if rows.dim() != 2 or rows.shape[1] != 4 or head.shape != (triples,) or tail.shape != (triples,) or flows.shape[0] != triples:
+    per_triple = head.shape == tail.shape == (triples,) and flows.shape[0] == triples
+    if rows.dim() != 2 or rows.shape[1] != 4 or not per_triple:
         raise ValueError(
             f"score_triples needs rows (T, 4), head and tail (T,), flows (T, F); got rows {tuple(rows.shape)}, "
             f"head {tuple(head.shape)}, tail {tuple(tail.shape)}, flows {tuple(flows.shape)}"
@@ -231,7 +232,9 @@ def score_triples(
     return torch.from_numpy(out)
 
 
-def dde(topic: torch.Tensor, head: torch.Tensor, tail: torch.Tensor, rounds: int, undirected_rounds: int) -> torch.Tensor:
+def dde(
+    topic: torch.Tensor, head: torch.Tensor, tail: torch.Tensor, rounds: int, undirected_rounds: int
+) -> torch.Tensor:
     """The directional distance encoding of :func:`rg.retrievers.mlp.model.dde`, every round in one call.
 
     Shapes:
