@@ -371,7 +371,7 @@ def test_batches_by_size_group_similar_questions_and_pair_workers_by_size_rank()
     ranks = []
     for worker, profile in profiles.items():
         shard = [_sized(f"{worker}-{i}", size) for i, size in enumerate(profile)]
-        batches = [int(b.num_triples) for b in make_batches(shard, 2, torch.Generator().manual_seed(7), by_size=True)]
+        batches = [int(b.num_triples) for b in make_batches(shard, 2, torch.Generator().manual_seed(7), "by_size")]
         assert sorted(batches) == ([3, 7, 70, 110] if worker == "a" else [3, 8, 80, 120])  # sorted pairs
         ranks.append([sorted(batches).index(n) for n in batches])
     assert ranks[0] == ranks[1] and ranks[0] != [0, 1, 2, 3]  # same size rank at every step, in shuffled order

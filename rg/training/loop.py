@@ -34,8 +34,11 @@ from rg.config import Config
 from rg.metrics import mean_triple_recall_at_ks
 from rg.retrievers.base import Ranked, Retriever
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph, collate
+from rg.training.balance import balanced_groups
 
 DEFAULT_KS = (10, 20, 50, 100, 200)
+
+Batching = Literal["shuffle", "by_size", "balanced"]
 
 EpochCallback = Callable[[int, dict[str, float], Retriever, torch.optim.Optimizer], None]
 """``on_epoch_end(epoch, metrics, model, optimizer)``, called after each epoch's evaluation."""
@@ -55,12 +58,17 @@ class TrainConfig(Config):
         description="Validation metric (at recall_k) whose best epoch is kept; SubgraphRAG uses triple recall@100.",
     )
     eval_ks: tuple[int, ...] = Field(DEFAULT_KS, min_length=1, description="Cut-offs K reported by evaluation.")
-    batch_by_size: bool = Field(
-        False,
+    batching: Batching = Field(
+        "shuffle",
         description=(
-            "Batch questions of similar subgraph size together (batch order still shuffled). Under DDP a step "
-            "waits for the slowest worker; with MetaQA's skewed sizes (2-hop: mean 552 triples, sd 1,310) random "
-            "batches of 8 make the slower worker's batch ~1.46x the mean, sized ones ~1.15x."
+            "How questions form batches each epoch. 'shuffle': questions_per_batch random questions. 'by_size': "
+            "random questions sorted by triple count, then cut (each batch holds similar sizes; batch order "
+            "shuffled). 'balanced': as many random batches as 'shuffle' makes, with a few questions swapped "
+            "between them so that every batch holds about the same number of triples (rg.training.balance). "
+            "Under Ray Train the workers' shards are evened out too, so with 'balanced' every worker's step "
+            "costs about the same. MetaQA's "
+            "sizes are skewed (2-hop: mean 552 triples, sd 1,310): with shuffled batches of 16 on two workers "
+            "the slower worker's step holds ~1.34x the mean triples, sorted ones ~1.10x, balanced ones ~1.02x."
         ),
     )
     skip_unlabelled: bool = Field(
@@ -70,6 +78,13 @@ class TrainConfig(Config):
             "SubgraphRAG drops them too). Validation always keeps every question."
         ),
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "batch_by_size" in data:
+            raise ValueError("train.batch_by_size was replaced by train.batching: use batching: by_size (or balanced)")
+        return data
 
     @model_validator(mode="after")
     def _check_ks(self) -> "TrainConfig":
@@ -112,24 +127,36 @@ def make_batches(
     graphs: Sequence[QuestionGraph],
     questions_per_batch: int,
     generator: torch.Generator | None = None,
-    by_size: bool = False,
+    batching: Batching = "shuffle",
 ) -> list[GraphBatch]:
-    """Collate ``graphs`` into batches of ``questions_per_batch``, shuffled when a generator is given.
+    """Collate ``graphs`` into ``ceil(len(graphs) / questions_per_batch)`` batches (see ``TrainConfig.batching``).
 
-    With ``by_size`` the (shuffled) questions are sorted by triple count before they are cut
-    into batches, and the generator then shuffles the order of the batches: each batch holds
-    questions of similar size. Under DDP every worker draws the same batch permutation (same
-    seed, same batch count), so the workers' batches at one step come from the same size
-    quantile of their shards and cost about the same (see ``TrainConfig.batch_by_size``).
+    ``shuffle`` cuts the questions in the generator's order (in the given order without one)
+    into batches of ``questions_per_batch``. ``by_size`` sorts the shuffled questions by triple
+    count before cutting them and then shuffles the order of the batches; under DDP every
+    worker draws the same batch permutation (same seed, same batch count), so the workers'
+    batches at one step come from the same size quantile of their shards. ``balanced`` makes
+    the same number of batches with about equal triple totals
+    (:func:`rg.training.balance.balanced_groups`; without a generator, a fixed seed).
     """
     if questions_per_batch < 1:
         raise ValueError(f"questions_per_batch must be >= 1, got {questions_per_batch}")
+    if not graphs:
+        return []
+    count = math.ceil(len(graphs) / questions_per_batch)
+    if batching == "balanced":
+        groups = balanced_groups(
+            [g.num_triples for g in graphs], count, generator or torch.Generator().manual_seed(0)
+        )
+        return [collate([graphs[i] for i in group]) for group in groups]
+    if batching not in ("shuffle", "by_size"):
+        raise ValueError(f"batching must be 'shuffle', 'by_size' or 'balanced', got {batching!r}")
     order = torch.randperm(len(graphs), generator=generator).tolist() if generator is not None else list(range(len(graphs)))
-    if by_size:
+    if batching == "by_size":
         order.sort(key=lambda i: graphs[i].num_triples)  # stable: equal sizes keep the shuffled order
     ordered = [graphs[i] for i in order]
     batches = [ordered[i : i + questions_per_batch] for i in range(0, len(ordered), questions_per_batch)]
-    if by_size and generator is not None:
+    if batching == "by_size" and generator is not None:
         batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
     return [collate(b) for b in batches]
 
@@ -314,7 +341,7 @@ def fit(
         generator = torch.Generator().manual_seed(seed)
         started = time.perf_counter()
         metrics: dict[str, float] = {"epoch": float(epoch)}
-        batches = make_batches(train, config.questions_per_batch, generator, config.batch_by_size)
+        batches = make_batches(train, config.questions_per_batch, generator, config.batching)
         metrics["train_loss"] = train_epoch(model, batches, tables, optimizer)
         metrics["train_seconds"] = time.perf_counter() - started
         if val_batches:

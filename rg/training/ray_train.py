@@ -6,7 +6,9 @@ their ids, embeds every string **once** (:func:`rg.training.data.build_tables` w
 puts the tables into the object store and hands the graphs to a
 :class:`ray.train.torch.TorchTrainer` as Ray Datasets of pickled graphs. Each worker trains its
 shard of the training questions under DDP (gloo on CPU) with the shared loop
-:func:`rg.training.loop.fit`; every worker evaluates the *whole* validation set (it is not split
+:func:`rg.training.loop.fit`, after the workers swap a few questions so that their shards hold
+about as many triples (:func:`rg.training.shards.balance_shards`: a step waits for the slowest
+worker); every worker evaluates the *whole* validation set (it is not split
 across workers, and the DDP replicas hold identical weights, so all ranks compute the same
 metrics) and reports them each epoch. Rank 0 attaches a checkpoint (weights, optimizer, epoch,
 model config, history). Ray Train keeps the ``keep_checkpoints`` best by the validation recall
@@ -47,7 +49,7 @@ from rg.retrievers.registry import build_retriever, load_retriever
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
 from rg.training.run_guard import check_run_config
-from rg.training.shards import equal_steps, shard_rows
+from rg.training.shards import balance_shards, equal_steps, shard_rows
 from rg.training.data import LabelConfig, TextIndex, build_tables, load_labels, question_graphs
 from rg.training.gate_pretrain import GatePretrainConfig, pretrain_walk
 from rg.training.loop import TrainConfig, fit
@@ -192,6 +194,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     train_cfg = TrainConfig.model_validate(config["train"])
     tables: EmbeddingTables = ray.get(config["tables"])
     train_graphs = equal_steps(shard_rows("train", "graph"))
+    # a few questions swapped between the workers so that every shard holds about as many triples
+    train_graphs = balance_shards(train_graphs, [g.num_triples for g in train_graphs])
     val_graphs = shard_rows("val", "graph")
 
     torch.manual_seed(train_cfg.seed)
@@ -215,21 +219,30 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     )
     model = _DistributedRetriever(retriever, wrapped)
 
+    shard_triples = float(sum(g.num_triples for g in train_graphs))
+
     def on_epoch_end(epoch: int, metrics: dict[str, float], _model: Any, optimizer: torch.optim.Optimizer) -> None:
         row = {**metrics, "start_epoch": float(start_epoch), "world_size": float(context.get_world_size())}
         row["train_questions_per_worker"] = float(len(train_graphs))
+        row["train_triples_this_worker"] = shard_triples
         history.append(row)
+        # ASYNC: a background thread uploads the checkpoint and waits for the controller to take the
+        # report (it polls every few seconds), so training goes on; the folder is deleted once uploaded.
         if rank != 0:
-            ray.train.report(row)
+            ray.train.report(row, checkpoint_upload_mode=ray.train.CheckpointUploadMode.ASYNC)
             return
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp)
-            torch.save(retriever.state_dict(), folder / MODEL_FILE)
-            torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
-            (folder / EPOCH_FILE).write_text(json.dumps({"epoch": epoch}) + "\n")
-            (folder / MODEL_CONFIG_FILE).write_text(retriever.config.model_dump_json(indent=2) + "\n")
-            (folder / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
-            ray.train.report(row, checkpoint=ray.train.Checkpoint.from_directory(tmp))
+        folder = Path(tempfile.mkdtemp(prefix="rg_checkpoint_"))
+        torch.save(retriever.state_dict(), folder / MODEL_FILE)
+        torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
+        (folder / EPOCH_FILE).write_text(json.dumps({"epoch": epoch}) + "\n")
+        (folder / MODEL_CONFIG_FILE).write_text(retriever.config.model_dump_json(indent=2) + "\n")
+        (folder / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
+        ray.train.report(
+            row,
+            checkpoint=ray.train.Checkpoint.from_directory(str(folder)),
+            checkpoint_upload_mode=ray.train.CheckpointUploadMode.ASYNC,
+            delete_local_checkpoint_after_upload=True,
+        )
 
     fit(
         model,  # type: ignore[arg-type]  # duck-typed: loss through DDP, everything else the raw module

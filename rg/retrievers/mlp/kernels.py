@@ -12,7 +12,11 @@ distinct ids without the torch version's several passes. All three compute what 
 :mod:`rg.retrievers.mlp.model` computes (tests compare them); only the order of the float
 additions differs.
 
-numba compiles each function on first use (a few seconds) and caches the machine code on disk.
+Each entry point is compiled for one signature (C-contiguous float32 / int64 / bool arrays, which
+the wrappers guarantee) when this module is imported, and numba caches the machine code on disk.
+So a process pays the compilation, or the cache load (about half a second, most of it numba's
+code generator starting up), at import rather than inside its first forward pass or training
+epoch. A cold cache takes numba several seconds per function.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ CHUNK = 256
 """Triples per parallel task."""
 
 _FLAGS = {"reassoc", "contract", "nsz"}  # vectorised sums, fused multiply-adds, ReLU of -0; NaN and inf kept
+
+_F1, _F2 = numba.float32[::1], numba.float32[:, ::1]
+_I1, _I2 = numba.int64[::1], numba.int64[:, ::1]
+_SCORE = numba.void(_F2, _I2, _F2, _I1, _I1, _F2, _F2, _F1, numba.float32, _F1)
 
 
 @numba.njit(fastmath=_FLAGS, cache=True, nogil=True)
@@ -80,12 +88,12 @@ def _score_range(shared, rows, node, head, tail, flows, weight, out_weight, bias
 # (a Ray worker's usual share) the serial one runs: it starts no thread pool and releases the GIL
 # (Ray Train runs the training function in a thread; holding the GIL there made 2-worker epochs
 # 2.5x slower). The parallel one keeps the GIL: releasing it made the forward 20% slower here.
-@numba.njit(fastmath=_FLAGS, cache=True, nogil=True)
+@numba.njit(_SCORE, fastmath=_FLAGS, cache=True, nogil=True)
 def _score_serial(shared, rows, node, head, tail, flows, weight, out_weight, bias, out):  # pragma: no cover
     _score_range(shared, rows, node, head, tail, flows, weight, out_weight, bias, out, 0, rows.shape[0])
 
 
-@numba.njit(parallel=True, fastmath=_FLAGS, cache=True)
+@numba.njit(_SCORE, parallel=True, fastmath=_FLAGS, cache=True)
 def _score_parallel(shared, rows, node, head, tail, flows, weight, out_weight, bias, out):  # pragma: no cover
     triples = rows.shape[0]
     for chunk in numba.prange((triples + CHUNK - 1) // CHUNK):
@@ -94,7 +102,7 @@ def _score_parallel(shared, rows, node, head, tail, flows, weight, out_weight, b
         _score_range(shared, rows, node, head, tail, flows, weight, out_weight, bias, out, start, stop)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(numba.void(numba.boolean[::1], _I1, _I1, numba.int64, numba.int64, _F2), cache=True, nogil=True)
 def _dde(topic, head, tail, rounds, undirected_rounds, out):  # pragma: no cover - compiled
     entities, triples = topic.shape[0], head.shape[0]
     x, y = np.empty((entities, 2), np.float32), np.empty((entities, 2), np.float32)
@@ -131,7 +139,7 @@ def _dde(topic, head, tail, rounds, undirected_rounds, out):  # pragma: no cover
             column += 2
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(_I1(_I1, numba.int64, _I1), cache=True, nogil=True)
 def _distinct(ids, size, inverse):  # pragma: no cover - compiled
     present = np.zeros(size, np.bool_)
     for i in range(ids.shape[0]):
@@ -171,8 +179,9 @@ def _threads() -> int:
     return threads
 
 
-def _array(t: torch.Tensor) -> np.ndarray:
-    return t.detach().contiguous().numpy()
+def _array(t: torch.Tensor, dtype: torch.dtype) -> np.ndarray:
+    """``t`` as a C-contiguous numpy array of ``dtype``: the one layout the loops are compiled for."""
+    return t.detach().to(dtype).contiguous().numpy()
 
 
 def _check_ids(name: str, ids: torch.Tensor, size: int) -> None:
@@ -226,8 +235,9 @@ def score_triples(
     out = np.empty(rows.shape[0], dtype=np.float32)
     threads = _threads()
     (_score_parallel if threads > 1 else _score_serial)(
-        _array(shared), _array(rows), _array(node), _array(head), _array(tail), _array(flows),
-        _array(weight.T), _array(out_weight), np.float32(bias.item()), out,
+        _array(shared, torch.float32), _array(rows, torch.int64), _array(node, torch.float32),
+        _array(head, torch.int64), _array(tail, torch.int64), _array(flows, torch.float32),
+        _array(weight.T, torch.float32), _array(out_weight, torch.float32), np.float32(bias.item()), out,
     )
     return torch.from_numpy(out)
 
@@ -246,7 +256,7 @@ def dde(
     _check_ids("head", head, topic.shape[0])
     _check_ids("tail", tail, topic.shape[0])
     out = np.empty((topic.shape[0], 2 * (2 * rounds + undirected_rounds)), dtype=np.float32)
-    _dde(_array(topic), _array(head), _array(tail), rounds, undirected_rounds, out)
+    _dde(_array(topic, torch.bool), _array(head, torch.int64), _array(tail, torch.int64), rounds, undirected_rounds, out)
     return torch.from_numpy(out)
 
 
@@ -262,5 +272,5 @@ def distinct(ids: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """
     _check_ids("ids", ids, size)
     inverse = np.empty(ids.shape[0], dtype=np.int64)
-    values = _distinct(_array(ids), size, inverse)
+    values = _distinct(_array(ids, torch.int64), size, inverse)
     return torch.from_numpy(values), torch.from_numpy(inverse)
