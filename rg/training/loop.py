@@ -59,7 +59,7 @@ class TrainConfig(Config):
     )
     eval_ks: tuple[int, ...] = Field(DEFAULT_KS, min_length=1, description="Cut-offs K reported by evaluation.")
     batching: Batching = Field(
-        "shuffle",
+        "balanced",
         description=(
             "How questions form batches each epoch. 'shuffle': questions_per_batch random questions. 'by_size': "
             "random questions sorted by triple count, then cut (each batch holds similar sizes; batch order "
