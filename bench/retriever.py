@@ -49,7 +49,7 @@ import tempfile
 import time
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, get_args
 
 import numba
 import torch
@@ -59,7 +59,7 @@ from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph, col
 from rg.retrievers.mlp import MLPConfig, MLPRetriever, kernels
 from rg.text.encoder import EncoderConfig, TextEncoder
 from rg.training.data import build_tables, question_graph
-from rg.training.loop import TrainConfig
+from rg.training.loop import Batching, TrainConfig
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "retriever.json"
 DEFAULT_INPUT = Path("outputs/metaqa/2hop-test")
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         help="Questions per training step in the scaling runs (16, as in configs/train_metaqa_*.yaml).",
     )
     parser.add_argument(
-        "--train-batching", choices=["balanced", "shuffle", "by_size"], default=TrainConfig().batching,
+        "--train-batching", choices=get_args(Batching), default=TrainConfig().batching,
         help="train.batching of the scaling runs (default: the training default).",
     )
     parser.add_argument("--repeat", type=int, default=5, help="Timed repetitions (best kept).")

@@ -66,8 +66,8 @@ class TrainConfig(Config):
             "shuffled). 'balanced': as many random batches as 'shuffle' makes, with a few questions swapped "
             "between them so that every batch holds about the same number of triples (rg.training.balance). "
             "Under Ray Train the workers' shards are evened out too, so with 'balanced' every worker's step "
-            "costs about the same. MetaQA's "
-            "sizes are skewed (2-hop: mean 552 triples, sd 1,310): with shuffled batches of 16 on two workers "
+            "costs about the same. MetaQA's sizes are skewed (2-hop: mean 552 triples, sd 1,310): with "
+            "shuffled batches of 16 on two workers "
             "the slower worker's step holds ~1.34x the mean triples, sorted ones ~1.10x, balanced ones ~1.02x."
         ),
     )
