@@ -35,6 +35,7 @@ def init_ray(config: RayConfig) -> None:
         ray.init(address=address, log_to_driver=True, logging_level=config.log_level)
     else:
         ray.init(
+            address="local",
             num_cpus=config.num_cpus,
             include_dashboard=False,
             log_to_driver=False,

@@ -20,10 +20,10 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def ray_local():
-    """One local Ray instance for the whole test session (num_cpus=2)."""
+    """One local Ray instance of the test session's own (num_cpus=2), never a running cluster."""
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
