@@ -24,6 +24,8 @@ import math
 import platform
 import sys
 import time
+from collections import Counter
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -97,12 +99,18 @@ def measure(
     return rows
 
 
+def numeric_fields() -> list[str]:
+    """The :class:`EvidenceStats` fields that are counts (``walk_source`` is a label)."""
+    return [f.name for f in fields(EvidenceStats) if f.type in (int, "int")]
+
+
 def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Means over questions, throughput and the compression against the raw-triple baseline."""
     n = len(records)
     stats: list[EvidenceStats] = [r["stats"] for r in records]
     total_ms = sum(r["ms"] for r in records)
-    mean = {f"{key}": sum(getattr(s, key) for s in stats) / n for key in EvidenceStats.__dataclass_fields__}
+    mean = {key: sum(getattr(s, key) for s in stats) / n for key in numeric_fields()}
+    sources = Counter(s.walk_source for s in stats)
     shares = [r["answers"] for r in records if r["answers"] is not None]
     chains_out = sum(s.chains_out for s in stats)
     return {
@@ -110,6 +118,7 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
         "triples_in": mean["triples_in"],
         "chains_out": mean["chains_out"],
         "mean": mean,
+        "walk_sources": dict(sorted(sources.items())),
         "compression": sum(s.triples_in for s in stats) / max(chains_out, 1),
         "ms_per_question": total_ms / n,
         "chains_per_ms": chains_out / total_ms if total_ms else None,

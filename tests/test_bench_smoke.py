@@ -1,0 +1,253 @@
+"""Every benchmark in bench/ runs end to end on tiny data the test makes, and writes its documented keys.
+
+Timing targets are not checked here (benchmarks report them); crashes, missing keys and wrong
+answers are. The MetaQA-reading benchmarks get a hand-made movie KB and question files in the
+MetaQA format (through ``$RG_SHARED_DATA``); the others get synthetic questions.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rg.data.paths import ENV_VAR
+
+KB = """\
+Inception|directed_by|Christopher Nolan
+Inception|starred_actors|Leonardo DiCaprio
+Inception|release_year|2010
+Inception|has_genre|Science Fiction
+Interstellar|directed_by|Christopher Nolan
+Interstellar|starred_actors|Matthew McConaughey
+Interstellar|release_year|2014
+Interstellar|has_genre|Science Fiction
+Titanic|directed_by|James Cameron
+Titanic|written_by|James Cameron
+Titanic|starred_actors|Leonardo DiCaprio
+Titanic|starred_actors|Kate Winslet
+Titanic|release_year|1997
+Avatar|directed_by|James Cameron
+Avatar|release_year|2009
+Avatar|has_genre|Science Fiction
+The Revenant|starred_actors|Leonardo DiCaprio
+The Revenant|directed_by|Alejandro G. Inarritu
+"""
+QUESTIONS = {
+    1: ["who directed [Inception]\tChristopher Nolan", "what films did [Kate Winslet] act in\tTitanic",
+        "[Avatar] was released in which year\t2009"],
+    2: ["who acted in the films directed by [Christopher Nolan]\tLeonardo DiCaprio|Matthew McConaughey",
+        "who directed the films starring [Kate Winslet]\tJames Cameron",
+        "which years were the films of [James Cameron] released\t1997|2009"],
+    3: ["who directed the films that share actors with [Inception]\tJames Cameron|Alejandro G. Inarritu",
+        "which genres do films by the director of [Titanic] have\tScience Fiction",
+        "who starred in films sharing a genre with [Avatar]\tLeonardo DiCaprio|Matthew McConaughey"],
+}
+
+
+@pytest.fixture
+def tiny_metaqa(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A shared-data folder holding a hand-made 18-triple movie KB and 3 questions per hop file."""
+    folder = tmp_path / "shared" / "metaqa"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "kb_reconstructed.txt.gz", "wt") as f:
+        f.write(KB)
+    for hops, lines in QUESTIONS.items():
+        with gzip.open(folder / f"qa_test_{hops}hop.txt.gz", "wt") as f:
+            f.write("\n".join(lines) + "\n")
+    monkeypatch.setenv(ENV_VAR, str(folder.parent))
+    return folder.parent
+
+
+def synthetic_samples(n: int) -> list:
+    """``n`` synthetic questions with subgraphs of at most 300 triples."""
+    from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+    from rg.data.synthetic import SyntheticConfig, generate
+    from rg.graph import KnowledgeGraph
+
+    data = generate(SyntheticConfig(questions=max(n, 10)))
+    kg = KnowledgeGraph.from_triples(data.triples)
+    samples = []
+    for question in data.questions:
+        try:
+            samples.append(build_sample(kg, question, SubgraphConfig(max_triples=300)).sample)
+        except Unbuildable:
+            continue
+    return samples[:n]
+
+
+def lookup(report: Any, dotted: str) -> list[Any]:
+    """The values at ``dotted`` (``*`` matches every key or list item); fails if a step is missing."""
+    values = [report]
+    for step in dotted.split("."):
+        found = []
+        for value in values:
+            if step == "*":
+                assert isinstance(value, (dict, list)) and value, f"{dotted}: nothing under {step!r}"
+                found.extend(value.values() if isinstance(value, dict) else value)
+            else:
+                assert isinstance(value, dict) and step in value, f"key {dotted!r} missing at {step!r}"
+                found.append(value[step])
+        values = found
+    return values
+
+
+def check_keys(path: Path, keys: list[str]) -> dict[str, Any]:
+    """Read a bench's JSON and check that every documented key is there."""
+    report = json.loads(path.read_text())
+    for key in keys:
+        lookup(report, key)
+    return report
+
+
+def test_graph_ops_smoke(tiny_metaqa: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from bench import graph_ops
+
+    out = tmp_path / "graph_ops.json"
+    graph_ops.main(["--questions", "3", "--answers", "2", "--out", str(out)])
+    report = check_keys(out, [
+        "speedup_khop", "speedup_shortest_paths", "identical", "questions", "pairs", "baseline", "seed",
+        "quick", "questions_per_hop", "max_answers_per_question", "build_seconds.rg", "graph.triples",
+        "khop.by_hop.*.rg_ms_per_query", "khop.by_hop.*.networkx_ms_per_query", "khop.by_hop.*.speedup",
+        "khop.by_hop.*.mean_subgraph_triples", "khop.by_hop.*.largest_result", "khop.by_hop.*.empty_results",
+        "khop.all.speedup", "shortest_paths.by_hop.*.mixed.mean_paths", "shortest_paths.by_hop.*.all.speedup",
+        "shortest_paths.by_mode.q->a.speedup", "shortest_paths.by_mode.a->q.speedup",
+        "shortest_paths.by_mode.mixed.speedup", "shortest_paths.all.queries", "shortest_paths.path_limit",
+        "shortest_paths.pairs_over_path_limit", "skipped.topic_not_in_kg", "comparisons", "mismatches",
+        "mismatch_examples", "versions", "cpus", "timing", "wall_seconds",
+    ])
+    assert report["questions"] == 9 and report["pairs"] == 13
+    assert report["identical"] and report["mismatches"] == 0 and report["comparisons"] == 9 + 3 * 13
+    assert report["khop"]["by_hop"]["1"]["largest_result"] == 4  # Inception: its four triples
+    assert "graph_ops: khop" in capsys.readouterr().out
+
+
+def test_subgraph_cap_smoke(tiny_metaqa: Path, tmp_path: Path) -> None:
+    from bench import subgraph_cap
+
+    out = tmp_path / "subgraph_cap.json"
+    assert subgraph_cap.main(["--questions", "3", "--caps", "2,8", "--out", str(out)]) == 0
+    cells = [f"hops.*.by_cut.{cut}.{cap}.{key}" for cut in ("walk", "scramble") for cap in ("2", "8", "None")
+             for key in ("coverage", "coverage_retained", "path_reach", "mean_triples", "p90_triples",
+                         "truncated_share")]
+    report = check_keys(out, ["baseline", "seed", "quick", "seconds", "hops.1.questions", *cells])
+    assert out.with_suffix(".png").stat().st_size > 0
+    uncapped = report["hops"]["1"]["by_cut"]["walk"]["None"]
+    assert uncapped["coverage"] == 1.0 and uncapped["truncated_share"] == 0.0
+    assert report["hops"]["3"]["by_cut"]["walk"]["2"]["mean_triples"] <= 2
+
+
+def test_graph_scale_smoke(tmp_path: Path) -> None:
+    from bench import graph_scale
+
+    out = tmp_path / "graph_scale.json"
+    assert graph_scale.main(["--triples", "4000", "--queries", "5", "--out", str(out)]) == 0
+    report = check_keys(out, [
+        "triples", "baseline", "memory_ratio", "rg_bytes_per_triple", "build_speedup", "rg_build_s",
+        "rg_build_mb", "rg_build_peak_mb", "networkx_build_s", "networkx_build_mb", "networkx_build_peak_mb",
+        "khop_ms", "mean_khop_triples", "shortest_paths_ms", "pairs_connected",
+    ])
+    assert report["triples"] == 4000 and 0.0 <= report["pairs_connected"] <= 1.0
+
+
+def test_evidence_smoke(tmp_path: Path) -> None:
+    from bench import evidence
+    from rg.data.rog import write_rog_parquet
+
+    samples = synthetic_samples(12)
+    for i, name in enumerate(evidence.HOP_SETS):
+        write_rog_parquet(samples[4 * i : 4 * i + 4], tmp_path / "in" / name / "part-00000.parquet")
+    out = tmp_path / "evidence.json"
+    assert evidence.main(["--input", str(tmp_path / "in"), "--questions", "4", "--ks", "5,20,50",
+                          "--repeat", "1", "--out", str(out)]) == 0
+    report = check_keys(out, [
+        "baseline", "ranker", "ks", "triples_in.5", "chains_out.50", "compression.20", "chains_per_ms.5",
+        "triples_per_ms.5", "ms_per_question.5", "growth.*.triples_growth", "growth.*.chains_growth",
+        "growth.*.elasticity", "growth.*.sublinear", "sublinear", "all.*.mean.walks",
+        "all.*.mean.triples_chained", "all.*.mean.unanchored", "all.*.mean.groups", "all.*.walk_sources",
+        "all.*.answers_in_triples", "all.*.answers_at_anchored_ends", "by_hop.*.mean_subgraph_triples",
+        "by_hop.*.bad_rows", "by_hop.*.by_k.*.compression", "read_seconds", "wall_seconds",
+    ])
+    assert report["all"]["5"]["questions"] == 12 and report["all"]["5"]["walk_sources"] == {"bfs": 12}
+    assert len(report["growth"]) == 3
+
+
+def test_evidence_missing_input_names_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from bench import evidence
+
+    assert evidence.main(["--input", str(tmp_path), "--out", str(tmp_path / "e.json")]) == 2
+    assert "jobs.build_subgraphs" in capsys.readouterr().err
+
+
+def test_planner_smoke(tmp_path: Path) -> None:
+    from bench import planner
+
+    out = tmp_path / "planner.json"
+    assert planner.main(["--questions", "30", "--epochs", "1", "--repeats", "1", "--out", str(out)]) == 0
+    report = check_keys(out, [
+        "baseline", "quick", "test_questions", "timed_passes", "training.epochs", "training.best_epoch",
+        "settings.*.questions_per_s", "settings.*.cpu_seconds", "settings.*.groundable_fraction",
+        "settings.*.malformed_fraction", "settings.*.path_exact_match", "settings.*.answer_recall",
+        "speed_ratio_constrained_over_unconstrained.k=1", "speed_ratio_constrained_over_unconstrained.k=10",
+        "versions", "cpus", "torch_threads", "load_average_before_after", "wall_seconds",
+    ])
+    assert {(s["mode"], s["beam_width"]) for s in report["settings"]} == {
+        (mode, k) for mode in ("constrained", "unconstrained") for k in planner.BEAM_WIDTHS
+    }
+    constrained = [s for s in report["settings"] if s["mode"] == "constrained"]
+    assert all(s["groundable_fraction"] == 1.0 for s in constrained if s["paths_per_question"] > 0)
+
+
+def test_retriever_smoke(tmp_path: Path) -> None:
+    from bench import retriever
+    from rg.data.rog import write_rog_parquet
+
+    write_rog_parquet(synthetic_samples(6), tmp_path / "shards" / "part-00000.parquet")
+    out = tmp_path / "retriever.json"
+    argv = ["--input", str(tmp_path / "shards"), "--questions", "6", "--batch", "3", "--repeat", "1",
+            "--cache-dir", str(tmp_path / "cache"), "--no-train", "--out", str(out)]
+    assert retriever.main(argv) == 0
+    report = check_keys(out, [
+        "scoring_triples_per_s", "per_question_loop_triples_per_s", "batched_speedup",
+        "per_question_rg_forward_triples_per_s", "batching_speedup", "mlp_gflops", "matmul_peak_gflops",
+        "mlp_share_of_peak", "features_s", "mlp_only_gflops", "mlp_only_share_of_peak", "reference_mlp_gflops",
+        "reference_share_of_peak", "torch_blocks_forward_s", "fused_forward_speedup",
+        "scoring_kernel.per_triple_half", "walk_scoring_triples_per_s", "walk_cost_ratio",
+    ])
+    assert report["questions"] == 6 and "train_speedup_2_workers" not in report
+
+
+@pytest.mark.slow
+def test_retriever_training_smoke(tmp_path: Path, ray_local) -> None:
+    """The Ray Train scaling part of bench.retriever (two TorchTrainer runs: slow on 2 cores)."""
+    from bench import retriever
+    from rg.data.rog import write_rog_parquet
+
+    write_rog_parquet(synthetic_samples(8), tmp_path / "shards" / "part-00000.parquet")
+    out = tmp_path / "retriever.json"
+    argv = ["--input", str(tmp_path / "shards"), "--questions", "8", "--batch", "4", "--repeat", "1",
+            "--epochs", "1", "--train-batch", "2", "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]
+    assert retriever.main(argv) == 0
+    report = check_keys(out, [
+        "train_speedup_2_workers", "train_speedup_2_workers_after_first_epoch", "epoch_speedup_2_workers",
+        "wall_speedup_2_workers", "train_batching", "by_workers.*.train_seconds", "by_workers.*.train_questions",
+    ])
+    assert [w["workers"] for w in report["by_workers"]] == [1, 2]
+
+
+def test_refine_smoke(tmp_path: Path, ray_local) -> None:
+    from bench import refine
+
+    out = tmp_path / "refine.json"
+    argv = ["--pools", "2", "--waves", "1", "--concurrency", "2", "--latency", "0.05", "--out", str(out)]
+    assert refine.main(argv) == 0
+    report = check_keys(out, [
+        "baseline", "quick", "min_efficiency", "by_pool.*.throughput_qps", "by_pool.*.ideal_qps",
+        "by_pool.*.efficiency", "by_pool.*.job_wall_s", "by_pool.*.llm_calls", "by_pool.*.questions",
+        "by_pool.*.refined",
+    ])
+    assert [(r["pool_size"], r["questions"], r["llm_calls"]) for r in report["by_pool"]] == [(2, 4, 4)]
+    assert all(r["refined"] == r["questions"] for r in report["by_pool"])
