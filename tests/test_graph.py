@@ -256,6 +256,62 @@ def test_k_hop_matches_distance_definition(seed):
         assert set(sub.triple_ids.tolist()) == expected
 
 
+def _rounds(triples, seeds, hops, direction):
+    """Oracle: per round, the ids of the triples a BFS takes (expanding ``direction``) from the seeds."""
+    ends = {"out": lambda h, t: [(h, t)], "in": lambda h, t: [(t, h)], "both": lambda h, t: [(h, t), (t, h)]}[direction]
+    dist, frontier, taken, rounds = {s: 0 for s in seeds}, set(seeds), set(), []
+    for d in range(hops):
+        layer = {i for i, (h, _, t) in enumerate(triples) for a, _b in ends(h, t) if a in frontier} - taken
+        taken |= layer
+        rounds.append(sorted(layer))
+        frontier = set()
+        for i in layer:
+            for a, b in ends(triples[i][0], triples[i][2]):
+                if dist.get(a) == d and b not in dist:
+                    dist[b] = d + 1
+                    frontier.add(b)
+    return rounds
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("direction", ["out", "in", "both"])
+def test_k_hop_rounds_and_caps_match_the_oracle(seed, direction):
+    """Rounds in order (ids ascending within one); a cap the search never reaches changes nothing;
+    a cap it reaches keeps whole rounds and cuts the next to exactly the budget, in both cut orders."""
+    rng = np.random.default_rng(seed)
+    triples = [(f"e{a}", f"r{a % 3}", f"e{b}") for a, b in rng.integers(0, 12, size=(30, 2))]
+    kg = KnowledgeGraph.from_triples(triples, dedup=False)
+    names = sorted({h for h, _, _ in triples})
+    for seeds in (names[:1], names[:3]):
+        for hops in range(4):
+            rounds = [r for r in _rounds(triples, seeds, hops, direction) if r]
+            full = kg.k_hop(seeds, hops, direction=direction)
+            assert full.triple_ids.tolist() == [i for r in rounds for i in r] and not full.truncated
+            ends = {e for i in full.triple_ids for e in (triples[i][0], triples[i][2])} | set(seeds)
+            assert kg.entity_names[full.entity_ids].tolist() == sorted(ends, key=kg.entity_id)
+            for cut in ("walk", "scramble"):
+                same = kg.k_hop(seeds, hops, max_triples=len(full), direction=direction, cut=cut)
+                assert same.triple_ids.tolist() == full.triple_ids.tolist() and not same.truncated
+                assert same.entity_ids.tolist() == full.entity_ids.tolist()
+                for cap in range(len(full)):
+                    sub = kg.k_hop(seeds, hops, max_triples=cap, direction=direction, cut=cut)
+                    whole = 0
+                    while whole < len(rounds) and sum(map(len, rounds[: whole + 1])) <= cap:
+                        whole += 1
+                    kept = [i for r in rounds[:whole] for i in r]
+                    assert sub.truncated and len(sub) == cap
+                    assert sub.triple_ids[: len(kept)].tolist() == kept
+                    assert set(sub.triple_ids[len(kept) :].tolist()) <= set(rounds[whole])
+
+
+def test_k_hop_scramble_cut_with_several_seeds():
+    """Regression: the scramble cut once kept the walk mass of the seeds and failed to broadcast it
+    onto a larger frontier in round 2."""
+    kg = KnowledgeGraph.from_triples([("A", "r", "B"), ("C", "r", "D"), ("B", "r", "E"), ("D", "r", "F"), ("D", "r", "G")])
+    sub = kg.k_hop(["A", "C"], 2, max_triples=3, cut="scramble")
+    assert sub.truncated and sub.triple_ids[:2].tolist() == [0, 1] and sub.triple_ids[2] in (2, 3, 4)
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_path_triples_equal_the_union_of_grounded_walks(seed):
     rng = random.Random(seed)

@@ -8,6 +8,7 @@ Every search expands whole frontiers with vectorised CSR gathers; only path *enu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import permutations, product
 from typing import TYPE_CHECKING, Iterator, Literal, Sequence
 
@@ -60,6 +61,10 @@ def k_hop(
 
     Returns:
         A :class:`Subgraph` with triple ids in round order (ids ascending within a round).
+
+    Cost: each round is a few vectorised gathers over the incidences of its frontier. The walk
+    mass is computed only for a round that overflows the cap, and a one-round search allocates
+    no per-entity array, so the many small neighbourhoods a builder extracts stay cheap.
     """
     from rg.graph.kg import Subgraph
 
@@ -70,46 +75,85 @@ def k_hop(
     if cut not in ("scramble", "walk"):
         raise ValueError(f"cut must be 'scramble' or 'walk', got {cut!r}")
     seeds = unique_ids(np.asarray(seeds, dtype=np.int64))
-    seen = np.zeros(kg.num_entities, dtype=bool)
-    seen[seeds] = True
-    taken = np.zeros(kg.num_triples, dtype=bool)
-    frontier, layers, count, truncated = seeds, [], 0, False
-    mass = np.full(seeds.size, 1.0 / max(seeds.size, 1))  # walk probability on each frontier entity
-    for _ in range(hops):
+    # 1 + distance from the seeds (0: not reached); only searches of two rounds or more read it
+    level = np.zeros(kg.num_entities if hops > 1 else 0, dtype=np.int32)
+    if hops > 1:
+        level[seeds] = 1
+    frontier, rounds, layers, count, truncated = seeds, [], [], 0, False
+    for d in range(hops):
         if frontier.size == 0:
             break
         edges, others, source = kg.incident(frontier, direction)
-        share = (mass / np.maximum(kg.degree(frontier, direction), 1))[source]  # (M,) walk mass per incidence
-        fresh = ~taken[edges]
-        edges, others, share = edges[fresh], others[fresh], share[fresh]
+        if direction == "both" and d > 0:
+            # An undirected triple is met again from its far end one round after it was taken;
+            # that end is on the previous frontier (level d). One-way searches meet each once.
+            fresh = level[others] != d
+            edges, others, source = edges[fresh], others[fresh], source[fresh]
         layer = unique_ids(edges, kg.num_triples)
         if max_triples is not None and count + layer.size > max_triples:
-            layer, truncated = _cut(layer, edges, share, max_triples - count, cut), True
-        taken[layer] = True
+            share = _walk_shares(kg, rounds, frontier, source, direction) if cut == "walk" else None
+            layer, truncated = _cut(layer, edges, share, max_triples - count), True
         layers.append(layer)
         count += layer.size
-        if truncated:
+        if truncated or d == hops - 1:
             break
-        new = ~seen[others]
-        nxt = unique_ids(others[new], kg.num_entities)
-        seen[nxt] = True
-        if cut == "walk":
-            mass = np.bincount(np.searchsorted(nxt, others[new]), weights=share[new], minlength=nxt.size)
-        frontier = nxt
+        new = level[others] == 0
+        rounds.append(_Round(frontier, others[new], source[new]))
+        frontier = unique_ids(rounds[-1].others, kg.num_entities)
+        level[frontier] = d + 2
     tids = np.concatenate(layers) if layers else np.zeros(0, dtype=np.int64)
-    ents = unique_ids(np.concatenate([seeds, kg.head[tids], kg.tail[tids]]))
+    ents = unique_ids(np.concatenate([seeds, kg.head[tids], kg.tail[tids]]), kg.num_entities)
     return Subgraph(seeds=seeds, triple_ids=tids, entity_ids=ents, hops=hops, truncated=truncated)
 
 
-def _cut(layer: np.ndarray, edges: np.ndarray, share: np.ndarray, budget: int, cut: CutOrder) -> np.ndarray:
-    """The ``budget`` triples of an overflowing round that :func:`k_hop`'s ``cut`` order keeps.
+@dataclass(frozen=True)
+class _Round:
+    """A finished round of :func:`k_hop`: its frontier and the incidences that reached new entities.
+
+    Shapes:
+        frontier: (F,) sorted entity ids; others, source: (N,) the new entity at the far end of
+        each such incidence and the frontier position it was met from
+    """
+
+    frontier: np.ndarray
+    others: np.ndarray
+    source: np.ndarray
+
+
+def _walk_shares(
+    kg: "KnowledgeGraph", rounds: list[_Round], frontier: np.ndarray, source: np.ndarray, direction: Direction
+) -> np.ndarray:
+    """The random-walk mass each incidence of an overflowing :func:`k_hop` round carries.
+
+    Computed only when the walk cut happens, by replaying the finished rounds: the mass starts
+    uniform on the seeds, each frontier entity splits its mass evenly over its incident triples,
+    and a new entity gets the sum over the triples that reach it.
+
+    Shapes:
+        frontier: (F,) the overflowing round's frontier; source: (M,) its incidences' positions
+        in it -> (M,) one share per incidence
+    """
+    frontiers = [r.frontier for r in rounds] + [frontier]
+    mass = np.full(frontiers[0].size, 1.0 / max(frontiers[0].size, 1))
+    for done, after in zip(rounds, frontiers[1:]):
+        share = (mass / np.maximum(kg.degree(done.frontier, direction), 1))[done.source]
+        mass = np.bincount(np.searchsorted(after, done.others), weights=share, minlength=after.size)
+    return (mass / np.maximum(kg.degree(frontier, direction), 1))[source]
+
+
+def _cut(layer: np.ndarray, edges: np.ndarray, share: np.ndarray | None, budget: int) -> np.ndarray:
+    """The ``budget`` triples of an overflowing round that :func:`k_hop` keeps.
+
+    Without ``share`` (``cut="scramble"``), a fixed pseudo-random order of triple ids; with it
+    (``cut="walk"``), the triples whose best incidence carries the most walk mass, ties in the
+    pseudo-random order.
 
     Shapes:
         layer: (L,) sorted distinct triple ids; edges, share: (M,) each incidence and its walk
         mass (a triple met from both ends has two) -> (budget,) sorted triple ids
     """
     key = layer.astype(np.uint64) * _SCRAMBLE  # (L,) the fixed pseudo-random order
-    if cut == "scramble":
+    if share is None:
         keep = np.argsort(key, kind="stable")[:budget]
     else:
         priority = np.zeros(layer.size)
