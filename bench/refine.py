@@ -9,13 +9,16 @@ fixed artificial latency. For each actor-pool size the LLM phase is timed at the
 the first request received to the last answer sent; throughput is questions per second over
 that span, and the baseline is the ideal ``pool × concurrency / latency`` of a perfectly
 overlapped client. Efficiency is their ratio (target ≥ 0.8). Ray start-up and actor creation
-are reported separately as job wall time.
+are reported separately as job wall time. The machine's load average before and after is
+recorded too: on a shared machine the job's CPU work (candidate pools, Ray Data's scheduling)
+waits for a core, which lowers the efficiency.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from dataclasses import replace
@@ -76,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     waves = 10 if args.quick else args.waves
     pools = [int(p) for p in args.pools.split(",")]
     init_ray(RayConfig(num_cpus=2))
+    load_before = list(os.getloadavg())
     rows = []
     with tempfile.TemporaryDirectory(prefix="rg-bench-refine-") as tmp:
         for pool in pools:
@@ -83,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             write_samples(waves * pool * args.concurrency, samples)
             rows.append(run_pool(samples, Path(tmp) / f"out-{pool}", pool, args.concurrency, latency))
     result = {"baseline": "ideal pool × concurrency / latency", "quick": args.quick, "by_pool": rows,
-              "min_efficiency": min(r["efficiency"] for r in rows)}
+              "min_efficiency": min(r["efficiency"] for r in rows),
+              "load_average_before_after": [load_before, list(os.getloadavg())]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print("refine: " + ", ".join(

@@ -245,7 +245,7 @@ def test_refine_smoke(tmp_path: Path, ray_local) -> None:
     argv = ["--pools", "2", "--waves", "1", "--concurrency", "2", "--latency", "0.05", "--out", str(out)]
     assert refine.main(argv) == 0
     report = check_keys(out, [
-        "baseline", "quick", "min_efficiency", "by_pool.*.throughput_qps", "by_pool.*.ideal_qps",
+        "baseline", "quick", "min_efficiency", "load_average_before_after", "by_pool.*.throughput_qps", "by_pool.*.ideal_qps",
         "by_pool.*.efficiency", "by_pool.*.job_wall_s", "by_pool.*.llm_calls", "by_pool.*.questions",
         "by_pool.*.refined",
     ])

@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 LABELS_DIR = "labels"
 READ_CPUS = 0.25
 """CPUs reserved per read task; the actor pool must leave at least this much free."""
+PREPARE_CPUS = 0.25
+"""CPUs reserved per candidate-pool task (about 3 ms of work per question). Reserving a whole
+CPU let only one such task run beside a pool of 4 LLM actors on 2 CPUs, and the pool starved."""
 REPORT_FILE = "refine_report.json"
 
 
@@ -237,6 +240,7 @@ def refine(cfg: RefineConfig, progress: bool = True) -> dict[str, Any]:
             fn_kwargs={"candidates": cfg.candidates, "skip": skip, "source": source},
             batch_size=cfg.batch_size,
             batch_format="pyarrow",
+            num_cpus=PREPARE_CPUS,
         )
         ds = ds.map_batches(
             _SelectorActor,
