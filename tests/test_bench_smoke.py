@@ -63,20 +63,10 @@ def tiny_metaqa(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def synthetic_samples(n: int) -> list:
-    """``n`` synthetic questions with subgraphs of at most 300 triples."""
-    from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
-    from rg.data.synthetic import SyntheticConfig, generate
-    from rg.graph import KnowledgeGraph
+    """The first ``n`` synthetic questions with subgraphs (as ``bench.planner`` builds them)."""
+    from bench.planner import synthetic_samples as build
 
-    data = generate(SyntheticConfig(questions=max(n, 10)))
-    kg = KnowledgeGraph.from_triples(data.triples)
-    samples = []
-    for question in data.questions:
-        try:
-            samples.append(build_sample(kg, question, SubgraphConfig(max_triples=300)).sample)
-        except Unbuildable:
-            continue
-    return samples[:n]
+    return build(max(n, 10), seed=0)[:n]
 
 
 def lookup(report: Any, dotted: str) -> list[Any]:
