@@ -9,6 +9,7 @@ import pytest
 
 from rg.config import CONFIG_KINDS, config_class, load_config, read_yaml
 from rg.evaluation.sweep import SweepQAConfig
+from rg.training.sweep import SweepTrainConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -19,7 +20,7 @@ def test_shipped_config_validates(path):
     assert kind in CONFIG_KINDS, f"{path.name}: unknown kind {kind!r}"
     config = load_config(path, config_class(kind))
     assert type(config) is config_class(kind)
-    if isinstance(config, SweepQAConfig):
+    if isinstance(config, (SweepQAConfig, SweepTrainConfig)):
         config.load_base()  # the base config and every grid point validate too
     first_line = path.read_text().splitlines()[0]
     assert first_line.startswith("# python -m "), f"{path.name} should open with the command that runs it"

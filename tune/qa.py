@@ -80,7 +80,8 @@ def run_qa_sweep(cfg: SweepQAConfig, progress: bool = True) -> SweepResult:
              "seconds": seconds, "resumed": resumed, "experiment": str(experiment)}
     files, _, best = write_sweep_results(rows, keys, cfg.metric, cfg.cost, out, default, extra)
     point = {k: rows[best][k] for k in keys}
-    write_best_config(base_data, base.KIND, point, str(out / "best_eval"), "python -m jobs.evaluate", files.best_config)
+    write_best_config(base_data, base.KIND, point, {"output_dir": str(out / "best_eval")}, "python -m jobs.evaluate",
+                      files.best_config)
     return SweepResult(files, rows[best], default, len(rows), errors, resumed, seconds)
 
 

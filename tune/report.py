@@ -93,11 +93,12 @@ def plot_pareto(rows: Sequence[Mapping[str, Any]], metric: str, cost: str, front
     plt.close(fig)
 
 
-def write_best_config(base: Mapping[str, Any], kind: str, point: Mapping[str, Any], output_dir: str,
+def write_best_config(base: Mapping[str, Any], kind: str, point: Mapping[str, Any], fresh: Mapping[str, Any],
                       command: str, path: Path) -> None:
-    """``base`` with the best point applied and a fresh ``output_dir``, as a YAML the jobs accept."""
+    """``base`` with the best point applied and ``fresh`` keys (its own output folder, run name), as a
+    YAML the jobs accept."""
     data = apply_overrides(json.loads(json.dumps(base)), overrides_of(point))
-    data["output_dir"] = output_dir
+    data.update(fresh)
     header = f"# {command} --config {path}\n# Written by tune.sweep: the best point of the sweep applied to its base config.\n"
     path.write_text(header + yaml.safe_dump({"kind": kind, **data}, sort_keys=False))
 
