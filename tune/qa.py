@@ -64,7 +64,7 @@ def run_qa_sweep(cfg: SweepQAConfig, progress: bool = True) -> SweepResult:
         tuner = tune.Tuner(
             trainable,
             param_space={key: tune.grid_search(values) for key, values in cfg.space.items()},
-            tune_config=tune.TuneConfig(max_concurrent_trials=cfg.max_concurrent_trials),
+            tune_config=tune.TuneConfig(max_concurrent_trials=cfg.max_concurrent_trials, reuse_actors=True),
             run_config=tune.RunConfig(name=cfg.name, storage_path=str(out / "tune"), verbose=1 if progress else 0),
         )
     grid = tuner.fit()
