@@ -144,6 +144,8 @@ CONFIG_KINDS: dict[str, str] = {
     "pipeline": "rg.pipeline:PipelineConfig",
     "train": "rg.training.ray_train:TrainJobConfig",
     "train_planner": "rg.training.planner_ray:PlannerTrainConfig",
+    "sweep_qa": "rg.evaluation.sweep:SweepQAConfig",
+    "sweep_train": "rg.training.sweep:SweepTrainConfig",
 }
 """YAML ``kind`` → ``module:Class`` of its config (imported on use, so rg.config stays light)."""
 

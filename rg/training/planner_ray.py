@@ -51,7 +51,7 @@ from rg.runtime import RayConfig, init_ray
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import Labels, read_labels
 from rg.training.run_guard import check_run_config
-from rg.training.shards import equal_steps, shard_rows
+from rg.training.shards import equal_steps, shard_rows, with_worker_group
 from rg.training.data import LabelConfig
 from rg.training.planner_data import (
     TemplateConsensus,
@@ -173,7 +173,7 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
         row = {**metrics, "start_epoch": float(start_epoch), "world_size": float(context.get_world_size())}
         history.append(row)
         if rank != 0:
-            ray.train.report(row)
+            ray.train.report(with_worker_group(row))
             return
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
@@ -181,7 +181,7 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
             torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
             (folder / EPOCH_FILE).write_text(json.dumps({"epoch": epoch}) + "\n")
             (folder / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
-            ray.train.report(row, checkpoint=ray.train.Checkpoint.from_directory(tmp))
+            ray.train.report(with_worker_group(row), checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
     fit_planner(planner, train, val, fit_cfg, model=wrapped, on_epoch_end=on_epoch_end,
                 start_epoch=start_epoch, optimizer_state=optimizer_state)
@@ -221,8 +221,12 @@ def score_planner(planner: PlannerModel, samples: Sequence[Sample], gold: dict, 
     return {"side": cfg.side, "questions": len(samples), "scores": [r.to_dict() for r in rows]}
 
 
-def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
+def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     """Train ``cfg.planner`` on Ray Train, export the best checkpoint, score it and return the report.
+
+    Args:
+        cfg: The validated job config.
+        callbacks: Ray Train callbacks, e.g. Tune's ``TuneReportCallback`` when a sweep trial drives the run.
 
     Returns:
         The report also written to ``<output_dir>/train_report.json``: split sizes and target
@@ -286,6 +290,7 @@ def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
                 checkpoint_score_order="max",
             ),
             failure_config=ray.train.FailureConfig(max_failures=cfg.max_failures),
+            callbacks=list(callbacks),
         ),
         datasets={
             "train": ray.data.from_items([{"example": pickle.dumps(e)} for e in train_examples]),

@@ -49,7 +49,7 @@ from rg.retrievers.registry import build_retriever, load_retriever
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
 from rg.training.run_guard import check_run_config
-from rg.training.shards import balance_shards, equal_steps, shard_rows
+from rg.training.shards import balance_shards, equal_steps, shard_rows, with_worker_group
 from rg.training.data import LabelConfig, TextIndex, build_tables, load_labels, question_graphs
 from rg.training.gate_pretrain import GatePretrainConfig, pretrain_walk
 from rg.training.loop import TrainConfig, fit
@@ -229,7 +229,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         # ASYNC: a background thread uploads the checkpoint and waits for the controller to take the
         # report (it polls every few seconds), so training goes on; the folder is deleted once uploaded.
         if rank != 0:
-            ray.train.report(row, checkpoint_upload_mode=ray.train.CheckpointUploadMode.ASYNC)
+            ray.train.report(with_worker_group(row), checkpoint_upload_mode=ray.train.CheckpointUploadMode.ASYNC)
             return
         folder = Path(tempfile.mkdtemp(prefix="rg_checkpoint_"))
         torch.save(retriever.state_dict(), folder / MODEL_FILE)
@@ -238,7 +238,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         (folder / MODEL_CONFIG_FILE).write_text(retriever.config.model_dump_json(indent=2) + "\n")
         (folder / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
         ray.train.report(
-            row,
+            with_worker_group(row),
             checkpoint=ray.train.Checkpoint.from_directory(str(folder)),
             checkpoint_upload_mode=ray.train.CheckpointUploadMode.ASYNC,
             delete_local_checkpoint_after_upload=True,
@@ -296,8 +296,12 @@ def _pretrained_walk(
     return {k: v.detach().clone() for k, v in walk.state_dict().items()}, report
 
 
-def train_retriever(cfg: TrainJobConfig) -> dict[str, Any]:
+def train_retriever(cfg: TrainJobConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     """Train ``cfg.retriever`` on Ray Train, export the best checkpoint and return the report.
+
+    Args:
+        cfg: The validated job config.
+        callbacks: Ray Train callbacks, e.g. Tune's ``TuneReportCallback`` when a sweep trial drives the run.
 
     Returns:
         The report also written to ``<output_dir>/train_report.json``: split sizes, the
@@ -366,6 +370,7 @@ def train_retriever(cfg: TrainJobConfig) -> dict[str, Any]:
                 checkpoint_score_order="max",
             ),
             failure_config=ray.train.FailureConfig(max_failures=cfg.max_failures),
+            callbacks=list(callbacks),
         ),
         datasets={"train": train_ds, "val": val_ds},
         dataset_config=ray.train.DataConfig(datasets_to_split=["train"]),

@@ -69,3 +69,22 @@ def balance_shards(items: list[Any], sizes: list[int]) -> list[Any]:
         if light == rank:
             shard[j] = sent[(heavy, i)]
     return shard
+
+
+WORKER_GROUP_KEY = "placement_group"
+"""Report key naming the reporting worker's placement group (see :func:`with_worker_group`)."""
+
+
+def with_worker_group(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` plus the hex id of the reporting worker's placement group, for ``ray.train.report``.
+
+    A Tune sweep whose scheduler stops a trial kills the trial's driver, but on Ray 2.60 the Ray
+    Train run's placement group can outlive it (ray-project/ray#54305; the cleaner that should
+    remove it needs the state API, which is absent without a dashboard). The sweep's Tune
+    callback (:class:`tune.train.ReleaseStoppedRuns`) removes the group named here once its
+    trial has ended, so later trials can start.
+    """
+    import ray.util
+
+    group = ray.util.get_current_placement_group()
+    return {**row, WORKER_GROUP_KEY: group.id.hex()} if group is not None else dict(row)

@@ -1,0 +1,56 @@
+"""Hyperparameter sweeps on Ray Tune.
+
+    python -m tune.sweep --config configs/sweep_qa_synthetic.yaml
+    python -m tune.sweep --config configs/sweep_train_synthetic.yaml
+    python -m tune.sweep --config configs/sweep_train_metaqa.yaml --set name=metaqa_mlp_v2
+
+``kind: sweep_qa`` needs no training: the base evaluation's retrieval is scored once and cached,
+and every grid point of evidence and reader settings is answered from the cached scores as a
+plain Tune trial. ``kind: sweep_train`` runs one Ray Train job per grid point of a training
+config (the base config first), reporting every epoch to Tune, with ASHA stopping weak trials.
+Rerunning the same ``name`` resumes either. Both write a CSV and Markdown table, the metric
+against each parameter, the Pareto front of the metric against its cost, and the best point as
+a config the jobs accept (``best.yaml``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rg.cli import config_kind, job_parser, load_job_config
+from rg.config import ConfigError
+from rg.evaluation.sweep import SweepQAConfig
+from rg.training.sweep import SweepTrainConfig, selection_metric
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = job_parser("tune.sweep", __doc__, SweepQAConfig)
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars and Tune's status table")
+    args = parser.parse_args(argv)
+    kind = config_kind(args, SweepQAConfig.KIND)
+    if kind not in (SweepQAConfig.KIND, SweepTrainConfig.KIND, None):
+        print(f"{args.config}: kind {kind!r} is not a sweep. Fix: use `kind: sweep_qa` or `kind: sweep_train`",
+              file=sys.stderr)
+        return 2
+    cfg = load_job_config(args, SweepTrainConfig if kind == SweepTrainConfig.KIND else SweepQAConfig)
+    if cfg is None:
+        return 2
+    try:
+        if isinstance(cfg, SweepTrainConfig):
+            from tune.train import format_train_sweep, run_train_sweep
+
+            base, cls = cfg.load_base()
+            metric = selection_metric(cfg.trial_config(base, cls, {}))
+            print(format_train_sweep(run_train_sweep(cfg, progress=not args.no_progress), metric))
+        else:
+            from tune.qa import format_sweep, run_qa_sweep
+
+            print(format_sweep(run_qa_sweep(cfg, progress=not args.no_progress), cfg.metric, cfg.cost))
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
