@@ -13,13 +13,14 @@ Ray Data batch inference (retriever → evidence chains → reader) and writes `
 from __future__ import annotations
 
 import sys
+from typing import Sequence
 
-from rg.cli import config_kind, job_parser, load_job_config
+from rg.cli import config_kind, job_parser, load_job_config, run_job
 from rg.evaluation.job import EvaluateConfig, evaluate
 from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa, format_qa
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = job_parser("jobs.evaluate", __doc__, EvaluateConfig)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar (QA mode)")
     args = parser.parse_args(argv)
@@ -42,4 +43,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("jobs.evaluate", main))

@@ -46,6 +46,7 @@ from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph
 from rg.retrievers.mlp import MLPConfig
 from rg.retrievers.pna import PNAConfig
 from rg.retrievers.registry import build_retriever, load_retriever
+from rg.locks import output_lock
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
 from rg.training.run_guard import check_run_config
@@ -306,9 +307,15 @@ def train_retriever(cfg: TrainJobConfig) -> dict[str, Any]:
         export folder.
 
     Raises:
+        OutputLockedError: another job writes into ``output_dir``.
         ValueError: if no training question is usable (no labels / positives).
         RuntimeError: if the run produced no checkpoint.
     """
+    with output_lock(cfg.output_dir, "jobs.train"):
+        return _train_locked(cfg)
+
+
+def _train_locked(cfg: TrainJobConfig) -> dict[str, Any]:
     import ray
     import ray.data
     import ray.train
