@@ -76,7 +76,7 @@ EXIT_INTERRUPTED = 130
 def expected_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause and fix, printed as one line; anything else keeps its traceback."""
     from rg.data.hf import HubUnavailableError
-    from rg.data.integrity import DamagedFileError
+    from rg.data.integrity import DamagedFileError, EmptyInputError
     from rg.data.records import BadRowError
     from rg.data.storage import StorageRootError
     from rg.llm.config import MissingAPIKeyError
@@ -84,7 +84,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from rg.supervision.job import EndpointDownError
     from rg.text.encoder import EncoderLoadError
 
-    return (ConfigError, FileNotFoundError, NotADirectoryError, DamagedFileError, BadRowError, MissingAPIKeyError,
+    return (ConfigError, FileNotFoundError, NotADirectoryError, DamagedFileError, EmptyInputError, BadRowError, MissingAPIKeyError,
             OutputLockedError, EndpointDownError, StorageRootError, EncoderLoadError, HubUnavailableError)
 
 

@@ -23,6 +23,10 @@ class DamagedFileError(ValueError):
     """A data file cannot be read or does not match its recorded stats; the message names the fix."""
 
 
+class EmptyInputError(ValueError):
+    """A job's input holds no rows; the message blames the input and names the config key."""
+
+
 def fsync_dir(folder: str | Path) -> None:
     """Flush a folder's entries (a rename into it) to disk; a no-op where folders cannot be opened."""
     try:

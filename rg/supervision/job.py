@@ -34,7 +34,7 @@ from rg.data.records import BadRow
 from rg.data.rog import iter_rog_rows, rog_files, sample_from_row
 from rg.data.sample import Sample
 from rg.data.splits import SplitConfig, SplitName
-from rg.data.integrity import require_parquet, write_json_atomic
+from rg.data.integrity import EmptyInputError, require_parquet, write_json_atomic
 from rg.llm.client import OpenAICompatibleClient
 from rg.llm.journal import UsageJournal, read_journal
 from rg.llm.usage import UsageLedger
@@ -267,7 +267,7 @@ def input_files(source: str) -> list[str]:
     fix = "rebuild it (rerun jobs.build_subgraphs with the same config; it rebuilds damaged shards)"
     rows = sum(require_parquet(f, fix) for f in files if f.endswith(".parquet"))
     if rows == 0 and all(f.endswith(".parquet") for f in files):
-        raise ValueError(f"input {path} (from `input: {source}`) holds no rows. Fix: point `input` at a build "
+        raise EmptyInputError(f"input {path} (from `input: {source}`) holds no rows. Fix: point `input` at a build "
                          "with questions (check the build report's bad rows)")
     return files
 

@@ -38,7 +38,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from rg.config import Config
-from rg.data.paths import resolve_data_path
+from rg.data.paths import require_input, resolve_data_path
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta, Ranked, Retriever
 from rg.data.sample import Sample
@@ -322,6 +322,8 @@ def _train_locked(cfg: TrainJobConfig) -> dict[str, Any]:
     from ray.train.torch import TorchTrainer
 
     started = time.perf_counter()
+    for path in [cfg.input] if isinstance(cfg.input, str) else cfg.input:
+        require_input(path)  # before Ray starts and before the run's settings are recorded
     storage = resolve_data_path(cfg.storage_path)
     storage_path = cfg.storage_path if "://" in cfg.storage_path else str(storage.resolve())
     check_run_config(storage_path, cfg.run_name, cfg)  # before any work: a changed config must not resume
