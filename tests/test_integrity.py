@@ -71,7 +71,7 @@ def test_damaged_shard_is_rebuilt_and_reported(ray_local, tmp_path):
     assert [x["shard"] for x in build_subgraphs(cfg, progress=False)["rebuilt_shards"]] == [str(shard)]
 
 
-def test_refine_names_a_damaged_input_shard_in_one_line(ray_local, tmp_path, capsys):
+def test_refine_names_a_damaged_input_shard_in_one_line(ray_local, tmp_path, capsys, job_line):
     cfg = make_config(tmp_path)
     build_subgraphs(cfg, progress=False)
     shard = tmp_path / "out" / "qs" / "shard-00000.parquet"
@@ -79,8 +79,8 @@ def test_refine_names_a_damaged_input_shard_in_one_line(ray_local, tmp_path, cap
     config = tmp_path / "refine.yaml"
     config.write_text(f"kind: refine\ninput: {tmp_path / 'out' / 'qs'}\noutput_dir: {tmp_path / 'labels'}\n")
     assert run_job("jobs.refine", refine_job.main, ["--config", str(config), "--no-progress"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and str(shard) in err and "Fix: rebuild it" in err
+    err = job_line(capsys.readouterr().err, "jobs.refine")
+    assert str(shard) in err and "Fix: rebuild it" in err
 
 
 def test_failed_build_leaves_no_fingerprint_and_inputs_are_stamped(ray_local, tmp_path, capsys):
@@ -165,12 +165,12 @@ def test_expected_errors_are_one_line(tmp_path, capsys, write, args, expected):
     assert expected in err and len(err.splitlines()) <= 2  # ConfigError: a header line and the key's line
 
 
-def test_missing_train_input_names_the_key(tmp_path, capsys):
+def test_missing_train_input_names_the_key(tmp_path, capsys, job_line):
     config = tmp_path / "t.yaml"
     config.write_text(f"kind: train\ninput: {tmp_path}/missing\noutput_dir: {tmp_path}/o\nstorage_path: {tmp_path}/s\nrun_name: r\n")
     assert run_job("jobs.train", train_job.main, ["--config", str(config)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "`input`" in err and "missing" in err
+    err = job_line(capsys.readouterr().err, "jobs.train")
+    assert "`input`" in err and "missing" in err
 
 
 def test_unexpected_errors_keep_their_traceback():
@@ -181,13 +181,13 @@ def test_unexpected_errors_keep_their_traceback():
         run_job("jobs.x", broken, [])
 
 
-def test_empty_input_is_blamed_on_the_input(ray_local, tmp_path, capsys):
+def test_empty_input_is_blamed_on_the_input(ray_local, tmp_path, capsys, job_line):
     write_rog_parquet([], tmp_path / "empty" / "shard-00000.parquet")
     config = tmp_path / "refine.yaml"
     config.write_text(f"kind: refine\ninput: {tmp_path / 'empty'}\noutput_dir: {tmp_path / 'labels'}\n")
     assert run_job("jobs.refine", refine_job.main, ["--config", str(config), "--no-progress"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "holds no rows. Fix: point `input`" in err
+    err = job_line(capsys.readouterr().err, "jobs.refine")
+    assert "holds no rows. Fix: point `input`" in err
 
 
 def test_strict_integers_in_nested_sections():

@@ -37,7 +37,7 @@ from rg.data.splits import SplitConfig, SplitName
 from rg.data.integrity import EmptyInputError, require_parquet, write_json_atomic
 from rg.llm.client import OpenAICompatibleClient
 from rg.llm.journal import UsageJournal, read_journal
-from rg.llm.usage import UsageLedger
+from rg.llm.usage import Usage, UsageLedger
 from rg.locks import output_lock
 from rg.runtime import RayConfig, init_ray
 from rg.data.webqsp import read_webqsp_labels
@@ -161,15 +161,24 @@ def _prepare_batch(
 
 
 class _SelectorActor:
-    """Async actor: runs the selector on a batch of prepared questions concurrently."""
+    """Async actor: runs the selector on a batch of prepared questions concurrently.
+
+    An LLM actor whose first batch got no answer at all stops calling: its later questions fall
+    back, unsent (no prompt id), with the reason its calls failed (``llm_connection``, ...), so a
+    dead endpoint costs at most one batch per actor while the driver stops the job.
+    """
 
     def __init__(self, cfg: RefineConfig, journal: str | None = None, run: str = "") -> None:
         self.selector = build_selector(cfg, UsageJournal(journal, run) if journal else None)
+        self.endpoint = EndpointWatch()
 
     async def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         kinds = list(batch["kind"])
         todo = [pickle.loads(p) for k, p in zip(kinds, batch["payload"]) if k == "sample"]
-        outcomes = await asyncio.gather(*(self.selector.select(s, p.pool) for s, p in todo), return_exceptions=True)
+        if self.endpoint.given_up:
+            outcomes: list = [Selection(failure=self.endpoint.reason) for _ in todo]
+        else:
+            outcomes = await asyncio.gather(*(self.selector.select(s, p.pool) for s, p in todo), return_exceptions=True)
         selections = [
             Selection(failure=f"selector_error:{type(o).__name__}") if isinstance(o, Exception) else o for o in outcomes
         ]
@@ -177,7 +186,9 @@ class _SelectorActor:
         payloads = [pickle.dumps(next(labels)) if k == "sample" else p for k, p in zip(kinds, batch["payload"])]
         delta = ""
         if isinstance(self.selector, LLMPathSelector):
-            delta = json.dumps(self.selector.client.ledger.drain().to_dict())
+            drained = self.selector.client.ledger.drain()
+            self.endpoint.saw(drained.total(), [x.failure for x in selections])
+            delta = json.dumps(drained.to_dict())
         return {
             "kind": np.array(kinds, dtype=object),
             "payload": np.array(payloads, dtype=object),
@@ -185,23 +196,53 @@ class _SelectorActor:
         }
 
 
+class EndpointWatch:
+    """Whether an actor's endpoint has ever answered; gives up after a first batch of only failures.
+
+    Attributes:
+        given_up: The first batch with calls got no answer: send no more.
+        reason: The commonest failure of that batch, given to the questions not sent.
+    """
+
+    def __init__(self) -> None:
+        self.answered = False
+        self.given_up = False
+        self.reason = "llm_connection"
+
+    def saw(self, usage: Usage, failures: list[str | None]) -> None:
+        """Record one batch's calls and its selections' failure reasons."""
+        if usage.calls > usage.failures:
+            self.answered = True
+        elif usage.calls and not self.answered:
+            self.given_up = True
+            common = Counter(f for f in failures if f and f.startswith("llm_")).most_common(1)
+            self.reason = common[0][0] if common else self.reason
+
+
 class EndpointDownError(RuntimeError):
     """The LLM endpoint answered none of the first batch's calls; the message names it and the reasons."""
 
 
-def check_endpoint_answered(cfg: RefineConfig, labels: list[Labels], delta: UsageLedger) -> None:
-    """Stop after the first batch that made LLM calls if every one of them failed.
+def check_endpoint_answered(cfg: RefineConfig, labels: list[Labels], usage: Usage, reasons: Counter) -> None:
+    """Stop at the first batch with LLM calls (or skipped calls) while none has been answered.
+
+    Args:
+        cfg: The job config.
+        labels: The batch's labels.
+        usage: The calls of this run so far, this batch included.
+        reasons: Fallback reasons of this run so far (updated with this batch's).
 
     Raises:
         EndpointDownError: naming the endpoint, the fallback reasons and the fix.
     """
-    total = delta.total()
-    if cfg.llm is None or total.calls == 0 or total.failures < total.calls:
+    reasons.update(x.fallback_reason for x in labels if x.fallback_reason)
+    skipped = any(x.prompt_id is None and (x.fallback_reason or "").startswith("llm_") for x in labels)
+    if cfg.llm is None or usage.calls > usage.failures or not (usage.calls or skipped):
         return
-    reasons = dict(Counter(x.fallback_reason for x in labels if x.fallback_reason))
     raise EndpointDownError(
-        f"LLM endpoint {cfg.llm.llm.base_url} (model {cfg.llm.llm.model}) answered none of the first "
-        f"{total.calls} calls ({total.retries} retries): {reasons}; nothing of this batch was written. "
+        f"LLM endpoint {cfg.llm.llm.base_url} (model {cfg.llm.llm.model}) answered none of the "
+        f"{usage.calls} calls made ({usage.retries} retries): fallbacks {dict(reasons)}; nothing of this batch was "
+        "written. "
         "Fix: check that the server is up and llm.llm.base_url, then rerun the same command"
     )
 
@@ -333,6 +374,7 @@ def _refine_locked(cfg: RefineConfig, progress: bool, fresh: bool, retry_fallbac
     journal = str(out / JOURNAL_FILE)
     ledger, bad, counts = UsageLedger(), Counter(), Counter()
     seen: set[str] = set(skip)
+    early_reasons: Counter = Counter()  # fallback reasons while the endpoint has not answered yet
     now_refined = 0
     start = time.perf_counter()
     ids = wanted_ids(cfg)
@@ -378,8 +420,9 @@ def _refine_locked(cfg: RefineConfig, progress: bool, fresh: bool, retry_fallbac
                 elif kind == "bad":
                     bad[pickle.loads(payload).reason] += 1
                 counts[kind] += 1
-            if ledger.total().calls == 0:
-                check_endpoint_answered(cfg, labels, delta)
+            before = ledger.total()
+            if before.calls == before.failures:  # nothing answered before this batch
+                check_endpoint_answered(cfg, labels, before + delta.total(), early_reasons)
             if labels:
                 write_part(labels_dir, labels, delta.total().calls, run)
             ledger.merge(delta)
