@@ -21,7 +21,7 @@ from rg.data.subgraphs import SubgraphConfig, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer
-from rg.supervision.job import RefineConfig, _SelectorActor, refine
+from rg.supervision.job import EndpointWatch, RefineConfig, _SelectorActor, refine
 from rg.supervision.labels import read_labels
 from rg.supervision.refine import prepare_question
 
@@ -150,6 +150,7 @@ def test_selector_crash_falls_back_to_weak_labels(samples_file):
 
     actor = _SelectorActor.__new__(_SelectorActor)
     actor.selector = Exploding()
+    actor.endpoint = EndpointWatch()
     sample = next(iter(read_rog(samples_file)))
     batch = {"kind": np.array(["sample"], dtype=object),
              "payload": np.array([pickle.dumps((sample, prepare_question(sample)))], dtype=object)}
