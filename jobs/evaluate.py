@@ -18,6 +18,7 @@ from typing import Sequence
 from rg.cli import config_kind, job_parser, load_job_config, run_job
 from rg.evaluation.job import EvaluateConfig, evaluate
 from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa, format_qa
+from rg.locks import output_lock
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -31,12 +32,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         qa_cfg = load_job_config(args, QAEvaluateConfig)
         if qa_cfg is None:
             return 2
-        print(format_qa(evaluate_qa(qa_cfg, progress=not args.no_progress)))
+        with output_lock(qa_cfg.output_dir, "jobs.evaluate"):
+            print(format_qa(evaluate_qa(qa_cfg, progress=not args.no_progress)))
         return 0
     cfg = load_job_config(args, EvaluateConfig)
     if cfg is None:
         return 2
-    _, files = evaluate(cfg)
+    with output_lock(cfg.output_dir, "jobs.evaluate"):
+        _, files = evaluate(cfg)
     print(files.markdown.read_text())
     print(f"results: {files.json}  plot: {files.plot}")
     return 0
