@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with output_lock(cfg.output_dir, "jobs.evaluate"):
         _, files = evaluate(cfg)
     print(files.markdown.read_text())
-    print(f"results: {files.json}  plot: {files.plot}")
+    print(f"results: {files.json.resolve()}  plot: {files.plot.resolve()}")
     return 0
 
 

@@ -149,3 +149,14 @@ def test_damaged_label_part_is_dropped_and_redone(ray_local, samples_file, tmp_p
     assert report["this_run"] == len(lost) and report["questions"] == 24
     assert {x.id: x for x in read_labels(tmp_path / "labels")} == reference
     assert (tmp_path / "labels" / f".damaged-{part.name}").exists()
+
+
+def test_repeated_question_ids_are_counted_and_labelled_once(ray_local, samples_file, tmp_path):
+    samples = list(read_rog(samples_file))[:6]
+    doubled = tmp_path / "doubled.parquet"
+    write_rog_parquet([*samples, samples[2], samples[4]], doubled)
+    with ScriptedServer(Script.always(Reply("ans: Path 1"))) as srv:
+        report = refine(llm_config(doubled, tmp_path / "out", srv.base_url), progress=False)
+    rows = read_labels(tmp_path / "out" / "labels")
+    assert sorted(x.id for x in rows) == sorted(s.id for s in samples)
+    assert report["bad_input_rows"] == {"duplicate_id": 2} and report["duplicate_ids"] == 0

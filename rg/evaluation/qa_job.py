@@ -228,5 +228,6 @@ def format_qa(result: QAResult) -> str:
     """The Markdown table with its run line, and where the files went."""
     files = result.files
     lines = [run_line(result.run), markdown_table(result.summary).rstrip(), failure_line(result.summary)]
-    lines.append(f"results: {files.json}  table: {files.markdown}  plot: {files.plot}  predictions: {files.predictions}")
+    lines.append(f"results: {Path(files.json).resolve()}  table: {Path(files.markdown).resolve()}  "
+                 f"plot: {Path(files.plot).resolve()}  predictions: {Path(files.predictions).resolve()}")
     return "\n".join(line for line in lines if line)

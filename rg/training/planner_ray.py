@@ -339,7 +339,7 @@ def train_planner(cfg: PlannerTrainConfig) -> dict[str, Any]:
         "start_epoch": start_epoch,
         "epochs_run": [int(r["epoch"]) for r in history if int(r["start_epoch"]) == start_epoch],
         "history": history,
-        "planner_dir": str(planner_dir),
+        "planner_dir": str(Path(planner_dir).resolve()),
         "evaluation": evaluation,
         "seconds": time.perf_counter() - started,
     })

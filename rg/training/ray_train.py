@@ -426,7 +426,7 @@ def _train_locked(cfg: TrainJobConfig) -> dict[str, Any]:
             "start_epoch": start_epoch,
             "epochs_run": run_epochs,
             "history": history,
-            "retriever_dir": str(retriever_dir),
+            "retriever_dir": str(Path(retriever_dir).resolve()),
             "walk_pretrain": pretrain_report,
             "seconds": time.perf_counter() - started,
         }
