@@ -34,7 +34,8 @@ from rg.data.records import BadRow
 from rg.data.rog import iter_rog_rows, rog_files, sample_from_row
 from rg.data.sample import Sample
 from rg.data.splits import SplitConfig, SplitName
-from rg.data.integrity import EmptyInputError, require_parquet, write_json_atomic
+from rg.data.integrity import write_json_atomic
+from rg.data.streaming import READ_CPUS, read_input
 from rg.llm.client import OpenAICompatibleClient
 from rg.llm.journal import UsageJournal, read_journal
 from rg.llm.usage import Usage, UsageLedger
@@ -63,8 +64,6 @@ if TYPE_CHECKING:
     import ray
 
 LABELS_DIR = "labels"
-READ_CPUS = 0.25
-"""CPUs reserved per read task; the actor pool must leave at least this much free."""
 REPORT_FILE = "refine_report.json"
 JOURNAL_FILE = "llm_usage.jsonl"
 """Usage journal beside the labels: one line per LLM call of every run (rg.llm.journal)."""
@@ -269,64 +268,6 @@ def wanted_ids(cfg: RefineConfig) -> frozenset[str] | None:
         raise ValueError("refine's `split` needs `split.file`; a seeded split is decided by the training job")
     by_side = cfg.split.ids_from_file()
     return frozenset().union(*(by_side[side] for side in cfg.sides))
-
-
-def read_input(source: str, limit: int | None, ids: frozenset[str] | None = None) -> "ray.data.Dataset":
-    """One input as a streaming Ray Dataset (parquet files or shards, or jsonl/jsonl.gz).
-
-    Parquet files are checked first (footer readable, rows present); a damaged or empty input
-    raises a one-line error naming the file.
-
-    Args:
-        source: A RoG file or folder.
-        limit: Keep the first N questions in input order (after the id filter), so that the
-            same command always covers the same questions.
-        ids: Keep only these question ids.
-    """
-    import ray
-    from ray.data.expressions import col
-
-    files = input_files(source)
-    if limit is not None:
-        ids = first_ids(files, limit, ids)
-    if all(f.endswith(".parquet") for f in files):
-        ds = ray.data.read_parquet(files, num_cpus=READ_CPUS)
-    else:
-        ds = ray.data.read_json(files, lines=True, num_cpus=READ_CPUS)
-    if ids is not None:
-        ds = ds.filter(expr=col("id").is_in(sorted(ids)))
-    return ds
-
-
-def input_files(source: str) -> list[str]:
-    """The files of one input, each parquet file verified; raises a one-line error for a bad input."""
-    path = resolve_data_path(source)
-    if not path.exists():
-        raise FileNotFoundError(f"input {path} (from `input: {source}`) does not exist. Fix: set `input` to the "
-                                "build job's output folder or a RoG file")
-    files = [str(f) for f in rog_files(path)]
-    fix = "rebuild it (rerun jobs.build_subgraphs with the same config; it rebuilds damaged shards)"
-    rows = sum(require_parquet(f, fix) for f in files if f.endswith(".parquet"))
-    if rows == 0 and all(f.endswith(".parquet") for f in files):
-        raise EmptyInputError(f"input {path} (from `input: {source}`) holds no rows. Fix: point `input` at a build "
-                         "with questions (check the build report's bad rows)")
-    return files
-
-
-def first_ids(files: list[str], limit: int, ids: frozenset[str] | None) -> frozenset[str]:
-    """The ids of the first ``limit`` questions of ``files`` in order (among ``ids`` when given)."""
-    import pyarrow.parquet as pq
-
-    out: list[str] = []
-    for file in files:
-        if file.endswith(".parquet"):
-            column = pq.read_table(file, columns=["id"]).column("id").to_pylist()
-        else:
-            column = [item.id for _, item in iter_rog_rows(file) if isinstance(item, Sample)]
-        out += [i for i in column if ids is None or i in ids]
-        if len(out) >= limit:
-            break
-    return frozenset(out[:limit])
 
 
 def refine(
