@@ -160,3 +160,18 @@ def test_repeated_question_ids_are_counted_and_labelled_once(ray_local, samples_
     rows = read_labels(tmp_path / "out" / "labels")
     assert sorted(x.id for x in rows) == sorted(s.id for s in samples)
     assert report["bad_input_rows"] == {"duplicate_id": 2} and report["duplicate_ids"] == 0
+
+
+def test_parts_without_stats_are_adopted_when_their_footer_reads(tmp_path):
+    from rg.supervision.label_store import scan_parts, stats_path
+    from rg.supervision.labels import Labels, write_labels
+
+    row = Labels(id="q", positive_triples=(0,), paths=("p",), relation_paths=(("r",),), source="refined", selector="s")
+    write_labels([row], tmp_path / "part-old.parquet")  # as written before parts had stats
+    write_labels([row], tmp_path / "part-cut.parquet")
+    os.truncate(tmp_path / "part-cut.parquet", 40)
+    parts, damaged = scan_parts(tmp_path)
+    assert [(p.path.name, p.rows, p.llm_calls) for p in parts] == [("part-old.parquet", 1, 0)]
+    assert stats_path(tmp_path / "part-old.parquet").is_file()
+    assert [Path(d["part"]).name for d in damaged] == ["part-cut.parquet"]
+    assert "not a readable parquet file" in damaged[0]["reason"]

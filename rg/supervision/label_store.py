@@ -3,7 +3,7 @@
 The refine job writes every finished batch as one labels part (``part-<hex>.parquet``) plus a
 stats file (``part-<hex>.stats.json``: rows, LLM calls whose answers the part holds, run id),
 each fsynced and renamed into place (:mod:`rg.data.integrity`). On resume a part is trusted
-only when its stats exist and its footer reads with that many rows; any other part is moved
+only when its footer reads with the row count its stats recorded; any other part is moved
 aside as ``.damaged-part-<hex>.parquet`` (hidden from readers) and its questions are redone.
 
 Questions that fell back to their weak labels for a *transient* reason (the endpoint was down,
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
-from rg.data.integrity import check_parquet, write_json_atomic
+from rg.data.integrity import DamagedFileError, check_parquet, parquet_rows, write_json_atomic
 from rg.llm.client import RETRYABLE
 from rg.supervision.labels import Labels, iter_labels, write_labels
 
@@ -56,9 +56,11 @@ def write_part(folder: Path, labels: list[Labels], llm_calls: int, run: str) -> 
 def scan_parts(folder: Path) -> tuple[list[Part], list[dict[str, str]]]:
     """The trusted parts of ``folder``, and the damaged ones (moved aside) with their reasons.
 
-    A part without stats is unfinished (a kill between the two renames), one whose footer does
-    not read or whose row count differs from its stats is damaged; both are renamed to
-    ``.damaged-<name>`` so no reader sees them, and their questions count as not done.
+    A part whose footer does not read, or whose row count differs from its stats, is damaged:
+    it is renamed to ``.damaged-<name>`` so no reader sees them, and its questions count as not
+    done. A part without a stats file (written by an rg without them, or killed between the two
+    renames: the parquet itself was fsynced and renamed whole) is adopted when its footer
+    reads: its stats are written from the footer, with no LLM calls booked to it.
     """
     parts, damaged = [], []
     for path in sorted(folder.glob("part-*.parquet")):
@@ -68,7 +70,10 @@ def scan_parts(folder: Path) -> tuple[list[Part], list[dict[str, str]]]:
                 stats = json.loads(stats_path(path).read_text())
             except ValueError:
                 stats = None
-        problem = check_parquet(path, None if stats is None else int(stats.get("rows", -1)))
+        if stats is None:
+            stats = _adopt(path)
+        # without stats, -1 rows: the check then reports why the footer does not read
+        problem = check_parquet(path, -1 if stats is None else int(stats.get("rows", -1)))
         if problem is None:
             assert stats is not None
             parts.append(Part(path, int(stats["rows"]), int(stats.get("llm_calls", 0)), str(stats.get("run", ""))))
@@ -77,6 +82,17 @@ def scan_parts(folder: Path) -> tuple[list[Part], list[dict[str, str]]]:
         stats_path(path).unlink(missing_ok=True)
         damaged.append({"part": str(path), "reason": problem})
     return parts, damaged
+
+
+def _adopt(path: Path) -> dict | None:
+    """Stats for a part without them, from its footer; None when the footer does not read."""
+    try:
+        rows = parquet_rows(path)
+    except DamagedFileError:
+        return None
+    stats = {"rows": rows, "llm_calls": 0, "run": "adopted"}
+    write_json_atomic(stats, stats_path(path))
+    return stats
 
 
 def retry_ids(parts: Iterable[Part], policy: RetryFallbacks) -> set[str]:
