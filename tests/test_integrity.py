@@ -194,3 +194,13 @@ def test_strict_integers_in_nested_sections():
     with pytest.raises(ConfigError, match="expects a number"):
         validate_config({"output_dir": "o", "synthetic": {}, "subgraph": {"max_triples": True}}, BuildSubgraphsConfig)
     assert validate_config({"output_dir": "o", "synthetic": {}, "shard_size": 3}, BuildSubgraphsConfig).shard_size == 3
+
+
+def test_missing_question_file_names_its_source(tmp_path, capsys, job_line):
+    (tmp_path / "kb.txt").write_text(KB)
+    config = tmp_path / "b.yaml"
+    config.write_text(f"kind: build_subgraphs\noutput_dir: {tmp_path}/o\nkb: {{path: {tmp_path}/kb.txt, format: metaqa}}\n"
+                      f"questions: [{{name: hop1, path: {tmp_path}/gone.txt, format: metaqa, hops: 1}}]\n")
+    assert run_job("jobs.build_subgraphs", build_job.main, ["--config", str(config)]) == 2
+    line = job_line(capsys.readouterr().err, "jobs.build_subgraphs")
+    assert "questions[hop1].path" in line and "gone.txt" in line and "Fix:" in line
