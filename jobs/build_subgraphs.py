@@ -11,13 +11,14 @@ starts over. Prints a coverage table; the full report is ``<output_dir>/build_re
 from __future__ import annotations
 
 import sys
+from typing import Sequence
 import time
 
-from rg.cli import job_parser, load_job_config
+from rg.cli import job_parser, load_job_config, run_job
 from rg.data.builder import BuildSubgraphsConfig, build_subgraphs, format_report
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = job_parser("jobs.build_subgraphs", __doc__, BuildSubgraphsConfig, resumable=True).parse_args(argv)
     cfg = load_job_config(args, BuildSubgraphsConfig)
     if cfg is None:
@@ -30,4 +31,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("jobs.build_subgraphs", main))

@@ -13,13 +13,15 @@ Ray Data batch inference (retriever → evidence chains → reader) and writes `
 from __future__ import annotations
 
 import sys
+from typing import Sequence
 
-from rg.cli import config_kind, job_parser, load_job_config
+from rg.cli import config_kind, job_parser, load_job_config, run_job
 from rg.evaluation.job import EvaluateConfig, evaluate
 from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa, format_qa
+from rg.locks import output_lock
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = job_parser("jobs.evaluate", __doc__, EvaluateConfig)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar (QA mode)")
     args = parser.parse_args(argv)
@@ -30,16 +32,18 @@ def main(argv: list[str] | None = None) -> int:
         qa_cfg = load_job_config(args, QAEvaluateConfig)
         if qa_cfg is None:
             return 2
-        print(format_qa(evaluate_qa(qa_cfg, progress=not args.no_progress)))
+        with output_lock(qa_cfg.output_dir, "jobs.evaluate"):
+            print(format_qa(evaluate_qa(qa_cfg, progress=not args.no_progress)))
         return 0
     cfg = load_job_config(args, EvaluateConfig)
     if cfg is None:
         return 2
-    _, files = evaluate(cfg)
+    with output_lock(cfg.output_dir, "jobs.evaluate"):
+        _, files = evaluate(cfg)
     print(files.markdown.read_text())
-    print(f"results: {files.json}  plot: {files.plot}")
+    print(f"results: {files.json.resolve()}  plot: {files.plot.resolve()}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("jobs.evaluate", main))

@@ -23,12 +23,13 @@ its own job (see rg.pipeline.config for the keys filled in when left out); set a
 from __future__ import annotations
 
 import sys
+from typing import Sequence
 
-from rg.cli import job_parser, load_job_config
+from rg.cli import job_parser, load_job_config, run_job
 from rg.pipeline import PipelineConfig, format_report, run_pipeline
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = job_parser("jobs.pipeline", __doc__, PipelineConfig, resumable=True).parse_args(argv)
     cfg = load_job_config(args, PipelineConfig)
     if cfg is None:
@@ -40,4 +41,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("jobs.pipeline", main))

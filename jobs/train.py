@@ -14,13 +14,14 @@ under ``<output_dir>`` with ``<output_dir>/train_report.json``.
 from __future__ import annotations
 
 import sys
+from typing import Sequence
 
-from rg.cli import config_kind, job_parser, load_job_config
+from rg.cli import config_kind, job_parser, load_job_config, run_job
 from rg.training.planner_ray import PlannerTrainConfig, format_planner_report, train_planner
 from rg.training.ray_train import TrainJobConfig, format_report, train_retriever
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = job_parser("jobs.train", __doc__, TrainJobConfig).parse_args(argv)
     kind = config_kind(args, TrainJobConfig.KIND)
     if kind is None:
@@ -39,4 +40,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("jobs.train", main))

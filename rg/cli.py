@@ -1,13 +1,15 @@
 """The command line shared by every job entry point: ``--config``, ``--set`` and, for resumable
-jobs, ``--fresh`` / ``--no-progress``."""
+jobs, ``--fresh`` / ``--no-progress``; and :func:`run_job`, which turns every expected error
+into one line on stderr (exit 2) and Ctrl-C into a line saying how to resume (exit 130).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TypeVar
+from typing import Callable, Sequence, TypeVar
 
-from rg.config import Config, ConfigError, load_config, read_yaml
+from rg.config import Config, ConfigError, apply_overrides, load_config, read_yaml
 
 C = TypeVar("C", bound=Config)
 
@@ -32,9 +34,22 @@ def job_parser(module: str, doc: str, model: type[Config], resumable: bool = Fal
 
 
 def load_job_config(args: argparse.Namespace, model: type[C]) -> C | None:
-    """The validated config, or None after printing why it is invalid to stderr."""
+    """The validated config, or None after printing why it is invalid to stderr.
+
+    Under ``ray job submit`` relative paths are resolved against the storage root
+    (:mod:`rg.data.storage`); a missing root raises StorageRootError before any work.
+    """
+    from rg.data.storage import resolve_paths, storage_root, submitted_job
+
     try:
-        return load_config(args.config, model, args.overrides)
+        cfg = load_config(args.config, model, args.overrides)
+        if not submitted_job():
+            return cfg
+        raw = apply_overrides(read_yaml(args.config), [o for o in args.overrides if o.startswith("storage_root=")])
+        root = storage_root(raw.get("storage_root"))
+        cfg = resolve_paths(cfg, root)
+        print(f"submitted Ray job: relative paths resolve against the storage root {root}", file=sys.stderr)
+        return cfg
     except ConfigError as err:
         print(err, file=sys.stderr)
         return None
@@ -50,3 +65,46 @@ def config_kind(args: argparse.Namespace, default: str) -> str | None:
     except ConfigError as err:
         print(err, file=sys.stderr)
         return None
+
+
+EXIT_EXPECTED = 2
+"""Exit status of a job stopped by an expected error (bad config or input, locked output, ...)."""
+EXIT_INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
+
+
+def expected_errors() -> tuple[type[BaseException], ...]:
+    """Errors a user can cause and fix, printed as one line; anything else keeps its traceback."""
+    from rg.data.hf import HubUnavailableError
+    from rg.data.integrity import DamagedFileError, EmptyInputError
+    from rg.data.records import BadRowError
+    from rg.data.storage import StorageRootError
+    from rg.llm.config import MissingAPIKeyError
+    from rg.locks import OutputLockedError
+    from rg.supervision.job import EndpointDownError
+    from rg.text.encoder import EncoderLoadError
+
+    return (ConfigError, FileNotFoundError, NotADirectoryError, DamagedFileError, EmptyInputError, BadRowError, MissingAPIKeyError,
+            OutputLockedError, EndpointDownError, StorageRootError, EncoderLoadError, HubUnavailableError)
+
+
+def run_job(module: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
+    """Run a job's ``main``; return its exit status.
+
+    Expected errors (see :func:`expected_errors`) print ``<module>: <message>`` on one line and
+    return 2; Ctrl-C prints how to resume and returns 130; unexpected errors propagate with
+    their traceback.
+    """
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        args = " ".join(sys.argv[1:] if argv is None else argv)
+        print(f"\n{module}: interrupted. Finished work is kept; resume with: python -m {module} {args}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except expected_errors() as err:
+        message = " ".join(str(err).split("\n")) if not isinstance(err, ConfigError) else str(err)
+        if isinstance(err, KeyError):
+            message = str(err.args[0]) if err.args else message
+        print(f"{module}: {message}", file=sys.stderr)
+        return EXIT_EXPECTED

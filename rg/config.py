@@ -12,11 +12,13 @@ declares ``kind:`` so that :func:`load_any_config` can validate it without knowi
 from __future__ import annotations
 
 import difflib
+import types
+import typing
 from pathlib import Path
 from typing import Any, Sequence, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 C = TypeVar("C", bound="Config")
 
@@ -25,10 +27,34 @@ class ConfigError(ValueError):
     """A config failed validation; the message names each bad key and its fix."""
 
 
+def _numeric_not_bool(annotation: Any) -> bool:
+    """Whether a field type takes numbers but not booleans (``int``, ``float | None``, ...)."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _numeric_not_bool(args[0])
+    if args and typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_numeric_not_bool(a) for a in args) and bool not in args
+    return annotation in (int, float)
+
+
 class Config(BaseModel):
-    """Base of all rg configs: frozen, strict about unknown keys, documented fields."""
+    """Base of all rg configs: frozen, strict about unknown keys, documented fields.
+
+    Numeric fields refuse booleans (YAML ``true`` is not the integer 1).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, value in data.items():
+                field = cls.model_fields.get(name) if isinstance(name, str) else None
+                if isinstance(value, bool) and field is not None and _numeric_not_bool(field.annotation):
+                    raise ValueError(f"`{name}` expects a number, got the boolean {str(value).lower()} "
+                                     f"(true is not 1). Fix: set `{name}` to a number")
+        return data
 
 
 def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
@@ -62,7 +88,8 @@ def format_validation_error(err: ValidationError, model: type[BaseModel], source
         elif kind == "missing":
             lines.append(f"  {key}: required key is missing. Fix: add `{name}:` with a value")
         elif not loc:
-            lines.append(f"  {e['msg']}. Fix: change the keys it names")
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"  {msg}" if "Fix:" in msg else f"  {msg}. Fix: change the keys it names")
         else:
             got = e.get("input")
             lines.append(f"  {key}: {e['msg']} (got {got!r}). Fix: set `{name}` to a valid value")
@@ -82,6 +109,8 @@ def validate_config(data: dict[str, Any], model: type[C], source: str = "<dict>"
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping; raise :class:`ConfigError` on a missing file or bad syntax."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a directory. Fix: pass a YAML file, e.g. {path}/<name>.yaml")
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist. Fix: pass an existing YAML path")
     try:
@@ -126,6 +155,7 @@ def load_config(path: str | Path, model: type[C], overrides: Sequence[str] = ())
     """
     data = apply_overrides(read_yaml(path), overrides)
     kind = data.pop("kind", None)
+    data.pop("storage_root", None)  # read by rg.cli for submitted jobs (rg.data.storage)
     expected = getattr(model, "KIND", None)
     if kind is not None and expected is not None and kind != expected:
         raise ConfigError(

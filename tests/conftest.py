@@ -27,3 +27,15 @@ def ray_local():
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def job_line():
+    """``job_line(stderr, module)``: the one line a job printed for an expected error (Ray's own log lines aside)."""
+
+    def find(stderr: str, module: str) -> str:
+        lines = [line for line in stderr.splitlines() if line.startswith(f"{module}: ")]
+        assert len(lines) == 1, stderr
+        return lines[0]
+
+    return find

@@ -21,7 +21,7 @@ from rg.data.subgraphs import SubgraphConfig, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer
-from rg.supervision.job import RefineConfig, _SelectorActor, refine
+from rg.supervision.job import EndpointWatch, RefineConfig, _SelectorActor, refine
 from rg.supervision.labels import read_labels
 from rg.supervision.refine import prepare_question
 
@@ -110,6 +110,7 @@ def test_killed_job_resumes_to_the_same_labels(ray_local, samples_file, tmp_path
     with ScriptedServer(Script.always(Respond(answer))) as srv:
         reference = tmp_path / "reference"
         refine(RefineConfig.model_validate(slow_llm_config(samples_file, reference, srv.base_url)), progress=False)
+        reference_requests = len(srv.chat_requests)
 
         out = tmp_path / "killed"
         config = tmp_path / "job.yaml"
@@ -126,6 +127,12 @@ def test_killed_job_resumes_to_the_same_labels(ray_local, samples_file, tmp_path
         finish = run_job(config)
         output = finish.communicate(timeout=240)[0].decode()
         assert finish.returncode == 0, output
+        requests = len(srv.chat_requests) - reference_requests  # both runs into `out`, the killed one included
+    report = json.loads((out / "refine_report.json").read_text())
+    all_runs = report["llm_usage_all_runs"]["total"]["calls"]
+    assert all_runs == requests > report["llm_usage_this_run"]["total"]["calls"]
+    answered_and_kept = sum(1 for x in read_labels(out / "labels") if x.prompt_tokens > 0)
+    assert report["llm_calls_not_written"] == all_runs - answered_and_kept
     assert f"resumed {len(partial)}" in output
     final, expected = by_id(out / "labels"), by_id(reference / "labels")
     assert len(read_labels(out / "labels")) == 40  # no duplicates across part files
@@ -143,6 +150,7 @@ def test_selector_crash_falls_back_to_weak_labels(samples_file):
 
     actor = _SelectorActor.__new__(_SelectorActor)
     actor.selector = Exploding()
+    actor.endpoint = EndpointWatch()
     sample = next(iter(read_rog(samples_file)))
     batch = {"kind": np.array(["sample"], dtype=object),
              "payload": np.array([pickle.dumps((sample, prepare_question(sample)))], dtype=object)}

@@ -46,3 +46,14 @@ def resolve_data_path(path: str | Path) -> Path:
     if text.startswith(SHARED_PREFIX):
         return require_shared_data(text[len(SHARED_PREFIX) :])
     return Path(text).expanduser()
+
+
+def require_input(path: str | Path, key: str = "input") -> Path:
+    """Resolve the config path ``path`` of key ``key``; raise a one-line FileNotFoundError if it is absent."""
+    resolved = resolve_data_path(path)
+    if not resolved.exists():
+        raise FileNotFoundError(
+            f"`{key}` path {resolved} (from {str(path)!r}) does not exist. Fix: set `{key}` to an existing file or "
+            "folder (e.g. the build job's output_dir/<source>)"
+        )
+    return resolved

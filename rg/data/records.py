@@ -35,6 +35,7 @@ BadRowReason = Literal[
     "empty_answers",
     "topic_not_in_kg",
     "no_hops",
+    "duplicate_id",
 ]
 """Why a line or row could not be read; the detail text of a ``BadRow`` says more."""
 
@@ -123,8 +124,9 @@ def write_parquet_atomic(
 ) -> int:
     """Write dict rows as one parquet file, atomically; return the number of rows.
 
-    The file is written under a temporary name in the same folder and moved into place with
-    ``os.replace``, so readers never see a half-written file; on failure the temporary file is
+    The file is written under a temporary name in the same folder, flushed to disk and moved
+    into place with ``os.replace`` (:func:`rg.data.integrity.commit_file`), so readers never see
+    a half-written file, even after a power loss; on failure the temporary file is
     removed and any existing file is left untouched. Missing parent folders are created. An
     empty input still writes a file with the schema.
 
@@ -136,6 +138,8 @@ def write_parquet_atomic(
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from rg.data.integrity import commit_file
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -153,7 +157,7 @@ def write_parquet_atomic(
             if batch or count == 0:
                 writer.write_table(pa.Table.from_pylist(batch, schema=schema))
                 count += len(batch)
-        os.replace(temporary, path)
+        commit_file(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
     return count

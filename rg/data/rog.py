@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from rg.data.integrity import DamagedFileError
 from rg.data.records import BadRow, BadRowError, BadRowReason, iter_text_lines, write_parquet_atomic
 from rg.data.sample import ROG_COLUMNS, Sample
 
@@ -165,16 +166,25 @@ def _iter_jsonl_rows(path: Path) -> Iterator[Sample | BadRow]:
         yield sample_from_row(row, source, index)
 
 
+def _open_parquet(path: Path) -> pq.ParquetFile:
+    """Open a RoG parquet file, or raise a one-line :class:`DamagedFileError` naming it and the fix."""
+    try:
+        return pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DamagedFileError(
+            f"{path}: not a readable parquet file ({first}). Fix: rebuild it (rerun jobs.build_subgraphs "
+            "with the same config; it rebuilds damaged shards) or replace the file"
+        ) from None
+
+
 def _parquet_batches(path: Path, batch_size: int = 64, graph: bool = True) -> Iterator[tuple[int, pa.RecordBatch]]:
     """``(index of the batch's first row, batch)`` over a RoG parquet file's known columns.
 
     Batches are small (64 rows) because one 3-hop MetaQA row can hold thousands of triples;
     ``graph=False`` leaves that column out.
     """
-    try:
-        parquet = pq.ParquetFile(path)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise ValueError(f"{path}: not a readable parquet file: {err}") from err
+    parquet = _open_parquet(path)
     names = parquet.schema_arrow.names
     missing = [c for c in REQUIRED_COLUMNS if c not in names]
     if missing:

@@ -32,7 +32,7 @@ from pydantic import Field, model_validator
 
 from rg.config import Config
 from rg.data.metaqa import read_metaqa_split
-from rg.data.paths import resolve_data_path
+from rg.data.paths import require_input, resolve_data_path
 from rg.data.records import read_json_file
 from rg.data.rog import read_rog, read_rog_selected
 from rg.data.sample import Sample
@@ -210,6 +210,8 @@ def load_split_samples(
     if "test" in sides and split.file is None:
         raise ValueError("split side 'test' needs `split.file` (a seeded split has only train and val)")
     paths = [inputs] if isinstance(inputs, str) else list(inputs)
+    for path in paths:
+        require_input(path)
     if split.file is not None and "all" not in sides:
         by_side = split.ids_from_file()
         wanted = set().union(*(by_side[s] for s in sides))

@@ -1,8 +1,11 @@
 """Per-question subgraphs cut from a global KG, written as resumable RoG-schema parquet shards.
 
 A question file is split into shards of consecutive lines. Each shard becomes one parquet file
-of :class:`~rg.data.sample.Sample` rows plus a ``.stats.json`` file written after it; a shard
-whose stats file exists is done, which is what makes the build resumable. Lines that cannot
+of :class:`~rg.data.sample.Sample` rows plus a ``.stats.json`` file written after it (both
+fsynced, then renamed into place). A shard is done only when its stats file exists, its parquet
+footer reads and holds the ``built`` rows the stats recorded (:mod:`rg.data.integrity`); any
+other shard is planned again, with the reason, which is what makes the build resumable and
+self-repairing. Lines that cannot
 become a Sample (malformed, topic entity absent from the KG, no hop count) are counted by reason
 in the stats, never dropped silently. This module is Ray-free; :mod:`rg.data.builder` runs it
 on Ray Data.
@@ -11,7 +14,6 @@ on Ray Data.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,6 +23,7 @@ import numpy as np
 from pydantic import Field
 
 from rg.config import Config
+from rg.data.integrity import check_parquet, write_json_atomic
 from rg.data.records import BadRow
 from rg.data.rog import write_rog_parquet
 from rg.data.sample import Question, Sample
@@ -186,6 +189,8 @@ class ShardTask:
     index: int
     parquet_path: str
     items: tuple[Question | BadRow, ...]
+    rebuild_reason: str | None = None
+    """Why an existing shard is built again (it was damaged); None for a new shard. Not sent to actors."""
 
     def to_json(self) -> str:
         rows = [
@@ -215,21 +220,45 @@ def plan_shards(
     source: str, items: Sequence[Question | BadRow], shard_size: int, out_dir: str | Path
 ) -> tuple[list[ShardTask], list[ShardStats]]:
     """Split a question file's items into shards; return the pending tasks and the stats of
-    shards already done (read back from their stats files, for the final report)."""
+    shards already done (read back from their stats files, for the final report).
+
+    A shard is done only when :func:`finished_shard` trusts it; a shard whose files exist but
+    fail the check is pending again with its ``rebuild_reason`` set.
+    """
     if shard_size < 1:
         raise ValueError(f"shard_size must be >= 1, got {shard_size}")
     pending, done = [], []
     for index, start in enumerate(range(0, len(items), shard_size)):
-        parquet, stats = shard_paths(out_dir, source, index)
-        if stats.is_file() and parquet.is_file():
-            done.append(ShardStats(**json.loads(stats.read_text())))
+        parquet, stats_path = shard_paths(out_dir, source, index)
+        stats, reason = finished_shard(parquet, stats_path)
+        if stats is not None:
+            done.append(stats)
         else:
-            pending.append(ShardTask(source, index, str(parquet), tuple(items[start : start + shard_size])))
+            pending.append(ShardTask(source, index, str(parquet), tuple(items[start : start + shard_size]), reason))
     return pending, done
 
 
+def finished_shard(parquet: Path, stats_path: Path) -> tuple[ShardStats | None, str | None]:
+    """``(stats, None)`` for a shard that can be trusted, else ``(None, why it is damaged)``.
+
+    ``(None, None)`` means the shard was never started (neither file exists).
+    """
+    if not parquet.exists() and not stats_path.exists():
+        return None, None
+    stats = None
+    if stats_path.is_file():
+        try:
+            stats = ShardStats(**json.loads(stats_path.read_text()))
+        except (ValueError, TypeError) as err:
+            return None, f"unreadable stats file {stats_path.name} ({err})"
+    problem = check_parquet(parquet, None if stats is None else stats.built)
+    if problem is not None:
+        return None, problem
+    return stats, None
+
+
 def run_shard(kg: KnowledgeGraph, task: ShardTask, config: SubgraphConfig) -> ShardStats:
-    """Build every question of ``task``, write its parquet then its stats file (both atomic)."""
+    """Build every question of ``task``, write its parquet then its stats file (both durable and atomic)."""
     stats = ShardStats(source=task.source, shards=1, lines=len(task.items))
     samples = []
     for item in task.items:
@@ -245,9 +274,8 @@ def run_shard(kg: KnowledgeGraph, task: ShardTask, config: SubgraphConfig) -> Sh
         samples.append(built.sample)
     parquet = Path(task.parquet_path)
     parquet.parent.mkdir(parents=True, exist_ok=True)
-    write_rog_parquet(samples, parquet)
     stats_path = parquet.with_suffix(".stats.json")
-    tmp = stats_path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(stats)))
-    os.replace(tmp, stats_path)
+    stats_path.unlink(missing_ok=True)  # a rebuilt shard is untrusted until its new stats land
+    write_rog_parquet(samples, parquet)
+    write_json_atomic(asdict(stats), stats_path)
     return stats

@@ -1,9 +1,10 @@
 """``python -m jobs.evaluate`` (QA mode, ``kind: evaluate_qa``): answer a test set with Ray Data
 batch inference and score the answers.
 
-The driver reads the questions of one split side, keeps their gold answers, and sends only the
-inference view of each question (:func:`rg.evaluation.qa.inference_view`: no answers) through
-``ray.data.Dataset.map_batches`` to a pool of actors. Each actor loads the triple scorer (a
+The driver reads the questions of one split side without their subgraphs and keeps their gold
+answers; the rows themselves stream from the input files (``read_parquet`` with an id filter,
+:mod:`rg.data.streaming`) through ``ray.data.Dataset.map_batches`` to a pool of actors, which
+answer the inference view of each question (:func:`rg.evaluation.qa.inference_view`: no answers). Each actor loads the triple scorer (a
 retriever checkpoint, or a baseline) and the reader once, and answers its batches with
 :func:`rg.evaluation.qa.answer_questions`; an LLM reader's requests of a batch run concurrently
 on the actor's event loop. The driver scores each prediction against the gold answers it kept
@@ -17,17 +18,19 @@ from __future__ import annotations
 
 import json
 import math
-import pickle
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import Field, model_validator
 from tqdm.auto import tqdm
 
+from rg.data.records import BadRow
+from rg.data.rog import sample_from_row
 from rg.data.sample import Sample
+from rg.data.streaming import read_input
 from rg.data.splits import QuestionSetConfig, load_split_samples
 from rg.evaluation.job import ENCODER_KINDS, MethodConfig, build_scorer
 from rg.evaluation.qa import (
@@ -45,6 +48,9 @@ from rg.evidence import EvidenceConfig
 from rg.metrics import MatchMode
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 LOST = "lost: the actor pool returned no prediction"
 """Failure recorded for a question whose prediction never came back (should not happen)."""
@@ -116,7 +122,7 @@ def build_qa_scorer(cfg: QAEvaluateConfig) -> TripleScorer:
 
 
 class _QAActor:
-    """Ray Data actor: loads the scorer and reader once, answers batches of pickled samples."""
+    """Ray Data actor: loads the scorer and reader once, answers batches of RoG rows (as their inference views)."""
 
     def __init__(self, cfg: QAEvaluateConfig) -> None:
         import torch
@@ -126,14 +132,26 @@ class _QAActor:
         self.scorer = build_qa_scorer(cfg)
         self.reader = build_reader(cfg.reader)
 
-    async def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        samples: list[Sample] = [pickle.loads(b) for b in batch["sample"]]
+    async def __call__(self, batch: "pa.Table") -> dict[str, np.ndarray]:
+        samples: list[Sample] = []
+        bad: list[Prediction] = []
+        covered: dict[str, bool] = {}  # needs the subgraph, which only the actors see
+        for row in batch.to_pylist():  # RoG rows straight from the input files
+            item = sample_from_row(row, "input", -1)
+            if isinstance(item, BadRow):
+                bad.append(Prediction(id=str(row.get("id")), question=str(row.get("question") or ""),
+                                      failure=f"bad_row:{item.reason}"))
+            else:
+                covered[item.id] = Gold.of(item).covered
+                samples.append(inference_view(item))
         cfg = self.cfg
         predictions = await answer_questions(
             samples, self.scorer, self.reader, top_k=cfg.top_k, chains=cfg.chains, evidence=cfg.evidence,
             min_score=cfg.min_triple_score,
         )
-        return {"prediction": np.array([json.dumps(p.to_dict()) for p in predictions], dtype=object)}
+        done = [*predictions, *bad]
+        return {"prediction": np.array([json.dumps(p.to_dict()) for p in done], dtype=object),
+                "covered": np.array([covered.get(p.id, False) for p in done], dtype=bool)}
 
 
 def check_resources(cfg: QAEvaluateConfig, cluster_cpus: float) -> None:
@@ -152,20 +170,32 @@ def _title(cfg: QAEvaluateConfig, run: dict[str, Any]) -> str:
     return f"QA on {name} ({cfg.side}, {run['questions']} questions): {scorer} → {evidence} → {run['reader']}"
 
 
-def _predict(cfg: QAEvaluateConfig, samples: list[Sample], progress: bool) -> dict[str, Prediction]:
-    """Run the actor pool over the inference views of ``samples``; predictions by id."""
+def _predict(
+    cfg: QAEvaluateConfig, ids: frozenset[str], progress: bool
+) -> tuple[dict[str, Prediction], dict[str, bool]]:
+    """Stream the questions ``ids`` from the inputs through the actor pool.
+
+    Returns:
+        Predictions by id, and by id whether the answers are in the subgraph (``Gold.covered``,
+        computed where the subgraph is).
+
+    Rows go from the input files to the actors with Ray Data (an id filter, no ``from_items``),
+    so the driver never holds the subgraphs.
+    """
     import ray
 
     init_ray(cfg.ray)
     check_resources(cfg, ray.cluster_resources().get("CPU", 0.0))
-    rows = [{"sample": pickle.dumps(inference_view(s))} for s in samples]
-    blocks = max(1, math.ceil(len(rows) / cfg.batch_size))
-    ds = ray.data.from_items(rows, override_num_blocks=blocks)
+    inputs = [cfg.input] if isinstance(cfg.input, str) else list(cfg.input)
+    parts = [read_input(source, None, ids) for source in inputs]
+    ds = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
+    ds = ds.repartition(target_num_rows_per_block=cfg.batch_size)  # spread questions over the actors
+    blocks = max(1, math.ceil(len(ids) / cfg.batch_size))
     ds = ds.map_batches(
         _QAActor,
         fn_constructor_kwargs={"cfg": cfg},
         batch_size=cfg.batch_size,
-        batch_format="numpy",
+        batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(
             size=min(cfg.num_actors, blocks),
             max_concurrent_calls_per_actor=cfg.calls_per_actor,
@@ -174,13 +204,15 @@ def _predict(cfg: QAEvaluateConfig, samples: list[Sample], progress: bool) -> di
         num_cpus=cfg.actor_cpus,
     )
     predictions: dict[str, Prediction] = {}
-    with tqdm(total=len(rows), unit="q", desc="answer questions", disable=not progress) as bar:
+    coverage: dict[str, bool] = {}
+    with tqdm(total=len(ids), unit="q", desc="answer questions", disable=not progress) as bar:
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
-            for text in batch["prediction"]:
+            for text, covered in zip(batch["prediction"], batch["covered"]):
                 prediction = Prediction.from_dict(json.loads(text))
                 predictions[prediction.id] = prediction
+                coverage[prediction.id] = bool(covered)
             bar.update(len(batch["prediction"]))
-    return predictions
+    return predictions, coverage
 
 
 def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
@@ -190,13 +222,15 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         ValueError: when the side holds no question, ids repeat, or the actor pool does not fit.
     """
     started = time.perf_counter()
-    samples = load_split_samples(cfg.input, cfg.split, (cfg.side,), cfg.limit)[cfg.side]
+    # the driver reads questions and answers only; the subgraphs stream from the files to the actors
+    samples = load_split_samples(cfg.input, cfg.split, (cfg.side,), cfg.limit, graph=False)[cfg.side]
     if not samples:
         raise ValueError(f"no questions on side {cfg.side!r} of {cfg.input}; check `input`, `split` and `side`")
     gold = {s.id: Gold.of(s) for s in samples}  # stays on the driver: the evaluation side
     if len(gold) != len(samples):
         raise ValueError(f"question ids repeat in {cfg.input}; every question needs a unique id")
-    predictions = _predict(cfg, samples, progress)
+    predictions, coverage = _predict(cfg, frozenset(gold), progress)
+    gold = {i: replace(g, covered=coverage.get(i, False)) for i, g in gold.items()}
     scores: list[QuestionScore] = []
     for sample in samples:
         prediction = predictions.get(sample.id) or Prediction(id=sample.id, question=sample.question, failure=LOST)
@@ -228,5 +262,6 @@ def format_qa(result: QAResult) -> str:
     """The Markdown table with its run line, and where the files went."""
     files = result.files
     lines = [run_line(result.run), markdown_table(result.summary).rstrip(), failure_line(result.summary)]
-    lines.append(f"results: {files.json}  table: {files.markdown}  plot: {files.plot}  predictions: {files.predictions}")
+    lines.append(f"results: {Path(files.json).resolve()}  table: {Path(files.markdown).resolve()}  "
+                 f"plot: {Path(files.plot).resolve()}  predictions: {Path(files.predictions).resolve()}")
     return "\n".join(line for line in lines if line)

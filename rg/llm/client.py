@@ -31,6 +31,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import openai
 
 from rg.llm.config import LLMConfig
+from rg.llm.journal import UsageJournal
 from rg.llm.usage import Usage, UsageLedger
 
 logger = logging.getLogger(__name__)
@@ -142,14 +143,24 @@ class OpenAICompatibleClient:
         config: Endpoint, model and calling policy.
         ledger: Ledger to book calls in (a new one by default).
         rng: Source of backoff jitter (seed it for reproducible sleeps).
+        journal: Also append every booked call to this usage journal, as it completes
+            (:mod:`rg.llm.journal`), so that killed runs' calls are still counted.
 
     Raises:
         MissingAPIKeyError: If no key is configured and the endpoint is not on loopback.
     """
 
-    def __init__(self, config: LLMConfig, *, ledger: UsageLedger | None = None, rng: random.Random | None = None):
+    def __init__(
+        self,
+        config: LLMConfig,
+        *,
+        ledger: UsageLedger | None = None,
+        rng: random.Random | None = None,
+        journal: UsageJournal | None = None,
+    ):
         self.config = config
         self.ledger = ledger if ledger is not None else UsageLedger()
+        self.journal = journal
         self._rng = rng if rng is not None else random.Random()
         self._api_key = config.resolve_api_key()
         self._bound: _LoopBinding | None = None
@@ -250,20 +261,19 @@ class OpenAICompatibleClient:
         )
 
     def _book(self, stage: str, usage: Usage, attempts: int, latency: float, *, failed: bool) -> None:
-        """Book one logical call (its tokens, attempts and outcome) in the ledger."""
-        self.ledger.add(
-            stage,
-            self.config.side,
-            Usage(
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                total_tokens=usage.total_tokens,
-                calls=1,
-                retries=attempts - 1,
-                failures=int(failed),
-                latency_s=latency,
-            ),
+        """Book one logical call (its tokens, attempts and outcome) in the ledger and the journal."""
+        booked = Usage(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+            calls=1,
+            retries=attempts - 1,
+            failures=int(failed),
+            latency_s=latency,
         )
+        self.ledger.add(stage, self.config.side, booked)
+        if self.journal is not None:
+            self.journal.append(stage, self.config.side, booked)
 
     def _backoff(self, retry_index: int, retry_after_s: float | None) -> float:
         """Full-jitter exponential backoff, or the server's Retry-After if longer; capped."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+from rg.locks import output_lock
 from rg.pipeline.config import PipelineConfig
 from rg.pipeline.stages import StageResult, plan_stages, remove_outputs
 from rg.pipeline.state import PipelineState, fingerprint
@@ -72,7 +73,15 @@ def run_pipeline(
 
     Returns:
         The report, also written to ``<output_dir>/pipeline_report.json`` and ``pipeline.md``.
+
+    Raises:
+        OutputLockedError: another pipeline writes into ``output_dir`` (each stage also locks its own folder).
     """
+    with output_lock(cfg.output_dir, "jobs.pipeline"):
+        return _run_locked(cfg, fresh, progress, echo)
+
+
+def _run_locked(cfg: PipelineConfig, fresh: bool, progress: bool, echo: Callable[[str], None]) -> PipelineReport:
     started = time.perf_counter()
     root = Path(cfg.output_dir)
     stages = plan_stages(cfg)

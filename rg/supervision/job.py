@@ -4,9 +4,12 @@ Samples (RoG parquet/jsonl, or the subgraph builder's shards) flow through two s
 tasks compute each question's weak labels and compressed candidate pool, then an actor pool
 runs the path selector — an LLM behind an OpenAI-compatible endpoint, or the local similarity
 selector — with many questions in flight per actor (the client is created inside the actor).
-The driver writes each finished batch as an atomic parquet part file, so a killed job loses
-only the batches in flight; a restart skips ids already labelled. A JSON report (counts,
-fallback reasons, pool sizes, tokens and calls) is written next to the labels.
+The driver writes each finished batch as a verified parquet part file
+(:mod:`rg.supervision.label_store`), so a killed job loses only the batches in flight; a restart
+skips ids already labelled, drops damaged parts and asks again the questions whose fallback was
+transient. Only one job writes into an output folder at a time (:mod:`rg.locks`). Every LLM
+call is journaled by the actor that made it (:mod:`rg.llm.journal`); the JSON report (counts,
+fallback reasons, pool sizes, tokens and calls of this run and of all runs) sits next to the labels.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import pickle
+import shutil
 import time
 import uuid
 from collections import Counter
@@ -30,12 +34,26 @@ from rg.data.records import BadRow
 from rg.data.rog import iter_rog_rows, rog_files, sample_from_row
 from rg.data.sample import Sample
 from rg.data.splits import SplitConfig, SplitName
-from rg.llm.usage import UsageLedger
+from rg.data.integrity import write_json_atomic
+from rg.data.streaming import READ_CPUS, read_input
+from rg.llm.client import OpenAICompatibleClient
+from rg.llm.journal import UsageJournal, read_journal
+from rg.llm.usage import Usage, UsageLedger
+from rg.locks import output_lock
 from rg.runtime import RayConfig, init_ray
 from rg.data.webqsp import read_webqsp_labels
 from rg.supervision.candidates import CandidateConfig
 from rg.supervision.evaluate import compare_with_reference
-from rg.supervision.labels import Labels, iter_labels, write_labels
+from rg.supervision.label_store import (
+    RetryFallbacks,
+    iter_part_labels,
+    remove_ids,
+    retry_ids,
+    scan_parts,
+    write_part,
+    written_calls,
+)
+from rg.supervision.labels import Labels, iter_labels
 from rg.supervision.llm_selector import LLMPathSelector, LLMSelectorConfig
 from rg.supervision.refine import finish_question, prepare_question
 from rg.supervision.selectors import PathSelector, Selection, SimilarityPathSelector, SimilaritySelectorConfig
@@ -46,12 +64,12 @@ if TYPE_CHECKING:
     import ray
 
 LABELS_DIR = "labels"
-READ_CPUS = 0.25
-"""CPUs reserved per read task; the actor pool must leave at least this much free."""
 PREPARE_CPUS = 0.25
 """CPUs reserved per candidate-pool task (about 3 ms of work per question). Reserving a whole
 CPU let only one such task run beside a pool of 4 LLM actors on 2 CPUs, and the pool starved."""
 REPORT_FILE = "refine_report.json"
+JOURNAL_FILE = "llm_usage.jsonl"
+"""Usage journal beside the labels: one line per LLM call of every run (rg.llm.journal)."""
 
 
 class RefineConfig(Config):
@@ -99,14 +117,19 @@ class RefineConfig(Config):
         return self
 
 
-def build_selector(cfg: RefineConfig) -> PathSelector:
-    """The configured selector (constructed where it runs, e.g. inside a Ray actor)."""
+def build_selector(cfg: RefineConfig, journal: UsageJournal | None = None) -> PathSelector:
+    """The configured selector (constructed where it runs, e.g. inside a Ray actor).
+
+    Args:
+        cfg: The job config.
+        journal: Where an LLM selector's client appends each call as it completes.
+    """
     import torch
 
     torch.set_num_threads(max(1, int(cfg.actor_cpus)))  # one process per actor: match its CPU share
     if cfg.selector == "llm":
         assert cfg.llm is not None  # checked by the config validator
-        return LLMPathSelector(cfg.llm)
+        return LLMPathSelector(cfg.llm, client=OpenAICompatibleClient(cfg.llm.llm, journal=journal))
     return SimilarityPathSelector(cfg.similarity, TextEncoder(cfg.encoder))
 
 
@@ -140,15 +163,24 @@ def _prepare_batch(
 
 
 class _SelectorActor:
-    """Async actor: runs the selector on a batch of prepared questions concurrently."""
+    """Async actor: runs the selector on a batch of prepared questions concurrently.
 
-    def __init__(self, cfg: RefineConfig) -> None:
-        self.selector = build_selector(cfg)
+    An LLM actor whose first batch got no answer at all stops calling: its later questions fall
+    back, unsent (no prompt id), with the reason its calls failed (``llm_connection``, ...), so a
+    dead endpoint costs at most one batch per actor while the driver stops the job.
+    """
+
+    def __init__(self, cfg: RefineConfig, journal: str | None = None, run: str = "") -> None:
+        self.selector = build_selector(cfg, UsageJournal(journal, run) if journal else None)
+        self.endpoint = EndpointWatch()
 
     async def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         kinds = list(batch["kind"])
         todo = [pickle.loads(p) for k, p in zip(kinds, batch["payload"]) if k == "sample"]
-        outcomes = await asyncio.gather(*(self.selector.select(s, p.pool) for s, p in todo), return_exceptions=True)
+        if self.endpoint.given_up:
+            outcomes: list = [Selection(failure=self.endpoint.reason) for _ in todo]
+        else:
+            outcomes = await asyncio.gather(*(self.selector.select(s, p.pool) for s, p in todo), return_exceptions=True)
         selections = [
             Selection(failure=f"selector_error:{type(o).__name__}") if isinstance(o, Exception) else o for o in outcomes
         ]
@@ -156,7 +188,9 @@ class _SelectorActor:
         payloads = [pickle.dumps(next(labels)) if k == "sample" else p for k, p in zip(kinds, batch["payload"])]
         delta = ""
         if isinstance(self.selector, LLMPathSelector):
-            delta = json.dumps(self.selector.client.ledger.drain().to_dict())
+            drained = self.selector.client.ledger.drain()
+            self.endpoint.saw(drained.total(), [x.failure for x in selections])
+            delta = json.dumps(drained.to_dict())
         return {
             "kind": np.array(kinds, dtype=object),
             "payload": np.array(payloads, dtype=object),
@@ -164,9 +198,55 @@ class _SelectorActor:
         }
 
 
-def done_ids(labels_dir: Path) -> set[str]:
-    """Ids already labelled by earlier runs (resume)."""
-    return {x.id for x in iter_labels(labels_dir)} if labels_dir.is_dir() and any(labels_dir.glob("*.parquet")) else set()
+class EndpointWatch:
+    """Whether an actor's endpoint has ever answered; gives up after a first batch of only failures.
+
+    Attributes:
+        given_up: The first batch with calls got no answer: send no more.
+        reason: The commonest failure of that batch, given to the questions not sent.
+    """
+
+    def __init__(self) -> None:
+        self.answered = False
+        self.given_up = False
+        self.reason = "llm_connection"
+
+    def saw(self, usage: Usage, failures: list[str | None]) -> None:
+        """Record one batch's calls and its selections' failure reasons."""
+        if usage.calls > usage.failures:
+            self.answered = True
+        elif usage.calls and not self.answered:
+            self.given_up = True
+            common = Counter(f for f in failures if f and f.startswith("llm_")).most_common(1)
+            self.reason = common[0][0] if common else self.reason
+
+
+class EndpointDownError(RuntimeError):
+    """The LLM endpoint answered none of the first batch's calls; the message names it and the reasons."""
+
+
+def check_endpoint_answered(cfg: RefineConfig, labels: list[Labels], usage: Usage, reasons: Counter) -> None:
+    """Stop at the first batch with LLM calls (or skipped calls) while none has been answered.
+
+    Args:
+        cfg: The job config.
+        labels: The batch's labels.
+        usage: The calls of this run so far, this batch included.
+        reasons: Fallback reasons of this run so far (updated with this batch's).
+
+    Raises:
+        EndpointDownError: naming the endpoint, the fallback reasons and the fix.
+    """
+    reasons.update(x.fallback_reason for x in labels if x.fallback_reason)
+    skipped = any(x.prompt_id is None and (x.fallback_reason or "").startswith("llm_") for x in labels)
+    if cfg.llm is None or usage.calls > usage.failures or not (usage.calls or skipped):
+        return
+    raise EndpointDownError(
+        f"LLM endpoint {cfg.llm.llm.base_url} (model {cfg.llm.llm.model}) answered none of the "
+        f"{usage.calls} calls made ({usage.retries} retries): fallbacks {dict(reasons)}; nothing of this batch was "
+        "written. "
+        "Fix: check that the server is up and llm.llm.base_url, then rerun the same command"
+    )
 
 
 def check_resources(cfg: RefineConfig, cluster_cpus: float) -> None:
@@ -193,42 +273,53 @@ def wanted_ids(cfg: RefineConfig) -> frozenset[str] | None:
     return frozenset().union(*(by_side[side] for side in cfg.sides))
 
 
-def read_input(source: str, limit: int | None, ids: frozenset[str] | None = None) -> "ray.data.Dataset":
-    """One input as a streaming Ray Dataset (parquet files or shards, or jsonl/jsonl.gz).
-
-    Args:
-        source: A RoG file or folder.
-        limit: Keep the first N rows (after the id filter).
-        ids: Keep only these question ids.
-    """
-    import ray
-    from ray.data.expressions import col
-
-    files = [str(f) for f in rog_files(resolve_data_path(source))]
-    if all(f.endswith(".parquet") for f in files):
-        ds = ray.data.read_parquet(files, num_cpus=READ_CPUS)
-    else:
-        ds = ray.data.read_json(files, lines=True, num_cpus=READ_CPUS)
-    if ids is not None:
-        ds = ds.filter(expr=col("id").is_in(sorted(ids)))
-    return ds.limit(limit) if limit is not None else ds
-
-
-def refine(cfg: RefineConfig, progress: bool = True) -> dict[str, Any]:
+def refine(
+    cfg: RefineConfig, progress: bool = True, fresh: bool = False, retry_fallbacks: RetryFallbacks = "transient"
+) -> dict[str, Any]:
     """Run the job; return (and write to ``output_dir/refine_report.json``) the report.
 
     Rows stream from the inputs through Ray Data (nothing is loaded whole on the driver);
-    the driver writes each finished batch as an atomic parquet part file.
+    the driver writes each finished batch as a verified parquet part file. The output folder
+    is locked for the whole run.
+
+    Args:
+        cfg: The validated job config.
+        progress: Show a progress bar.
+        fresh: Delete ``output_dir`` first instead of resuming.
+        retry_fallbacks: Which earlier weak fallbacks to ask again: ``transient`` (connection,
+            timeout, rate limit, 5xx), ``all`` or ``none``.
+
+    Raises:
+        OutputLockedError: another job writes into ``output_dir``.
+        MissingAPIKeyError: the LLM endpoint needs a key that is not set (checked before Ray starts).
+        EndpointDownError: the LLM endpoint answered none of the first batch's calls.
     """
+    with output_lock(cfg.output_dir, "jobs.refine"):
+        return _refine_locked(cfg, progress, fresh, retry_fallbacks)
+
+
+def _refine_locked(cfg: RefineConfig, progress: bool, fresh: bool, retry_fallbacks: RetryFallbacks) -> dict[str, Any]:
     import ray
 
     out = Path(cfg.output_dir)
+    if fresh and out.exists():
+        shutil.rmtree(out)
+    if cfg.llm is not None and cfg.selector == "llm":
+        cfg.llm.llm.resolve_api_key()  # a missing key fails here, on the driver, not inside an actor
     labels_dir = out / LABELS_DIR
     labels_dir.mkdir(parents=True, exist_ok=True)
-    skip = frozenset(done_ids(labels_dir))
+    parts, damaged = scan_parts(labels_dir)
+    retry = retry_ids(parts, retry_fallbacks)
+    parts = remove_ids(parts, retry)
+    skip = frozenset(x.id for x in iter_part_labels(parts))
     init_ray(cfg.ray)
     check_resources(cfg, ray.cluster_resources().get("CPU", 0.0))
+    run = uuid.uuid4().hex[:12]
+    journal = str(out / JOURNAL_FILE)
     ledger, bad, counts = UsageLedger(), Counter(), Counter()
+    seen: set[str] = set(skip)
+    early_reasons: Counter = Counter()  # fallback reasons while the endpoint has not answered yet
+    now_refined = 0
     start = time.perf_counter()
     ids = wanted_ids(cfg)
     for source in input_sources(cfg):
@@ -244,7 +335,7 @@ def refine(cfg: RefineConfig, progress: bool = True) -> dict[str, Any]:
         )
         ds = ds.map_batches(
             _SelectorActor,
-            fn_constructor_kwargs={"cfg": cfg},
+            fn_constructor_kwargs={"cfg": cfg, "journal": journal, "run": run},
             batch_size=cfg.batch_size,
             batch_format="numpy",
             compute=ray.data.ActorPoolStrategy(
@@ -257,29 +348,51 @@ def refine(cfg: RefineConfig, progress: bool = True) -> dict[str, Any]:
         bar = tqdm(total=total, unit="q", desc=f"refine {Path(source).name} ({cfg.selector})", disable=not progress)
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
             labels = []
+            delta = UsageLedger()
+            for entry in batch["ledger"]:
+                if entry:
+                    delta.merge(UsageLedger.from_dict(json.loads(entry)))
             for kind, payload in zip(batch["kind"], batch["payload"]):
-                counts[kind] += 1
                 if kind == "sample":
-                    labels.append(pickle.loads(payload))
+                    row = pickle.loads(payload)
+                    if row.id in seen:
+                        kind = "duplicate"
+                        bad["duplicate_id"] += 1
+                    else:
+                        seen.add(row.id)
+                        labels.append(row)
+                        now_refined += row.id in retry and row.source == "refined"
                 elif kind == "bad":
                     bad[pickle.loads(payload).reason] += 1
+                counts[kind] += 1
+            before = ledger.total()
+            if before.calls == before.failures:  # nothing answered before this batch
+                check_endpoint_answered(cfg, labels, before + delta.total(), early_reasons)
             if labels:
-                write_labels(labels, labels_dir / f"part-{uuid.uuid4().hex[:12]}.parquet")
-            for delta in batch["ledger"]:
-                if delta:
-                    ledger.merge(UsageLedger.from_dict(json.loads(delta)))
+                write_part(labels_dir, labels, delta.total().calls, run)
+            ledger.merge(delta)
             bar.update(len(batch["kind"]))
         bar.close()
     all_labels = list(iter_labels(labels_dir))
     report = summarize(
         all_labels, cfg, bad, counts["skipped"], counts["sample"], ledger, time.perf_counter() - start
     )
+    all_runs = read_journal(journal)
+    report.update({
+        "output_dir": str(out.resolve()),
+        "damaged_parts": damaged,
+        "retry_fallbacks": retry_fallbacks,
+        "retried": len(retry),
+        "retried_now_refined": now_refined,
+        "llm_usage_all_runs": all_runs.to_dict(),
+        "llm_calls_not_written": max(0, all_runs.total().calls - written_calls(labels_dir)),
+    })
     if cfg.reference_labels:
         reference = {
             x.id: x.evidence_triple_idx for x in read_webqsp_labels(resolve_data_path(cfg.reference_labels))
         }
         report["vs_reference"] = compare_with_reference(iter_samples(cfg), all_labels, reference, cfg.candidates.weak)
-    (out / REPORT_FILE).write_text(json.dumps(report, indent=2))
+    write_json_atomic(report, out / REPORT_FILE)
     return report
 
 
@@ -347,6 +460,17 @@ def format_report(report: dict[str, Any]) -> str:
         f"LLM calls {total['calls']} retries {total['retries']} failures {total['failures']} tokens "
         f"{total['prompt_tokens']:,}+{total['completion_tokens']:,}"
     )
+    if "llm_usage_all_runs" in report:
+        every = report["llm_usage_all_runs"]["total"]
+        lines.append(
+            f"all runs: LLM calls {every['calls']} tokens {every['prompt_tokens']:,}+{every['completion_tokens']:,}; "
+            f"calls whose answers were never written {report['llm_calls_not_written']}"
+        )
+    if report.get("retried"):
+        lines.append(f"retried {report['retried']} earlier fallbacks ({report['retry_fallbacks']}): "
+                     f"{report['retried_now_refined']} now refined")
+    for item in report.get("damaged_parts", []):
+        lines.append(f"dropped damaged labels part {item['part']} ({item['reason']}); its questions were redone")
     for name, q in report.get("vs_reference", {}).items():
         lines.append(
             f"vs reference, {name:<16} P {q['precision']:.3f} R {q['recall']:.3f} F1 {q['f1']:.3f} "
@@ -354,4 +478,6 @@ def format_report(report: dict[str, Any]) -> str:
         )
     if report["bad_input_rows"]:
         lines.append(f"bad input rows: {report['bad_input_rows']}")
+    if "output_dir" in report:
+        lines.append(f"labels and report: {report['output_dir']}")
     return "\n".join(lines)

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path as FilePath
-from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import Any, Collection, Iterable, Iterator, Literal, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rg.data.integrity import DamagedFileError
 from rg.data.records import write_parquet_atomic
 from rg.graph.path import split_relation
 from rg.supervision.candidates import CandidatePool
@@ -211,6 +212,7 @@ def iter_labels(path: str | FilePath) -> Iterator[Labels]:
 
     Raises:
         FileNotFoundError: if the path does not exist or a folder holds no parquet file.
+        DamagedFileError: naming a file whose parquet footer does not read, and the fix.
         ValueError: if a file lacks a labels column.
     """
     path = FilePath(path)
@@ -223,13 +225,44 @@ def iter_labels(path: str | FilePath) -> Iterator[Labels]:
     else:
         raise FileNotFoundError(f"labels path {path} does not exist")
     for file in files:
-        parquet = pq.ParquetFile(str(file))
+        try:
+            parquet = pq.ParquetFile(str(file))
+        except (OSError, ValueError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise DamagedFileError(
+                f"{file}: not a readable labels parquet file ({first}). Fix: rerun jobs.refine with the same config "
+                "(it drops damaged parts and redoes their questions)"
+            ) from None
         missing = [n for n in LABELS_SCHEMA.names if n not in parquet.schema_arrow.names]
         if missing:
             raise ValueError(f"{file}: not a labels file, missing column(s) {missing}")
         for batch in parquet.iter_batches(columns=list(LABELS_SCHEMA.names)):
             for row in batch.to_pylist():
                 yield Labels.from_row(row)
+
+
+def labels_by_id(path: str | FilePath, wanted: Collection[str] | None = None) -> dict[str, Labels]:
+    """The labels of a file or folder by question id (only ``wanted`` ids when given).
+
+    A question with two identical rows (a part rewritten while a job was killed) is kept once;
+    two rows that differ are refused instead of letting file order pick one.
+
+    Raises:
+        ValueError: naming the question, both rows' sources and the fix.
+        DamagedFileError, FileNotFoundError: as :func:`iter_labels`.
+    """
+    out: dict[str, Labels] = {}
+    for row in iter_labels(path):
+        if wanted is not None and row.id not in wanted:
+            continue
+        old = out.setdefault(row.id, row)
+        if old != row:
+            raise ValueError(
+                f"{path}: question {row.id!r} has two different label rows ({old.source}/{old.selector} and "
+                f"{row.source}/{row.selector}); two jobs wrote into one folder. Fix: rerun jobs.refine --fresh "
+                "into this output_dir, or keep one of the folders"
+            )
+    return out
 
 
 def read_labels(path: str | FilePath) -> list[Labels]:

@@ -38,7 +38,7 @@ from rg.data.sample import Sample
 from rg.graph import KnowledgeGraph
 from rg.retrievers.graphs import EmbeddingTables, QuestionGraph
 from rg.supervision.answer_paths import DEFAULT_MAX_LEN, AnswerPathLabels, answer_f1_labels, path_labels, search_kb
-from rg.supervision.labels import LabelSource, Labels, read_labels, weak_fallback
+from rg.supervision.labels import LabelSource, Labels, labels_by_id, weak_fallback
 from rg.supervision.selectors import verbalise_relation
 from rg.supervision.weak import WeakConfig, weak_labels
 from rg.training.planner_data import TemplateConsensus, candidate_targets
@@ -332,4 +332,4 @@ def load_labels(
             for s in samples
         }
     wanted = {s.id for s in samples}
-    return {row.id: row for row in read_labels(str(config.path)) if row.id in wanted}
+    return labels_by_id(str(config.path), wanted)

@@ -49,7 +49,7 @@ from rg.retrievers.planner.evaluate import MODES, evaluate_planner
 from rg.retrievers.planner.model import PlannerModel, load_planner, prompt_question
 from rg.runtime import RayConfig, init_ray
 from rg.supervision.answer_paths import search_kb
-from rg.supervision.labels import Labels, read_labels
+from rg.supervision.labels import Labels, labels_by_id
 from rg.training.run_guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows, with_worker_group
 from rg.training.data import LabelConfig
@@ -191,7 +191,7 @@ def _labels(cfg: PlannerTrainConfig, samples: Sequence[Sample]) -> dict[str, Lab
     if cfg.labels.source == "weak":
         return None
     wanted = {s.id for s in samples}
-    return {row.id: row for row in read_labels(resolve_data_path(str(cfg.labels.path))) if row.id in wanted}
+    return labels_by_id(resolve_data_path(str(cfg.labels.path)), wanted)
 
 
 def _relations(samples: Sequence[Sample]) -> set[str]:
@@ -344,7 +344,7 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
         "start_epoch": start_epoch,
         "epochs_run": [int(r["epoch"]) for r in history if int(r["start_epoch"]) == start_epoch],
         "history": history,
-        "planner_dir": str(planner_dir),
+        "planner_dir": str(Path(planner_dir).resolve()),
         "evaluation": evaluation,
         "seconds": time.perf_counter() - started,
     })

@@ -38,7 +38,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from rg.config import Config
-from rg.data.paths import resolve_data_path
+from rg.data.paths import require_input, resolve_data_path
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta, Ranked, Retriever
 from rg.data.sample import Sample
@@ -46,6 +46,7 @@ from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph
 from rg.retrievers.mlp import MLPConfig
 from rg.retrievers.pna import PNAConfig
 from rg.retrievers.registry import build_retriever, load_retriever
+from rg.locks import output_lock
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
 from rg.training.run_guard import check_run_config
@@ -310,15 +311,23 @@ def train_retriever(cfg: TrainJobConfig, callbacks: Sequence[Any] = ()) -> dict[
         export folder.
 
     Raises:
+        OutputLockedError: another job writes into ``output_dir``.
         ValueError: if no training question is usable (no labels / positives).
         RuntimeError: if the run produced no checkpoint.
     """
+    with output_lock(cfg.output_dir, "jobs.train"):
+        return _train_locked(cfg)
+
+
+def _train_locked(cfg: TrainJobConfig) -> dict[str, Any]:
     import ray
     import ray.data
     import ray.train
     from ray.train.torch import TorchTrainer
 
     started = time.perf_counter()
+    for path in [cfg.input] if isinstance(cfg.input, str) else cfg.input:
+        require_input(path)  # before Ray starts and before the run's settings are recorded
     storage = resolve_data_path(cfg.storage_path)
     storage_path = cfg.storage_path if "://" in cfg.storage_path else str(storage.resolve())
     check_run_config(storage_path, cfg.run_name, cfg)  # before any work: a changed config must not resume
@@ -422,7 +431,7 @@ def train_retriever(cfg: TrainJobConfig, callbacks: Sequence[Any] = ()) -> dict[
             "start_epoch": start_epoch,
             "epochs_run": run_epochs,
             "history": history,
-            "retriever_dir": str(retriever_dir),
+            "retriever_dir": str(Path(retriever_dir).resolve()),
             "walk_pretrain": pretrain_report,
             "seconds": time.perf_counter() - started,
         }

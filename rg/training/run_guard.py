@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rg.config import Config
+from rg.config import Config, ConfigError
 
 RUN_CONFIG_FILE = "rg_run_config.json"
 """Written into ``<storage_path>/<run_name>/`` on a run's first submission."""
@@ -76,7 +76,7 @@ def check_run_config(storage_path: str, run_name: str, config: Config) -> bool:
     if changed:
         lines = "; ".join(f"{k}: {before.get(k)!r} -> {current.get(k)!r}" for k in changed[:8])
         more = f" (and {len(changed) - 8} more)" if len(changed) > 8 else ""
-        raise ValueError(
+        raise ConfigError(
             f"run {run_name!r} under {storage_path} was started with other settings, so it cannot resume: "
             f"{lines}{more}. Fix: set a new `run_name` to start a separate run, or delete {folder} to start this "
             f"one over (only {sorted(RESUMABLE_KEYS)} may change between submissions)"

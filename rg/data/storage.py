@@ -1,0 +1,111 @@
+"""Cluster-safe paths: relative paths of a submitted Ray job resolve against a storage root.
+
+``ray job submit --working-dir .`` runs the job inside Ray's per-package copy of the working
+folder, and the next submission after any edit gets a new copy: outputs written to relative
+paths would land in a temporary folder and be lost to the next job (a training run would start
+again from epoch 0). So when a job runs under ``ray job submit`` (detected from the
+``RAY_JOB_CONFIG_JSON_ENV_VAR`` the job supervisor sets), every relative input, output and
+storage path of its config is resolved against the storage root: ``$RG_STORAGE_ROOT`` or the
+config's top-level ``storage_root:`` key, an absolute path on storage every node shares. A
+pyarrow-filesystem URI (``s3://``, ``gs://``) root serves ``storage_path`` (Ray Train
+checkpoints) only, since the other outputs are written with file I/O. Without a root, a
+submitted job with a relative path exits before any work, naming the path and the fix.
+``@shared/`` data paths need ``$RG_SHARED_DATA`` in a submitted job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from rg.data.paths import ENV_VAR as SHARED_ENV, SHARED_PREFIX
+
+ROOT_ENV = "RG_STORAGE_ROOT"
+ROOT_KEY = "storage_root"
+JOB_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+PATH_KEYS = frozenset({"output_dir", "input", "path", "storage_path", "file", "reference_labels", "checkpoint",
+                       "questions_file", "cache_dir"})
+"""Config keys that hold file or folder paths (anywhere in a config's tree)."""
+URI_KEYS = frozenset({"storage_path"})
+"""Keys whose values may be a pyarrow-filesystem URI."""
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class StorageRootError(ValueError):
+    """A submitted job has a relative path but no usable storage root; the message names the fix."""
+
+
+def submitted_job() -> str | None:
+    """The submission id when this process is the entrypoint of ``ray job submit``, else None."""
+    raw = os.environ.get(JOB_ENV)
+    if not raw:
+        return None
+    try:
+        metadata = json.loads(raw).get("metadata") or {}
+    except ValueError:
+        return None
+    return metadata.get("job_submission_id") or None
+
+
+def _is_absolute(value: str) -> bool:
+    return os.path.isabs(os.path.expanduser(value)) or "://" in value
+
+
+def _resolve(value: str, key: str, root: str | None) -> str:
+    if value.startswith(SHARED_PREFIX):
+        if not os.environ.get(SHARED_ENV):
+            raise StorageRootError(
+                f"`{key}: {value}` names shared data, but a submitted job does not see ../shared/data. "
+                f"Fix: pass --runtime-env-json '{{\"env_vars\": {{\"{SHARED_ENV}\": \"/path/to/data\"}}}}'"
+            )
+        return value
+    if _is_absolute(value):
+        return value
+    if root is None:
+        raise StorageRootError(
+            f"`{key}: {value}` is relative, and in a submitted Ray job it would land in Ray's temporary copy of "
+            f"the working dir (lost on the next submit). Fix: set {ROOT_ENV} (--runtime-env-json "
+            f"'{{\"env_vars\": {{\"{ROOT_ENV}\": \"/shared/rg\"}}}}') or `{ROOT_KEY}:` in the config, or give an "
+            "absolute path"
+        )
+    if "://" in root and key not in URI_KEYS:
+        raise StorageRootError(
+            f"`{key}: {value}` is relative and the storage root {root} is a URI; rg writes `{key}` with file I/O. "
+            f"Fix: mount the bucket and set {ROOT_ENV} to the mount point, or give `{key}` an absolute path"
+        )
+    return f"{root.rstrip('/')}/{value}" if "://" in root else os.path.join(root, value)
+
+
+def _walk(node: Any, key: str, root: str | None) -> Any:
+    if isinstance(node, dict):
+        return {k: _walk(v, k, root) for k, v in node.items()}
+    if key in PATH_KEYS and isinstance(node, str):
+        return _resolve(node, key, root)
+    if key in PATH_KEYS and isinstance(node, list) and all(isinstance(x, str) for x in node):
+        return [_resolve(x, key, root) for x in node]
+    if isinstance(node, list):
+        return [_walk(x, key, root) for x in node]
+    return node
+
+
+def resolve_paths(cfg: M, root: str | None) -> M:
+    """``cfg`` with every relative path resolved against ``root`` (see the module docstring).
+
+    Raises:
+        StorageRootError: for a relative path without a root, a URI root for a file-I/O key, or
+            ``@shared/`` data without ``$RG_SHARED_DATA``.
+    """
+    data = _walk(cfg.model_dump(), "", root)
+    return type(cfg).model_validate(data)
+
+
+def storage_root(config_value: str | None) -> str | None:
+    """The storage root: ``$RG_STORAGE_ROOT``, else the config's ``storage_root:``, else None."""
+    root = os.environ.get(ROOT_ENV) or config_value
+    if root and not _is_absolute(root):
+        raise StorageRootError(f"storage root {root!r} must be an absolute path or a URI such as s3://bucket/rg")
+    return root or None
