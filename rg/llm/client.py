@@ -36,9 +36,11 @@ from rg.llm.usage import Usage, UsageLedger
 logger = logging.getLogger(__name__)
 
 ErrorReason = Literal[
-    "rate_limited", "server_error", "timeout", "connection", "client_error", "empty_reply", "bad_response"
+    "rate_limited", "server_error", "timeout", "connection", "client_error", "empty_reply", "bad_response",
+    "egress_refused",
 ]
-"""Why a call failed. The first four are retried (bounded); the rest fail at once."""
+"""Why a call failed. The first four are retried (bounded); the rest fail at once. ``egress_refused``:
+the egress guard found a raw string in a Brain-bound request, and nothing was sent."""
 
 RETRYABLE: frozenset[str] = frozenset({"rate_limited", "server_error", "timeout", "connection"})
 
@@ -106,6 +108,17 @@ class LLMClient(Protocol):
         ...
 
 
+@runtime_checkable
+class EgressCheck(Protocol):
+    """The check a Brain-side client runs on every request before it is sent (rg.privacy's guard).
+
+    ``check_messages`` raises an exception with a ``category`` attribute when the request holds a
+    raw string; it never names the string.
+    """
+
+    def check_messages(self, messages: list[dict[str, str]]) -> None: ...
+
+
 @dataclass(frozen=True)
 class _Reply:
     """One successful attempt: the text, the reported model and the reported tokens."""
@@ -142,13 +155,29 @@ class OpenAICompatibleClient:
         config: Endpoint, model and calling policy.
         ledger: Ledger to book calls in (a new one by default).
         rng: Source of backoff jitter (seed it for reproducible sleeps).
+        guard: The egress check every request passes before it is sent; required when
+            ``config.side`` is ``brain`` (a refused request fails with ``egress_refused``).
 
     Raises:
         MissingAPIKeyError: If no key is configured and the endpoint is not on loopback.
+        ValueError: For a ``side: brain`` config without a guard.
     """
 
-    def __init__(self, config: LLMConfig, *, ledger: UsageLedger | None = None, rng: random.Random | None = None):
+    def __init__(
+        self,
+        config: LLMConfig,
+        *,
+        ledger: UsageLedger | None = None,
+        rng: random.Random | None = None,
+        guard: EgressCheck | None = None,
+    ):
+        if config.side == "brain" and guard is None:
+            raise ValueError(
+                f"{config.base_url} is a side: brain endpoint, and a Brain-side client needs an egress guard. "
+                "Fix: build it with rg.privacy.brain_client(config, session), or set `side: hand` for a local model"
+            )
         self.config = config
+        self.guard = guard
         self.ledger = ledger if ledger is not None else UsageLedger()
         self._rng = rng if rng is not None else random.Random()
         self._api_key = config.resolve_api_key()
@@ -213,6 +242,14 @@ class OpenAICompatibleClient:
         _check_messages(messages)
         if not stage:
             raise ValueError("stage must be a non-empty string naming the pipeline step, e.g. 'refine'")
+        if self.guard is not None:
+            try:
+                self.guard.check_messages(messages)
+            except Exception as refused:  # noqa: BLE001 — any refusal stops the request; only its category is kept
+                category = str(getattr(refused, "category", type(refused).__name__))
+                logger.info("LLM request refused by the egress guard (%s); nothing sent", category)
+                raise LLMError("egress_refused", f"the request holds a raw {category}", attempts=0,
+                               stage=stage, prompt_id=prompt_id) from None
         bound = self._binding()
         start = time.perf_counter()
         failure: _Failure | None = None
