@@ -20,6 +20,7 @@ inside the running event loop, so the object can be built in a Ray actor and use
 from __future__ import annotations
 
 import asyncio
+import copy
 import email.utils
 import json
 import logging
@@ -182,6 +183,13 @@ class OpenAICompatibleClient:
         self._rng = rng if rng is not None else random.Random()
         self._api_key = config.resolve_api_key()
         self._bound: _LoopBinding | None = None
+
+    def with_guard(self, guard: EgressCheck) -> "OpenAICompatibleClient":
+        """This client with another egress guard (e.g. the next question's session); it shares
+        the connection pool and the ledger."""
+        twin = copy.copy(self)
+        twin.guard = guard
+        return twin
 
     def __repr__(self) -> str:
         cfg = self.config

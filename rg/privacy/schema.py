@@ -23,6 +23,8 @@ from pathlib import Path
 
 UNKNOWN = "entity"
 SCHEMA_FILE = "privacy_schema.json"
+SCHEMA_KINDS = frozenset({"type"})
+"""Entity kinds that are schema vocabulary (Freebase type nodes such as ``Person``), shown as-is."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,10 @@ class KGSchema:
 
     def type_of(self, entity: str) -> str:
         return self.types.get(entity, UNKNOWN)
+
+    def is_public(self, entity: str) -> bool:
+        """Whether ``entity`` is schema vocabulary (a type node), which the Brain may see by name."""
+        return self.types.get(entity) in SCHEMA_KINDS
 
     def relation_cluster(self, relation: str) -> str:
         return self.clusters.get(relation, "rel_unknown")

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import hashes, hmac
 
 from rg.privacy.config import PrivacyConfig
 from rg.privacy.guard import EgressGuard, guardable
-from rg.privacy.normalise import normalise, normalise_with_map, whole_token
+from rg.privacy.normalise import INVISIBLE, normalise, normalise_with_map, whole_token
 from rg.privacy.schema import KGSchema
 
 KEY_BYTES = 32
@@ -37,6 +37,21 @@ MID = re.compile(r"^[mg]\.[0-9a-z_]+$")
 DATE = re.compile(r"^(\d{4})(?:-\d{2}(?:-\d{2})?)?$")
 NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
 PSEUDONYM = re.compile(r"\b(?:ent|lit)_[0-9a-f]{4,64}\b")
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+DATES_IN_TEXT = (
+    re.compile(r"\b(\d{4})-\d{1,2}-\d{1,2}\b"),
+    re.compile(r"\b\d{1,2}[/.]\d{1,2}[/.](\d{4})\b"),
+    re.compile(rf"\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.IGNORECASE),
+    re.compile(rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}\s+(\d{{4}})\b", re.IGNORECASE),
+)
+"""Full dates written in a question (ISO, d/m/y or m/d/y, "March 2, 1987", "2 March 1987"): coarsened to the year."""
+
+
+def coarsen_dates(text: str) -> str:
+    """Every full date in ``text`` replaced by ``year YYYY`` (dates are literals: the Brain sees years)."""
+    for pattern in DATES_IN_TEXT:
+        text = pattern.sub(lambda m: f"year {m.group(1)}", text)
+    return text
 
 
 class SessionClosed(RuntimeError):
@@ -148,9 +163,10 @@ class PrivacySession:
         return int.from_bytes(mac.finalize()[:4], "big") / 2**32 < self.config.ratio
 
     def entity(self, raw: str, topic: bool = False) -> str:
-        """The Brain's view of an entity: ``ent_xxxx (type)``, a coarse literal, or the raw name."""
+        """The Brain's view of an entity: ``ent_xxxx (type)``, a coarse literal, or the raw name
+        (plaintext mode, schema vocabulary such as type nodes, or left out by the ratio)."""
         self._live_key()
-        if not self.anonymising or (not topic and not self._anonymised(raw)):
+        if not self.anonymising or self.schema.is_public(raw) or (not topic and not self._anonymised(raw)):
             return raw
         coarse = literal_view(raw)
         if coarse is not None and self.schema.type_of(raw) == "literal":
@@ -179,11 +195,13 @@ class PrivacySession:
 
         Matching ignores case, accents, full-width forms, zero-width characters and whitespace,
         and takes whole tokens only; longer names win over the names inside them. A name too
-        weak to match (see :func:`rg.privacy.guard.guardable`) is left alone.
+        weak to match (see :func:`rg.privacy.guard.guardable`) is left alone. Full dates in any
+        of the formats of :data:`DATES_IN_TEXT` become ``year YYYY`` first.
         """
         self._live_key()
         if not self.anonymising:
             return MaskedQuestion(question, {}, ())
+        question = coarsen_dates(question)
         folded, origin = normalise_with_map(question)
         tags = {f"TE_{i + 1}": self.pseudonym(t) for i, t in enumerate(topics)}
         replacement = {t: f"TE_{i + 1} ({self.schema.type_of(t)})" for i, t in enumerate(topics)}
@@ -209,6 +227,7 @@ class PrivacySession:
         text = question
         for start, end, view in sorted(spans, reverse=True):
             text = text[:start] + view + text[end:]
+        text = "".join(c for c in text if c not in INVISIBLE)  # nothing invisible reaches the Brain
         missing = tuple(t for t in topics if t not in found)
         if missing:
             text += " [topic entities: " + ", ".join(replacement[t] for t in missing) + "]"
