@@ -149,6 +149,13 @@ class _LoopBinding:
     slots: asyncio.Semaphore
 
 
+class _Pool:
+    """The binding a client and its :meth:`OpenAICompatibleClient.with_guard` twins share."""
+
+    def __init__(self) -> None:
+        self.bound: _LoopBinding | None = None
+
+
 class OpenAICompatibleClient:
     """:class:`LLMClient` over an OpenAI-compatible ``/chat/completions`` endpoint.
 
@@ -182,11 +189,11 @@ class OpenAICompatibleClient:
         self.ledger = ledger if ledger is not None else UsageLedger()
         self._rng = rng if rng is not None else random.Random()
         self._api_key = config.resolve_api_key()
-        self._bound: _LoopBinding | None = None
+        self._pool = _Pool()
 
     def with_guard(self, guard: EgressCheck) -> "OpenAICompatibleClient":
         """This client with another egress guard (e.g. the next question's session); it shares
-        the connection pool and the ledger."""
+        the connection pool, the in-flight limit and the ledger."""
         twin = copy.copy(self)
         twin.guard = guard
         return twin
@@ -199,7 +206,7 @@ class OpenAICompatibleClient:
         # A pickled client carries neither the live connection pool nor the resolved key; the
         # key is resolved again where it is unpickled (e.g. inside a Ray actor's environment).
         state = dict(self.__dict__)
-        state["_bound"] = None
+        state["_pool"] = _Pool()
         state.pop("_api_key", None)
         return state
 
@@ -215,22 +222,23 @@ class OpenAICompatibleClient:
 
     async def aclose(self) -> None:
         """Close the SDK client of the current binding; the next call creates a new one."""
-        bound, self._bound = self._bound, None
+        bound, self._pool.bound = self._pool.bound, None
         if bound is not None and not bound.loop.is_closed():
             await bound.sdk.close()
 
     def _binding(self) -> _LoopBinding:
         """The SDK client and semaphore for the running loop, created on first use in it."""
         loop = asyncio.get_running_loop()
-        if self._bound is None or self._bound.loop is not loop:
+        bound = self._pool.bound
+        if bound is None or bound.loop is not loop:
             sdk = openai.AsyncOpenAI(
                 api_key=self._api_key,
                 base_url=self.config.base_url,
                 timeout=self.config.timeout_s,
                 max_retries=0,
             )
-            self._bound = _LoopBinding(loop=loop, sdk=sdk, slots=asyncio.Semaphore(self.config.max_concurrency))
-        return self._bound
+            bound = self._pool.bound = _LoopBinding(loop=loop, sdk=sdk, slots=asyncio.Semaphore(self.config.max_concurrency))
+        return bound
 
     async def complete(self, messages: list[dict[str, str]], *, stage: str, prompt_id: str) -> Completion:
         """Send one chat completion with bounded retries; book it in :attr:`ledger`.

@@ -8,8 +8,10 @@ inside ``annual``. On a match the guard raises :class:`EgressRefused`, which nam
 category matched, never the string, so logs and reports stay clean.
 
 Strings too weak to guard are kept out of the automaton and counted (``skipped``): shorter than
-:data:`MIN_CHARS` after normalisation, digits-only shorter than :data:`MIN_DIGITS`, or a common
-word (:data:`COMMON_WORDS`). Such a name cannot be told apart from ordinary text, so it is never
+:data:`MIN_CHARS` after normalisation, digits-only shorter than :data:`MIN_DIGITS`, a common
+word (:data:`COMMON_WORDS`), or a word of the schema the Brain sees anyway (``public``: in
+``utility`` mode the words of relation labels, e.g. a profession named ``Actor`` beside the
+relation ``film.performance.actor``). Such a name cannot be told apart from ordinary text, so it is never
 matched in questions either; it reaches the Brain only as a pseudonym in structured fields.
 """
 
@@ -48,9 +50,10 @@ class EgressRefused(RuntimeError):
         self.category = category
 
 
-def guardable(normalised: str) -> bool:
-    """Whether a normalised raw string is distinctive enough to guard (see the module docstring)."""
-    if len(normalised) < MIN_CHARS or normalised in COMMON_WORDS:
+def guardable(normalised: str, public: frozenset[str] = frozenset()) -> bool:
+    """Whether a normalised raw string is distinctive enough to guard (see the module docstring);
+    a string in ``public`` (words of the schema the Brain may see) is not."""
+    if len(normalised) < MIN_CHARS or normalised in COMMON_WORDS or normalised in public:
         return False
     return not (normalised.isdigit() and len(normalised) < MIN_DIGITS)
 
@@ -60,10 +63,13 @@ class EgressGuard:
 
     Args:
         raw: Category → raw strings of the session.
+        public: Normalised words the Brain may see anyway (relation and type labels of the
+            schema view); a raw string equal to one of them cannot be told apart and is skipped.
     """
 
-    def __init__(self, raw: Mapping[str, Iterable[str]] | None = None) -> None:
+    def __init__(self, raw: Mapping[str, Iterable[str]] | None = None, public: Iterable[str] = ()) -> None:
         self._automaton = ahocorasick.Automaton()
+        self.public = frozenset(public)
         self.skipped: Counter[str] = Counter()
         self.size = 0
         for category, strings in (raw or {}).items():
@@ -73,7 +79,7 @@ class EgressGuard:
         """Guard more raw strings of ``category`` (the automaton is rebuilt on the next check)."""
         for string in strings:
             key = normalise(string)
-            if not guardable(key):
+            if not guardable(key, self.public):
                 self.skipped[category] += 1
                 continue
             if key not in self._automaton:

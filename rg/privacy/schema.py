@@ -16,6 +16,7 @@ Computed once per KG and saved beside it (:meth:`KGSchema.save`), never per ques
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -57,6 +58,16 @@ class KGSchema:
         index = {sig: i for i, sig in enumerate(ordered)}
         clusters = {r: f"rel_{index[sig]:02d} ({sig[0]}→{sig[1]})" for r, sig in majority.items()}
         return cls(types=entity_types, clusters=clusters)
+
+    def public_words(self, relations_shown: bool) -> frozenset[str]:
+        """Normalised words of the schema view the Brain sees: type labels and cluster labels, and
+        the words of relation labels when they are shown as-is (``utility`` mode)."""
+        from rg.privacy.normalise import normalise
+
+        texts = [*set(self.types.values()), *self.clusters.values()]
+        if relations_shown:
+            texts += list(self.clusters)
+        return frozenset(w for text in texts for w in re.split(r"[^0-9a-z]+", normalise(text)) if w)
 
     def save(self, folder: str | Path) -> Path:
         path = Path(folder) / SCHEMA_FILE

@@ -36,6 +36,8 @@ KEY_BYTES = 32
 MID = re.compile(r"^[mg]\.[0-9a-z_]+$")
 DATE = re.compile(r"^(\d{4})(?:-\d{2}(?:-\d{2})?)?$")
 NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
+MID_IN_TEXT = re.compile(r"(?<![\w.])[mg]\.0[0-9a-z_]+\b")
+"""A Freebase MID written anywhere in a question: always pseudonymised, named in the subgraph or not."""
 PSEUDONYM = re.compile(r"\b(?:ent|lit)_[0-9a-f]{4,64}\b")
 _MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 DATES_IN_TEXT = (
@@ -105,7 +107,7 @@ class PrivacySession:
         self._key: bytes | None = secrets.token_bytes(KEY_BYTES)
         self._forward: dict[str, str] = {}
         self._inverse: dict[str, str] = {}
-        self.guard = EgressGuard()
+        self.guard = EgressGuard(public=schema.public_words(relations_shown=config.mode != "privacy"))
         self.collisions = 0
 
     def __enter__(self) -> "PrivacySession":
@@ -196,12 +198,13 @@ class PrivacySession:
         Matching ignores case, accents, full-width forms, zero-width characters and whitespace,
         and takes whole tokens only; longer names win over the names inside them. A name too
         weak to match (see :func:`rg.privacy.guard.guardable`) is left alone. Full dates in any
-        of the formats of :data:`DATES_IN_TEXT` become ``year YYYY`` first.
+        of the formats of :data:`DATES_IN_TEXT` become ``year YYYY`` and every MID
+        (:data:`MID_IN_TEXT`) its pseudonym first.
         """
         self._live_key()
         if not self.anonymising:
             return MaskedQuestion(question, {}, ())
-        question = coarsen_dates(question)
+        question = MID_IN_TEXT.sub(lambda m: self.entity(m.group(0)), coarsen_dates(question))
         folded, origin = normalise_with_map(question)
         tags = {f"TE_{i + 1}": self.pseudonym(t) for i, t in enumerate(topics)}
         replacement = {t: f"TE_{i + 1} ({self.schema.type_of(t)})" for i, t in enumerate(topics)}
