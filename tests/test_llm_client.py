@@ -10,6 +10,7 @@ import pytest
 
 from rg.llm.client import Completion, LLMClient, LLMError, OpenAICompatibleClient, complete_sync
 from rg.llm.config import LLMConfig
+from rg.privacy import EgressGuard
 from rg.llm.scripted_server import Raw, Reply, Script, ScriptedServer, Status
 from rg.llm.usage import Usage
 
@@ -17,10 +18,10 @@ MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content
 PROMPT_ID = "echo_topic@v1"
 
 
-def make_client(srv: ScriptedServer, **overrides) -> OpenAICompatibleClient:
+def make_client(srv: ScriptedServer, guard=None, **overrides) -> OpenAICompatibleClient:
     """A client with tiny backoffs so retry tests take milliseconds."""
     settings = {"model": "test-model", "backoff_s": 0.001, "max_backoff_s": 0.01, "timeout_s": 10.0, **overrides}
-    return OpenAICompatibleClient(LLMConfig(base_url=srv.base_url, **settings))
+    return OpenAICompatibleClient(LLMConfig(base_url=srv.base_url, **settings), guard=guard)
 
 
 def run(client: OpenAICompatibleClient, stage: str = "refine") -> Completion:
@@ -30,7 +31,8 @@ def run(client: OpenAICompatibleClient, stage: str = "refine") -> Completion:
 def test_reply_text_tokens_and_ledger(monkeypatch):
     monkeypatch.setenv("RG_TEST_LLM_KEY", "sk-from-env")
     with ScriptedServer([Reply("ans: Path 2"), Reply("ok", prompt_tokens=40, completion_tokens=3)]) as srv:
-        client = make_client(srv, side="brain", api_key_env="RG_TEST_LLM_KEY", max_tokens=64, temperature=0.5)
+        client = make_client(srv, side="brain", api_key_env="RG_TEST_LLM_KEY", max_tokens=64, temperature=0.5,
+                             guard=EgressGuard({"entity_name": ["Zed Quill"]}))
         assert isinstance(client, LLMClient)
         done = run(client)
         assert (done.text, done.prompt_tokens, done.completion_tokens) == ("ans: Path 2", 6, 3)

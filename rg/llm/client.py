@@ -20,6 +20,7 @@ inside the running event loop, so the object can be built in a Ray actor and use
 from __future__ import annotations
 
 import asyncio
+import copy
 import email.utils
 import json
 import logging
@@ -37,9 +38,11 @@ from rg.llm.usage import Usage, UsageLedger
 logger = logging.getLogger(__name__)
 
 ErrorReason = Literal[
-    "rate_limited", "server_error", "timeout", "connection", "client_error", "empty_reply", "bad_response"
+    "rate_limited", "server_error", "timeout", "connection", "client_error", "empty_reply", "bad_response",
+    "egress_refused",
 ]
-"""Why a call failed. The first four are retried (bounded); the rest fail at once."""
+"""Why a call failed. The first four are retried (bounded); the rest fail at once. ``egress_refused``:
+the egress guard found a raw string in a Brain-bound request, and nothing was sent."""
 
 RETRYABLE: frozenset[str] = frozenset({"rate_limited", "server_error", "timeout", "connection"})
 
@@ -107,6 +110,17 @@ class LLMClient(Protocol):
         ...
 
 
+@runtime_checkable
+class EgressCheck(Protocol):
+    """The check a Brain-side client runs on every request before it is sent (rg.privacy's guard).
+
+    ``check_messages`` raises an exception with a ``category`` attribute when the request holds a
+    raw string; it never names the string.
+    """
+
+    def check_messages(self, messages: list[dict[str, str]]) -> None: ...
+
+
 @dataclass(frozen=True)
 class _Reply:
     """One successful attempt: the text, the reported model and the reported tokens."""
@@ -136,6 +150,13 @@ class _LoopBinding:
     slots: asyncio.Semaphore
 
 
+class _Pool:
+    """The binding a client and its :meth:`OpenAICompatibleClient.with_guard` twins share."""
+
+    def __init__(self) -> None:
+        self.bound: _LoopBinding | None = None
+
+
 class OpenAICompatibleClient:
     """:class:`LLMClient` over an OpenAI-compatible ``/chat/completions`` endpoint.
 
@@ -145,9 +166,12 @@ class OpenAICompatibleClient:
         rng: Source of backoff jitter (seed it for reproducible sleeps).
         journal: Also append every booked call to this usage journal, as it completes
             (:mod:`rg.llm.journal`), so that killed runs' calls are still counted.
+        guard: The egress check every request passes before it is sent; required when
+            ``config.side`` is ``brain`` (a refused request fails with ``egress_refused``).
 
     Raises:
         MissingAPIKeyError: If no key is configured and the endpoint is not on loopback.
+        ValueError: For a ``side: brain`` config without a guard.
     """
 
     def __init__(
@@ -157,13 +181,27 @@ class OpenAICompatibleClient:
         ledger: UsageLedger | None = None,
         rng: random.Random | None = None,
         journal: UsageJournal | None = None,
+        guard: EgressCheck | None = None,
     ):
+        if config.side == "brain" and guard is None:
+            raise ValueError(
+                f"{config.base_url} is a side: brain endpoint, and a Brain-side client needs an egress guard. "
+                "Fix: build it with rg.privacy.brain_client(config, session), or set `side: hand` for a local model"
+            )
         self.config = config
+        self.guard = guard
         self.ledger = ledger if ledger is not None else UsageLedger()
         self.journal = journal
         self._rng = rng if rng is not None else random.Random()
         self._api_key = config.resolve_api_key()
-        self._bound: _LoopBinding | None = None
+        self._pool = _Pool()
+
+    def with_guard(self, guard: EgressCheck) -> "OpenAICompatibleClient":
+        """This client with another egress guard (e.g. the next question's session); it shares
+        the connection pool, the in-flight limit and the ledger."""
+        twin = copy.copy(self)
+        twin.guard = guard
+        return twin
 
     def __repr__(self) -> str:
         cfg = self.config
@@ -173,7 +211,7 @@ class OpenAICompatibleClient:
         # A pickled client carries neither the live connection pool nor the resolved key; the
         # key is resolved again where it is unpickled (e.g. inside a Ray actor's environment).
         state = dict(self.__dict__)
-        state["_bound"] = None
+        state["_pool"] = _Pool()
         state.pop("_api_key", None)
         return state
 
@@ -189,22 +227,23 @@ class OpenAICompatibleClient:
 
     async def aclose(self) -> None:
         """Close the SDK client of the current binding; the next call creates a new one."""
-        bound, self._bound = self._bound, None
+        bound, self._pool.bound = self._pool.bound, None
         if bound is not None and not bound.loop.is_closed():
             await bound.sdk.close()
 
     def _binding(self) -> _LoopBinding:
         """The SDK client and semaphore for the running loop, created on first use in it."""
         loop = asyncio.get_running_loop()
-        if self._bound is None or self._bound.loop is not loop:
+        bound = self._pool.bound
+        if bound is None or bound.loop is not loop:
             sdk = openai.AsyncOpenAI(
                 api_key=self._api_key,
                 base_url=self.config.base_url,
                 timeout=self.config.timeout_s,
                 max_retries=0,
             )
-            self._bound = _LoopBinding(loop=loop, sdk=sdk, slots=asyncio.Semaphore(self.config.max_concurrency))
-        return self._bound
+            bound = self._pool.bound = _LoopBinding(loop=loop, sdk=sdk, slots=asyncio.Semaphore(self.config.max_concurrency))
+        return bound
 
     async def complete(self, messages: list[dict[str, str]], *, stage: str, prompt_id: str) -> Completion:
         """Send one chat completion with bounded retries; book it in :attr:`ledger`.
@@ -224,6 +263,14 @@ class OpenAICompatibleClient:
         _check_messages(messages)
         if not stage:
             raise ValueError("stage must be a non-empty string naming the pipeline step, e.g. 'refine'")
+        if self.guard is not None:
+            try:
+                self.guard.check_messages(messages)
+            except Exception as refused:  # noqa: BLE001 — any refusal stops the request; only its category is kept
+                category = str(getattr(refused, "category", type(refused).__name__))
+                logger.info("LLM request refused by the egress guard (%s); nothing sent", category)
+                raise LLMError("egress_refused", f"the request holds a raw {category}", attempts=0,
+                               stage=stage, prompt_id=prompt_id) from None
         bound = self._binding()
         start = time.perf_counter()
         failure: _Failure | None = None

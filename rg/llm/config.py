@@ -120,3 +120,17 @@ class LLMConfig(Config):
             f"no API key for {self.base_url}: environment variable {self.api_key_env} is unset or empty. "
             f"Fix: export {self.api_key_env}=<key>, or set `api_key_env` to the variable that holds it"
         )
+
+
+def hand_side_only(llm: LLMConfig, stage: str) -> LLMConfig:
+    """Refuse a Brain-side endpoint for a stage whose prompts hold raw KG text.
+
+    Raises:
+        ValueError: naming ``llm.side`` and the fix.
+    """
+    if llm.side == "brain":
+        raise ValueError(
+            f"llm.side is 'brain', but {stage} sends raw evidence and names to its endpoint, which only a "
+            "trusted local model may see. Fix: set `llm.side: hand` and point it at a local model"
+        )
+    return llm

@@ -193,6 +193,7 @@ class _HTTPServer(ThreadingHTTPServer):
 
     daemon_threads = False
     block_on_close = True
+    request_queue_size = 128  # listen backlog: many concurrent clients connect at once without refusals
 
     def __init__(self, address: tuple[str, int], state: _State, model: str, io_timeout_s: float) -> None:
         self.state = state

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from rg.config import Config
 from rg.evidence import Evidence
 from rg.llm.client import Completion, LLMClient, LLMError, OpenAICompatibleClient
-from rg.llm.config import LLMConfig
+from rg.llm.config import LLMConfig, hand_side_only
 from rg.llm.prompts import PromptTemplate
 from rg.llm.usage import Usage
 from rg.metrics import normalize_answer
@@ -126,6 +126,11 @@ class LLMReaderConfig(Config):
     follow_up: bool = Field(
         True, description="When the first reply has no `ans:` line, ask once more for the format (a second call)."
     )
+
+    @field_validator("llm")
+    @classmethod
+    def _hand_side(cls, llm: LLMConfig) -> LLMConfig:
+        return hand_side_only(llm, "the LLM reader")
 
 
 def _usage(done: Completion) -> Usage:

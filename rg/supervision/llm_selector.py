@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from rg.config import Config
 from rg.data.sample import Sample
 from rg.llm.client import LLMClient, LLMError, OpenAICompatibleClient
-from rg.llm.config import LLMConfig
+from rg.llm.config import LLMConfig, hand_side_only
 from rg.llm.prompts import PromptTemplate
 from rg.supervision.candidates import CandidatePool
 from rg.supervision.selectors import EMPTY_POOL, Selection
@@ -77,6 +77,11 @@ class LLMSelectorConfig(Config):
     llm: LLMConfig
     max_paths: int = Field(80, ge=1, description="Candidates listed in one prompt (pool order: sp, q, a).")
     max_answers: int = Field(10, ge=1, description="Gold answers shown in the prompt.")
+
+    @field_validator("llm")
+    @classmethod
+    def _hand_side(cls, llm: LLMConfig) -> LLMConfig:
+        return hand_side_only(llm, "the LLM path selector of refinement")
 
 
 class LLMPathSelector:

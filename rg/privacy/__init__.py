@@ -1,0 +1,27 @@
+"""The privacy boundary between the Hand (raw KG) and the Brain (anonymised view): PrivGemo §4.1.
+
+- :class:`PrivacySession`: per-question keyed pseudonyms, anonymised triples and questions, the
+  inverse map (:mod:`rg.privacy.session`);
+- :class:`KGSchema`: coarse types and relation clusters computed once per KG (:mod:`rg.privacy.schema`);
+- :class:`EgressGuard`: the check every Brain-bound request passes (:mod:`rg.privacy.guard`).
+"""
+
+from rg.privacy.brain import brain_client
+from rg.privacy.config import PrivacyConfig, PrivacyMode
+from rg.privacy.guard import EgressGuard, EgressRefused
+from rg.privacy.schema import KGSchema, derive_types
+from rg.privacy.session import MaskedQuestion, PrivacySession, SessionClosed, literal_view
+
+__all__ = [
+    "EgressGuard",
+    "brain_client",
+    "EgressRefused",
+    "KGSchema",
+    "MaskedQuestion",
+    "PrivacyConfig",
+    "PrivacyMode",
+    "PrivacySession",
+    "SessionClosed",
+    "derive_types",
+    "literal_view",
+]

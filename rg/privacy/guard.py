@@ -1,0 +1,112 @@
+"""The egress guard: the one check every Brain-bound request passes (PrivGemo §4.1).
+
+An :class:`EgressGuard` holds a session's raw strings (entity names and ids, literal values and,
+in ``privacy`` mode, relation labels), normalised (:func:`rg.privacy.normalise.normalise`), in
+an Aho-Corasick automaton (``pyahocorasick``), so one pass over a request finds every raw string
+in it however many the session holds. A match must be a whole token: ``Ann`` does not match
+inside ``annual``. On a match the guard raises :class:`EgressRefused`, which names only the
+category matched, never the string, so logs and reports stay clean.
+
+Strings too weak to guard are kept out of the automaton and counted (``skipped``): shorter than
+:data:`MIN_CHARS` after normalisation, digits-only shorter than :data:`MIN_DIGITS`, a common
+word (:data:`COMMON_WORDS`), or a word of the schema the Brain sees anyway (``public``: in
+``utility`` mode the words of relation labels, e.g. a profession named ``Actor`` beside the
+relation ``film.performance.actor``). Such a name cannot be told apart from ordinary text, so it is never
+matched in questions either; it reaches the Brain only as a pseudonym in structured fields.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
+
+import ahocorasick
+
+from rg.privacy.normalise import normalise, whole_token
+
+Category = Literal["entity_name", "entity_id", "literal", "relation", "alias"]
+"""What a raw string is; the only thing a refusal reveals."""
+
+MIN_CHARS = 2
+MIN_DIGITS = 4
+COMMON_WORDS = frozenset(
+    "a an and are as at be by for from has have he her his in is it its of on or she that the their "
+    "they this to was were what when where which who whom whose why with you".split()
+)
+"""Words no entity name may be guarded as: they occur in every request."""
+
+
+class EgressRefused(RuntimeError):
+    """A Brain-bound request held a raw string; nothing was sent.
+
+    Attributes:
+        category: What kind of raw string matched (never the string itself).
+    """
+
+    def __init__(self, category: str) -> None:
+        super().__init__(f"egress refused: the request holds a raw {category}")
+        self.category = category
+
+
+def guardable(normalised: str, public: frozenset[str] = frozenset()) -> bool:
+    """Whether a normalised raw string is distinctive enough to guard (see the module docstring);
+    a string in ``public`` (words of the schema the Brain may see) is not."""
+    if len(normalised) < MIN_CHARS or normalised in COMMON_WORDS or normalised in public:
+        return False
+    return not (normalised.isdigit() and len(normalised) < MIN_DIGITS)
+
+
+class EgressGuard:
+    """Refuses any text that holds one of its raw strings as a whole token.
+
+    Args:
+        raw: Category → raw strings of the session.
+        public: Normalised words the Brain may see anyway (relation and type labels of the
+            schema view); a raw string equal to one of them cannot be told apart and is skipped.
+    """
+
+    def __init__(self, raw: Mapping[str, Iterable[str]] | None = None, public: Iterable[str] = ()) -> None:
+        self._automaton = ahocorasick.Automaton()
+        self.public = frozenset(public)
+        self.skipped: Counter[str] = Counter()
+        self.size = 0
+        for category, strings in (raw or {}).items():
+            self.add(category, strings)
+
+    def add(self, category: str, strings: Iterable[str]) -> None:
+        """Guard more raw strings of ``category`` (the automaton is rebuilt on the next check)."""
+        for string in strings:
+            key = normalise(string)
+            if not guardable(key, self.public):
+                self.skipped[category] += 1
+                continue
+            if key not in self._automaton:
+                self._automaton.add_word(key, (category, len(key)))
+                self.size += 1
+        self._built = False
+
+    def find(self, text: str) -> str | None:
+        """The category of the first raw string found in ``text`` as a whole token, or None."""
+        if self.size == 0:
+            return None
+        if not self._built:
+            self._automaton.make_automaton()
+            self._built = True
+        folded = normalise(text)
+        for end, (category, length) in self._automaton.iter(folded):
+            if whole_token(folded, end + 1 - length, end + 1):
+                return category
+        return None
+
+    def check(self, text: str) -> None:
+        """Raise :class:`EgressRefused` if ``text`` holds a raw string."""
+        category = self.find(text)
+        if category is not None:
+            raise EgressRefused(category)
+
+    def check_messages(self, messages: Sequence[Mapping[str, str]]) -> None:
+        """Check a chat request: every message's content and role, and the JSON body they make."""
+        self.check("\n".join(str(m.get("content", "")) for m in messages))
+        self.check(json.dumps(list(messages), ensure_ascii=False))

@@ -1,0 +1,78 @@
+"""Text normalisation shared by question masking and the egress guard.
+
+Both must see ``Tom  Hanks``, ``ｔｏｍ hanks``, ``TÓM HANKS`` and ``Tom\u200bHanks`` as one
+name. :func:`normalise` folds a text to NFKC, case-folded, accent-free form with zero-width and
+bidirectional marks removed and whitespace runs collapsed to one space. :func:`normalise_with_map`
+also returns, for every character of the result, the index of the original character it came
+from, so a match found in the normalised text can be replaced in the original one.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+INVISIBLE = frozenset(
+    "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2060\u2061\u2062\u2063\u2064"
+    "\u2066\u2067\u2068\u2069\ufeff"
+)
+"""Soft hyphen, zero-width characters, joiners and bidirectional marks: dropped."""
+
+
+def _fold(char: str) -> str:
+    """One character's normal form: NFKC, case-folded, accents removed (may be empty or several)."""
+    if char in INVISIBLE:
+        return ""
+    if char.isspace():
+        return " "
+    text = unicodedata.normalize("NFKC", char).casefold()
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c) and c not in INVISIBLE)
+
+
+def normalise_with_map(text: str) -> tuple[str, list[int]]:
+    """``text`` normalised, and the original index of each character of the result.
+
+    Whitespace runs become one space and leading/trailing whitespace is dropped.
+    """
+    out: list[str] = []
+    origin: list[int] = []
+    for index, char in enumerate(text):
+        for folded in _fold(char):
+            if folded == " " and (not out or out[-1] == " "):
+                continue
+            out.append(folded)
+            origin.append(index)
+    if out and out[-1] == " ":
+        out.pop()
+        origin.pop()
+    return "".join(out), origin
+
+
+_DROP = {ord(c): None for c in INVISIBLE}
+_SPACES = re.compile(r"\s+")
+
+
+def normalise(text: str) -> str:
+    """``text`` in the form names are compared in (see the module docstring).
+
+    Equal to ``normalise_with_map(text)[0]``, computed on the whole string at once (the guard
+    runs it on every request body).
+    """
+    text = unicodedata.normalize("NFKC", text.translate(_DROP)).casefold()
+    if not text.isascii():
+        text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+        text = text.translate(_DROP)
+    return _SPACES.sub(" ", text).strip()
+
+
+def is_word_char(char: str) -> bool:
+    """Whether ``char`` continues a token (letters, digits, underscore)."""
+    return char.isalnum() or char == "_"
+
+
+def whole_token(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` is bounded by non-token characters (or the text's ends)."""
+    before = start == 0 or not is_word_char(text[start - 1]) or not is_word_char(text[start])
+    after = end == len(text) or not is_word_char(text[end]) or not is_word_char(text[end - 1])
+    return before and after

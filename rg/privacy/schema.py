@@ -1,0 +1,109 @@
+"""What the Brain may know of a KG's schema: coarse entity types and relation clusters.
+
+Computed once per KG and saved beside it (:meth:`KGSchema.save`), never per question:
+
+- **Entity types** come from the KG's own schema where it has one (the synthetic KG's types,
+  Freebase's ``type.object.type``), passed as a mapping. Otherwise they are derived from the
+  relations an entity takes part in (:meth:`KGSchema.derive`): every (role, relation) pair an
+  entity holds, e.g. (tail, ``directed_by``), is joined with the other pairs the same entity
+  holds (union-find), and each resulting class is one type, named after its most frequent pair
+  (``directed_by.tail``). In MetaQA this separates films, people, genres, years, languages.
+- **Relation clusters** (``privacy`` mode): relations with the same (head type, tail type)
+  signature share one label, ``rel_03 (film→person)``, so the Brain sees the shape of a path but
+  not which of ``directed_by`` / ``written_by`` / ``starred_actors`` it follows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+UNKNOWN = "entity"
+SCHEMA_FILE = "privacy_schema.json"
+SCHEMA_KINDS = frozenset({"type"})
+"""Entity kinds that are schema vocabulary (Freebase type nodes such as ``Person``), shown as-is."""
+
+
+@dataclass(frozen=True)
+class KGSchema:
+    """Coarse entity types and relation clusters of one KG."""
+
+    types: Mapping[str, str]
+    clusters: Mapping[str, str]
+
+    def type_of(self, entity: str) -> str:
+        return self.types.get(entity, UNKNOWN)
+
+    def is_public(self, entity: str) -> bool:
+        """Whether ``entity`` is schema vocabulary (a type node), which the Brain may see by name."""
+        return self.types.get(entity) in SCHEMA_KINDS
+
+    def relation_cluster(self, relation: str) -> str:
+        return self.clusters.get(relation, "rel_unknown")
+
+    @classmethod
+    def build(cls, triples: Iterable[tuple[str, str, str]], types: Mapping[str, str] | None = None) -> "KGSchema":
+        """The schema of a KG: ``types`` where given, else derived; clusters by type signature."""
+        triples = list(triples)
+        entity_types = dict(types) if types is not None else derive_types(triples)
+        signatures: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
+        for h, r, t in triples:
+            signatures[r][(entity_types.get(h, UNKNOWN), entity_types.get(t, UNKNOWN))] += 1
+        majority = {r: c.most_common(1)[0][0] for r, c in signatures.items()}
+        ordered = sorted(set(majority.values()))
+        index = {sig: i for i, sig in enumerate(ordered)}
+        clusters = {r: f"rel_{index[sig]:02d} ({sig[0]}→{sig[1]})" for r, sig in majority.items()}
+        return cls(types=entity_types, clusters=clusters)
+
+    def public_words(self, relations_shown: bool) -> frozenset[str]:
+        """Normalised words of the schema view the Brain sees: type labels and cluster labels, and
+        the words of relation labels when they are shown as-is (``utility`` mode)."""
+        from rg.privacy.normalise import normalise
+
+        texts = [*set(self.types.values()), *self.clusters.values()]
+        if relations_shown:
+            texts += list(self.clusters)
+        return frozenset(w for text in texts for w in re.split(r"[^0-9a-z]+", normalise(text)) if w)
+
+    def save(self, folder: str | Path) -> Path:
+        path = Path(folder) / SCHEMA_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"types": dict(self.types), "clusters": dict(self.clusters)}))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "KGSchema":
+        data = json.loads((Path(folder) / SCHEMA_FILE).read_text())
+        return cls(types=data["types"], clusters=data["clusters"])
+
+
+def derive_types(triples: Iterable[tuple[str, str, str]]) -> dict[str, str]:
+    """Entity types from relation participation (see the module docstring)."""
+    roles: dict[str, set[str]] = defaultdict(set)
+    for h, r, t in triples:
+        roles[h].add(f"{r}.head")
+        roles[t].add(f"{r}.tail")
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for pairs in roles.values():
+        first, *rest = sorted(pairs)
+        for other in rest:
+            parent[find(other)] = find(first)
+    frequency: Counter[str] = Counter(p for pairs in roles.values() for p in pairs)
+    members: dict[str, list[str]] = defaultdict(list)
+    for pair in frequency:
+        members[find(pair)].append(pair)
+    name = {root: max(pairs, key=lambda p: (frequency[p], p)) for root, pairs in members.items()}
+    return {entity: name[find(next(iter(pairs)))] for entity, pairs in roles.items()}

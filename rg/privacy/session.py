@@ -1,0 +1,252 @@
+"""A per-question privacy session: keyed pseudonyms, anonymised views, and the way back.
+
+PrivGemo §4.1 / Algorithm 1: the Hand anonymises what the Brain may see with a fresh secret per
+question. A :class:`PrivacySession` draws a 32-byte key from :mod:`secrets`; an entity's
+pseudonym is the truncated HMAC-SHA256 (``cryptography``) of its raw id under that key, e.g.
+``ent_3f9a2c1d``, so pseudonyms of one entity differ between sessions (unlinkable) and cannot
+be inverted without the key. A collision inside a session (two raw ids on one truncated digest)
+is detected and the later id gets a longer digest. Closing the session drops the key and the
+maps; a closed session refuses use::
+
+    with PrivacySession(PrivacyConfig(mode="privacy"), schema) as session:
+        view = session.anonymise_triples(subgraph_triples)
+        text = session.mask_question(question, topic_entities)
+        reply_entities = session.deanonymise_all(brain_answer)
+
+Every raw string the session has anonymised is added to its :attr:`guard`
+(:class:`rg.privacy.guard.EgressGuard`), which the Brain-side client checks before sending.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives import hashes, hmac
+
+from rg.privacy.config import PrivacyConfig
+from rg.privacy.guard import EgressGuard, guardable
+from rg.privacy.normalise import INVISIBLE, normalise, normalise_with_map, whole_token
+from rg.privacy.schema import KGSchema
+
+KEY_BYTES = 32
+MID = re.compile(r"^[mg]\.[0-9a-z_]+$")
+DATE = re.compile(r"^(\d{4})(?:-\d{2}(?:-\d{2})?)?$")
+NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
+MID_IN_TEXT = re.compile(r"(?<![\w.])[mg]\.0[0-9a-z_]+\b")
+"""A Freebase MID written anywhere in a question: always pseudonymised, named in the subgraph or not."""
+PSEUDONYM = re.compile(r"\b(?:ent|lit)_[0-9a-f]{4,64}\b")
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+DATES_IN_TEXT = (
+    re.compile(r"\b(\d{4})-\d{1,2}-\d{1,2}\b"),
+    re.compile(r"\b\d{1,2}[/.]\d{1,2}[/.](\d{4})\b"),
+    re.compile(rf"\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.IGNORECASE),
+    re.compile(rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}\s+(\d{{4}})\b", re.IGNORECASE),
+)
+"""Full dates written in a question (ISO, d/m/y or m/d/y, "March 2, 1987", "2 March 1987"): coarsened to the year."""
+
+
+def coarsen_dates(text: str) -> str:
+    """Every full date in ``text`` replaced by ``year YYYY`` (dates are literals: the Brain sees years)."""
+    for pattern in DATES_IN_TEXT:
+        text = pattern.sub(lambda m: f"year {m.group(1)}", text)
+    return text
+
+
+class SessionClosed(RuntimeError):
+    """The session was closed: its key and maps are gone."""
+
+
+@dataclass(frozen=True)
+class MaskedQuestion:
+    """A question with its entity mentions replaced by typed tags.
+
+    Attributes:
+        text: The masked question.
+        tags: Tag → pseudonym of the entity it stands for (``TE_1`` → ``ent_3f9a2c1d``).
+        missing: Topic entities whose mention was not found in the question (their tags are
+            appended, so the Brain still learns they exist).
+    """
+
+    text: str
+    tags: dict[str, str]
+    missing: tuple[str, ...]
+
+
+def literal_view(value: str) -> str | None:
+    """The coarse public form of a literal: a date → ``year 1987``, a number → its log10 range.
+
+    Returns None when ``value`` is neither (it is then pseudonymised like a name).
+    """
+    date = DATE.match(value.strip())
+    if date and len(value.strip()) > 4:
+        return f"year {date.group(1)}"
+    if NUMBER.match(value.strip()):
+        number = abs(float(value))
+        if number < 1:
+            return "number <1"
+        low = int(math.floor(math.log10(number)))
+        return f"number 1e{low}-1e{low + 1}"
+    return None
+
+
+class PrivacySession:
+    """Anonymises one question's view for the Brain; maps the Brain's answer back.
+
+    Args:
+        config: Mode, anonymisation ratio and pseudonym length.
+        schema: The KG's coarse entity types and relation clusters (computed once per KG).
+    """
+
+    def __init__(self, config: PrivacyConfig, schema: KGSchema) -> None:
+        self.config = config
+        self.schema = schema
+        self._key: bytes | None = secrets.token_bytes(KEY_BYTES)
+        self._forward: dict[str, str] = {}
+        self._inverse: dict[str, str] = {}
+        self.guard = EgressGuard(public=schema.public_words(relations_shown=config.mode != "privacy"))
+        self.collisions = 0
+
+    def __enter__(self) -> "PrivacySession":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._key is None
+
+    def close(self) -> None:
+        """Drop the key and both maps; every later call raises :class:`SessionClosed`."""
+        self._key = None
+        self._forward = {}
+        self._inverse = {}
+
+    def _live_key(self) -> bytes:
+        if self._key is None:
+            raise SessionClosed("this privacy session is closed; open a new one per question")
+        return self._key
+
+    @property
+    def anonymising(self) -> bool:
+        return self.config.mode != "plaintext"
+
+    def pseudonym(self, raw: str, prefix: str = "ent") -> str:
+        """The session's pseudonym of ``raw`` (the same within the session, fresh in another)."""
+        key = self._live_key()
+        known = self._forward.get(raw)
+        if known is not None:
+            return known
+        mac = hmac.HMAC(key, hashes.SHA256())
+        mac.update(raw.encode("utf-8"))
+        digest = mac.finalize().hex()
+        chars = self.config.pseudonym_chars
+        name = f"{prefix}_{digest[:chars]}"
+        while name in self._inverse:  # a truncated-digest collision: lengthen until unique
+            self.collisions += 1
+            chars += 4
+            if chars > len(digest):
+                raise RuntimeError("an HMAC-SHA256 digest collided in full; this cannot happen by chance")
+            name = f"{prefix}_{digest[:chars]}"
+        self._forward[raw] = name
+        self._inverse[name] = raw
+        return name
+
+    def _anonymised(self, raw: str) -> bool:
+        """Whether the ratio anonymises this (non-topic) entity: a keyed, per-session choice."""
+        if self.config.ratio >= 1.0:
+            return True
+        mac = hmac.HMAC(self._live_key(), hashes.SHA256())
+        mac.update(b"ratio\x00" + raw.encode("utf-8"))
+        return int.from_bytes(mac.finalize()[:4], "big") / 2**32 < self.config.ratio
+
+    def entity(self, raw: str, topic: bool = False) -> str:
+        """The Brain's view of an entity: ``ent_xxxx (type)``, a coarse literal, or the raw name
+        (plaintext mode, schema vocabulary such as type nodes, or left out by the ratio)."""
+        self._live_key()
+        if not self.anonymising or self.schema.is_public(raw) or (not topic and not self._anonymised(raw)):
+            return raw
+        coarse = literal_view(raw)
+        if coarse is not None and self.schema.type_of(raw) == "literal":
+            self.guard.add("literal", [raw])
+            return coarse
+        kind = self.schema.type_of(raw)
+        category = "entity_id" if MID.match(raw) else ("literal" if kind == "literal" else "entity_name")
+        self.guard.add(category, [raw])
+        return f"{self.pseudonym(raw, 'lit' if kind == 'literal' else 'ent')} ({kind})"
+
+    def relation(self, raw: str) -> str:
+        """The Brain's view of a relation: as-is, or its schema cluster in ``privacy`` mode."""
+        self._live_key()
+        if self.config.mode != "privacy":
+            return raw
+        self.guard.add("relation", [raw])
+        return self.schema.relation_cluster(raw)
+
+    def anonymise_triples(self, triples: Iterable[tuple[str, str, str]], topics: Iterable[str] = ()) -> list[tuple[str, str, str]]:
+        """Each triple as the Brain may see it."""
+        topic_set = set(topics)
+        return [(self.entity(h, h in topic_set), self.relation(r), self.entity(t, t in topic_set)) for h, r, t in triples]
+
+    def mask_question(self, question: str, topics: Sequence[str], names: Iterable[str] = ()) -> MaskedQuestion:
+        """Replace topic-entity mentions by ``TE_i (type)`` and other known names by their views.
+
+        Matching ignores case, accents, full-width forms, zero-width characters and whitespace,
+        and takes whole tokens only; longer names win over the names inside them. A name too
+        weak to match (see :func:`rg.privacy.guard.guardable`) is left alone. Full dates in any
+        of the formats of :data:`DATES_IN_TEXT` become ``year YYYY`` and every MID
+        (:data:`MID_IN_TEXT`) its pseudonym first.
+        """
+        self._live_key()
+        if not self.anonymising:
+            return MaskedQuestion(question, {}, ())
+        question = MID_IN_TEXT.sub(lambda m: self.entity(m.group(0)), coarsen_dates(question))
+        folded, origin = normalise_with_map(question)
+        tags = {f"TE_{i + 1}": self.pseudonym(t) for i, t in enumerate(topics)}
+        replacement = {t: f"TE_{i + 1} ({self.schema.type_of(t)})" for i, t in enumerate(topics)}
+        for t in topics:
+            self.guard.add("entity_name", [t])
+        candidates = [(t, True) for t in topics] + [(n, False) for n in names if n not in replacement]
+        spans: list[tuple[int, int, str]] = []
+        taken = [False] * len(folded)
+        found: set[str] = set()
+        for raw, is_topic in sorted(candidates, key=lambda c: -len(normalise(c[0]))):
+            key = normalise(raw)
+            if not guardable(key):
+                continue
+            start = folded.find(key)
+            while start >= 0:
+                end = start + len(key)
+                if whole_token(folded, start, end) and not any(taken[start:end]):
+                    taken[start:end] = [True] * (end - start)
+                    view = replacement[raw] if is_topic else self.entity(raw)
+                    spans.append((origin[start], origin[end - 1] + 1, view))
+                    found.add(raw)
+                start = folded.find(key, start + 1)
+        text = question
+        for start, end, view in sorted(spans, reverse=True):
+            text = text[:start] + view + text[end:]
+        text = "".join(c for c in text if c not in INVISIBLE)  # nothing invisible reaches the Brain
+        missing = tuple(t for t in topics if t not in found)
+        if missing:
+            text += " [topic entities: " + ", ".join(replacement[t] for t in missing) + "]"
+        return MaskedQuestion(text, tags, missing)
+
+    def deanonymise(self, pseudonym: str) -> str | None:
+        """The raw id behind a pseudonym of this session (None if it is not one)."""
+        self._live_key()
+        return self._inverse.get(pseudonym)
+
+    def deanonymise_all(self, text: str) -> list[str]:
+        """Raw ids of every pseudonym of this session in ``text``, in order of appearance."""
+        self._live_key()
+        return [self._inverse[m] for m in PSEUDONYM.findall(text) if m in self._inverse]
+
+    @property
+    def mapped(self) -> int:
+        """Distinct raw ids pseudonymised so far (the map is a bijection)."""
+        return len(self._forward)

@@ -1,0 +1,174 @@
+"""The privacy session and the egress guard on hand-made data: pseudonyms, unlinkability,
+collisions, modes, question masking, bad inputs, closed sessions, and the Brain-side client rule."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from rg.config import ConfigError, validate_config
+from rg.llm.client import LLMError, OpenAICompatibleClient, complete_sync
+from rg.llm.config import LLMConfig
+from rg.llm.scripted_server import Reply, ScriptedServer
+from rg.privacy import (
+    EgressGuard,
+    EgressRefused,
+    KGSchema,
+    PrivacyConfig,
+    PrivacySession,
+    SessionClosed,
+    brain_client,
+    derive_types,
+    literal_view,
+)
+from rg.reasoning.llm_reader import LLMReaderConfig
+from rg.supervision.llm_selector import LLMSelectorConfig
+
+TRIPLES = [
+    ("Heat", "directed_by", "Michael Mann"),
+    ("Heat", "starred_actors", "Al Pacino"),
+    ("Heat", "release_year", "1995"),
+    ("Thief", "directed_by", "Michael Mann"),
+    ("m.0abc12", "film.performance.actor", "Al Pacino"),
+    ("m.0abc12", "film.performance.film", "Heat"),
+    ("Heat", "premiere", "1995-12-15"),
+    ("Heat", "budget", "60000000"),
+]
+TYPES = {"Heat": "film", "Thief": "film", "Michael Mann": "person", "Al Pacino": "person", "1995": "literal",
+         "m.0abc12": "cvt", "1995-12-15": "literal", "60000000": "literal", "Film": "type"}
+SCHEMA = KGSchema.build(TRIPLES, TYPES)
+PSEUDONYM = re.compile(r"^ent_[0-9a-f]{8}$")
+
+
+def session(mode="utility", **extra) -> PrivacySession:
+    return PrivacySession(PrivacyConfig(mode=mode, **extra), SCHEMA)
+
+
+def test_pseudonyms_are_keyed_stable_and_invertible():
+    with session() as s:
+        a = s.pseudonym("Heat")
+        assert PSEUDONYM.match(a) and s.pseudonym("Heat") == a and s.deanonymise(a) == "Heat"
+        assert s.pseudonym("Thief") != a
+        assert s.deanonymise_all(f"answer: {a} (film) and ent_00000000") == ["Heat"]
+
+
+def test_unlinkable_across_1000_sessions_and_a_bijection_inside_each():
+    entities = sorted(TYPES)
+    seen: dict[str, tuple[int, str]] = {}
+    for k in range(1000):
+        with session() as s:
+            names = [s.pseudonym(e) for e in entities]
+            assert len(set(names)) == len(entities)  # injective, and invertible below
+            assert [s.deanonymise(n) for n in names] == entities
+            for entity, name in zip(entities, names):
+                assert name not in seen or seen[name] == (k, entity), "a pseudonym repeated across sessions"
+                seen[name] = (k, entity)
+    assert len(seen) == 1000 * len(entities)
+
+
+def test_collisions_are_detected_and_resolved():
+    """With 4-hex-digit pseudonyms (65,536 values), 2,000 ids collide often; none share one."""
+    with session(pseudonym_chars=4) as s:
+        names = [s.pseudonym(f"entity-{i}") for i in range(2000)]
+        assert s.collisions > 0
+        assert len(set(names)) == 2000
+        assert all(s.deanonymise(n) == f"entity-{i}" for i, n in enumerate(names))
+
+
+def test_modes_relations_literals_and_types():
+    with session("plaintext") as s:
+        assert s.anonymise_triples(TRIPLES[:1]) == [TRIPLES[0]]
+        assert s.guard.size == 0
+    with session("utility") as s:
+        (h, r, t), = s.anonymise_triples(TRIPLES[:1])
+        assert h.endswith(" (film)") and r == "directed_by" and t.endswith(" (person)")
+        assert s.entity("m.0abc12").endswith(" (cvt)")
+        assert s.entity("1995-12-15") == "year 1995" and s.entity("60000000") == "number 1e7-1e8"
+        assert s.entity("Film") == "Film"  # schema vocabulary
+    with session("privacy") as s:
+        (_, r, _), = s.anonymise_triples(TRIPLES[:1])
+        (_, r2, _), = s.anonymise_triples(TRIPLES[1:2])
+        assert r == r2 == SCHEMA.relation_cluster("directed_by") and r.endswith("(film→person)")
+        with pytest.raises(EgressRefused) as refused:
+            s.guard.check("the path uses DIRECTED_BY")
+        assert refused.value.category == "relation" and "directed" not in str(refused.value).lower()
+    assert literal_view("Michael") is None and literal_view("0.5") == "number <1"
+
+
+def test_derived_types_separate_roles():
+    types = derive_types(TRIPLES[:4])
+    assert types["Heat"] == types["Thief"] == "directed_by.head"
+    assert (types["Michael Mann"], types["Al Pacino"], types["1995"]) == (
+        "directed_by.tail", "starred_actors.tail", "release_year.tail")
+    # a director who also acts joins both roles into one type, named after the commoner role
+    joined = derive_types([*TRIPLES[:4], ("Thief", "starred_actors", "Michael Mann")])
+    assert joined["Michael Mann"] == joined["Al Pacino"] == "starred_actors.tail"
+
+
+@pytest.mark.parametrize("form", [
+    "michael mann", "MICHAEL MANN", "Michael   Mann", "Mi\u200bchael Ma\u200dnn", "Ｍｉｃｈａｅｌ Ｍａｎｎ",
+    "Michaél Mánn", "Michael\tMann", "\u200fMichael Mann\u200e",
+])
+def test_question_masking_and_the_guard_see_through_odd_forms(form):
+    with session() as s:
+        masked = s.mask_question(f"Which films did {form} direct, like Heat on 12/15/1995?", ["Michael Mann"],
+                                 names=["Heat"])
+        assert masked.text.startswith("Which films did TE_1 (person) direct, like ent_")
+        assert masked.text.endswith("(film) on year 1995?") and masked.missing == ()
+        assert s.deanonymise(masked.tags["TE_1"]) == "Michael Mann"
+        assert s.guard.find(f"about {form}!") == "entity_name"
+        assert s.guard.find("the mannequin of michaelmas") is None  # whole tokens only
+
+
+def test_bad_inputs_have_defined_behaviour():
+    odd = ["", "X", "42", "the", "a.b*c+(d)?", "🎬 Heat 🎬", "\u202eLevi\u202c", "Zed"]
+    with session() as s:
+        guard = EgressGuard({"entity_name": odd})
+        assert guard.skipped["entity_name"] == 4  # empty, one character, short digits, a common word
+        assert guard.find("the answer is 42, x or the") is None
+        assert guard.find("see a.b*c+(d)? now") == "entity_name"  # metacharacters are plain text
+        assert guard.find("🎬 heat 🎬") == "entity_name" and guard.find("ask levi") == "entity_name"
+        masked = s.mask_question("Who is the director?", ["Michael Mann"])  # names no known entity
+        assert masked.missing == ("Michael Mann",) and "TE_1 (person)" in masked.text
+        assert s.anonymise_triples([]) == []
+        assert s.mask_question("", []).text == ""
+
+
+def test_closed_session_refuses_use():
+    s = session()
+    with s:
+        s.pseudonym("Heat")
+    assert s.closed and s.mapped == 0
+    for call in (lambda: s.pseudonym("Heat"), lambda: s.deanonymise("ent_00000000"),
+                 lambda: s.mask_question("q", []), lambda: s.entity("Heat")):
+        with pytest.raises(SessionClosed):
+            call()
+
+
+def test_brain_side_clients_need_a_guard_and_refuse_raw_strings():
+    with ScriptedServer([Reply("ans: ent_1")]) as srv:
+        config = LLMConfig(base_url=srv.base_url, model="m", side="brain", max_retries=0)
+        with pytest.raises(ValueError, match="needs an egress guard"):
+            OpenAICompatibleClient(config)
+        with session() as s:
+            s.anonymise_triples(TRIPLES[:2])
+            client = brain_client(config, s)
+            with pytest.raises(LLMError) as err:
+                complete_sync(client, [{"role": "user", "content": "who directed HEAT?"}], stage="analyse", prompt_id="p")
+            assert err.value.reason == "egress_refused" and "heat" not in str(err.value).lower()
+            assert srv.chat_requests == []  # nothing was sent
+            done = complete_sync(client, [{"role": "user", "content": s.mask_question("who directed Heat?", ["Heat"]).text}],
+                                 stage="analyse", prompt_id="p")
+            assert done.text == "ans: ent_1" and len(srv.chat_requests) == 1
+        with pytest.raises(ValueError, match="side: brain endpoints"):
+            brain_client(LLMConfig(base_url=srv.base_url, model="m"), session())
+
+
+def test_raw_evidence_stages_refuse_a_brain_endpoint_at_load_time():
+    llm = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "side": "brain"}
+    with pytest.raises(ConfigError, match=r"llm: .*llm\.side is 'brain'.*the LLM reader.*Fix: set `llm\.side: hand`"):
+        validate_config({"llm": llm}, LLMReaderConfig)
+    with pytest.raises(ConfigError, match=r"llm: .*llm\.side is 'brain'.*path selector"):
+        validate_config({"llm": llm}, LLMSelectorConfig)
+    assert validate_config({"llm": {**llm, "side": "hand"}}, LLMReaderConfig).llm.side == "hand"
