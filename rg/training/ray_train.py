@@ -316,10 +316,10 @@ def train_retriever(cfg: TrainJobConfig, callbacks: Sequence[Any] = ()) -> dict[
         RuntimeError: if the run produced no checkpoint.
     """
     with output_lock(cfg.output_dir, "jobs.train"):
-        return _train_locked(cfg)
+        return _train_locked(cfg, callbacks)
 
 
-def _train_locked(cfg: TrainJobConfig) -> dict[str, Any]:
+def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, Any]:
     import ray
     import ray.data
     import ray.train
