@@ -14,7 +14,7 @@ from rg.config import ConfigError, validate_config
 from rg.data.rog import write_rog_parquet
 from rg.data.sample import Sample
 from rg.evaluation.qa import Prediction, answer_questions, inference_view
-from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa, format_qa
+from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa, format_qa, pool_cpus
 from rg.evaluation.qa_metrics import Gold, score_prediction, summarize
 from rg.evaluation.scorers import HopDistanceScorer
 from rg.evidence import EvidenceConfig
@@ -220,3 +220,12 @@ def test_llm_reader_through_the_job_counts_tokens_and_calls(ray_local, parquet, 
     assert o.macro_f1 == pytest.approx((1 + 2 / 3 + 1 + 0) / 4)
     assert result.summary.usage.calls == 6
 
+
+
+def test_an_actor_pool_as_large_as_the_cluster_leaves_room_for_reading(ray_local, parquet, tmp_path):
+    """2 actors x 1 CPU on the 2-CPU session cluster: the pool reserves less so that the tasks
+    reading the input can run (it waited for ever before), and the answers are the same."""
+    cfg = job_config(parquet, tmp_path / "out", num_actors=2, actor_cpus=1.0, batch_size=2)
+    assert pool_cpus(cfg, 2, 2.0) == pytest.approx(0.5) and pool_cpus(cfg, 1, 4.0) == 1.0
+    result = evaluate_qa(cfg, progress=False)
+    assert result.summary == summary_of(run(SAMPLES, HopDistanceScorer(), RetrieverReader()))

@@ -162,6 +162,21 @@ def check_resources(cfg: QAEvaluateConfig, cluster_cpus: float) -> None:
         )
 
 
+INPUT_CPUS = 1.0
+"""CPUs an actor pool leaves free for the tasks that feed it (file listing and reading)."""
+
+
+def pool_cpus(cfg: QAEvaluateConfig, size: int, cluster_cpus: float) -> float:
+    """CPUs each of ``size`` actors reserves: ``actor_cpus``, lowered so that the pool leaves
+    :data:`INPUT_CPUS` free for the Ray Data tasks that list and read the input files.
+
+    The actors start first; if they held every CPU, the tasks that feed them could never run and
+    the job would wait for ever (2 actors x 1 CPU on 2 CPUs did; so did 2 x 0.875, which left
+    only the read tasks' own 0.25 CPU free).
+    """
+    return min(cfg.actor_cpus, max(0.01, (cluster_cpus - INPUT_CPUS) / max(1, size)))
+
+
 def _title(cfg: QAEvaluateConfig, run: dict[str, Any]) -> str:
     inputs = [cfg.input] if isinstance(cfg.input, str) else cfg.input
     name = ", ".join(Path(p).name for p in inputs)
@@ -185,23 +200,24 @@ def _predict(
     import ray
 
     init_ray(cfg.ray)
-    check_resources(cfg, ray.cluster_resources().get("CPU", 0.0))
+    cluster_cpus = ray.cluster_resources().get("CPU", 0.0)
+    check_resources(cfg, cluster_cpus)
     inputs = [cfg.input] if isinstance(cfg.input, str) else list(cfg.input)
     parts = [read_input(source, None, ids) for source in inputs]
     ds = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
-    ds = ds.repartition(target_num_rows_per_block=cfg.batch_size)  # spread questions over the actors
     blocks = max(1, math.ceil(len(ids) / cfg.batch_size))
+    size = min(cfg.num_actors, blocks)
     ds = ds.map_batches(
         _QAActor,
         fn_constructor_kwargs={"cfg": cfg},
         batch_size=cfg.batch_size,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(
-            size=min(cfg.num_actors, blocks),
+            size=size,
             max_concurrent_calls_per_actor=cfg.calls_per_actor,
             max_tasks_in_flight_per_actor=2 * cfg.calls_per_actor,
         ),
-        num_cpus=cfg.actor_cpus,
+        num_cpus=pool_cpus(cfg, size, cluster_cpus),
     )
     predictions: dict[str, Prediction] = {}
     coverage: dict[str, bool] = {}
