@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from itertools import product
-from typing import Any, ClassVar, Literal, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Literal, Mapping, Sequence
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -227,18 +227,11 @@ class SweepQAConfig(Config):
     @field_validator("space")
     @classmethod
     def _grid(cls, space: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        if not space:
-            raise ValueError("the space is empty; name at least one key with a list of values")
-        for key, values in space.items():
-            check_sweep_key(key)
-            if not values:
-                raise ValueError(f"space key {key!r} has no values; give a non-empty list")
-        return space
+        return check_space(space, check_sweep_key)
 
     def grid(self) -> list[dict[str, Any]]:
         """Every point of the space, in a stable order."""
-        keys = list(self.space)
-        return [dict(zip(keys, values)) for values in product(*(self.space[k] for k in keys))]
+        return grid_points(self.space)
 
     def load_base(self) -> tuple[dict[str, Any], QAEvaluateConfig]:
         """The base evaluation as a mapping (no ``kind``) and validated; every grid point is checked too.
@@ -254,6 +247,23 @@ class SweepQAConfig(Config):
         for point in self.grid():
             point_config(data, overrides_of(point))
         return data, base
+
+
+def check_space(space: dict[str, list[Any]], check_key: Callable[[str], None]) -> dict[str, list[Any]]:
+    """A sweep's space: at least one key, each with values; ``check_key`` raises for a key the sweep may not vary."""
+    if not space:
+        raise ValueError("the space is empty; name at least one key with a list of values")
+    for key, values in space.items():
+        check_key(key)
+        if not values:
+            raise ValueError(f"space key {key!r} has no values; give a non-empty list")
+    return space
+
+
+def grid_points(space: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every point of a grid (the product of the values), in a stable order."""
+    keys = list(space)
+    return [dict(zip(keys, values)) for values in product(*(space[k] for k in keys))]
 
 
 def overrides_of(point: Mapping[str, Any]) -> list[str]:

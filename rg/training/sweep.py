@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Mapping
 from pydantic import Field, field_validator
 
 from rg.config import Config, ConfigError, apply_overrides, read_yaml, validate_config
-from rg.evaluation.sweep import overrides_of
+from rg.evaluation.sweep import check_space, grid_points, overrides_of
 from rg.runtime import RayConfig
 from rg.training.planner_loop import SELECTION_METRIC as PLANNER_METRIC
 from rg.training.planner_ray import PlannerTrainConfig
@@ -32,6 +32,11 @@ FIXED = ("run_name", "storage_path", "output_dir", "ray", "num_workers")
 """Keys a trial sets itself (its run, its folders, the sweep's Ray) and a sweep may not vary."""
 
 TrainConfig = TrainJobConfig | PlannerTrainConfig
+
+
+def _not_fixed(key: str) -> None:
+    if key.split(".")[0] in FIXED:
+        raise ValueError(f"space key {key!r} is set by each trial itself; sweep other keys")
 
 
 class ASHAConfig(Config):
@@ -69,14 +74,7 @@ class SweepTrainConfig(Config):
     @field_validator("space")
     @classmethod
     def _grid(cls, space: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        if not space:
-            raise ValueError("the space is empty; name at least one key with a list of values")
-        for key, values in space.items():
-            if key.split(".")[0] in FIXED:
-                raise ValueError(f"space key {key!r} is set by each trial itself; sweep other keys")
-            if not values:
-                raise ValueError(f"space key {key!r} has no values; give a non-empty list")
-        return space
+        return check_space(space, _not_fixed)
 
     def load_base(self) -> tuple[dict[str, Any], type[TrainConfig]]:
         """The base training config as a mapping (no ``kind``) and its class; every grid point is checked.
@@ -96,10 +94,7 @@ class SweepTrainConfig(Config):
 
     def grid(self) -> list[dict[str, Any]]:
         """Every point of the space, in a stable order."""
-        from itertools import product
-
-        keys = list(self.space)
-        return [dict(zip(keys, values)) for values in product(*(self.space[k] for k in keys))]
+        return grid_points(self.space)
 
     def trial_name(self, point: Mapping[str, Any]) -> str:
         """The run name of a grid point: the sweep name and a hash of the point (stable across reruns)."""
