@@ -52,13 +52,12 @@ def cluster(tmp_path_factory):
     try:
         from ray.job_submission import JobSubmissionClient
 
-        deadline = time.monotonic() + 120
-        while True:
+        for attempt in range(60):  # up to about 2 minutes for the dashboard to come up
             try:
                 JobSubmissionClient(address).list_jobs()
                 break
-            except Exception:  # the dashboard is not up yet
-                if time.monotonic() > deadline:
+            except Exception:  # noqa: BLE001 — the dashboard is not up yet; the last attempt raises
+                if attempt == 59:
                     raise
                 time.sleep(2)
         yield address
