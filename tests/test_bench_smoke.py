@@ -241,3 +241,19 @@ def test_refine_smoke(tmp_path: Path, ray_local) -> None:
     ])
     assert [(r["pool_size"], r["questions"], r["llm_calls"]) for r in report["by_pool"]] == [(2, 4, 4)]
     assert all(r["refined"] == r["questions"] for r in report["by_pool"])
+
+
+def test_models_server_smoke(tmp_path: Path, ray_local) -> None:
+    """bench.models' server part: both deployments, 2 clients, a few tokens."""
+    from bench import models
+    from rg.models import REGISTRY, ModelNotAvailableError
+
+    try:
+        REGISTRY["smollm2-135m"].locate()
+    except ModelNotAvailableError as err:
+        pytest.skip(str(err))
+    out = tmp_path / "models.json"
+    assert models.main(["--clients", "2", "--rounds", "1", "--max-tokens", "4", "--out", str(out)]) == 0
+    report = check_keys(out, ["server_batching_speedup_2", "server.batched", "server.unbatched"])
+    for run in (*report["server"]["batched"], *report["server"]["unbatched"]):
+        assert run["requests"] == 2 and 2 <= run["completion_tokens"] <= 8 and run["tokens_per_s"] > 0

@@ -1,0 +1,138 @@
+"""Local pretrained models: the OpenAI-compatible server with and without request batching.
+
+    python -m bench.models --quick
+    python -m bench.models [--clients 1,4,8] [--rounds R] [--max-tokens T] [--out PATH]
+
+The local server (``serve/llm_server.py``, SmolLM2-135M on one replica with one CPU thread) is
+started twice on a local Ray: with ``@serve.batch`` up to 8 requests per ``generate`` call, and
+with batching off (``max_batch_size: 1``, the baseline). For each number of concurrent clients,
+every client sends ``rounds`` chat requests one after another (greedy, ``max_tokens`` fixed, a
+different question each); the bench records completion tokens per second over the whole run and
+the p50/p90 request latency. ``server_batching_speedup_<n>`` is tokens/s batched ÷ tokens/s
+unbatched at ``n`` clients, measured in the same run. The machine's load average is recorded,
+since on a shared 2-core machine wall time includes waiting for a core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import platform
+import socket
+import statistics
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "models.json"
+TOPICS = ("rivers", "the moon", "bread", "trains", "owls", "glass", "chess", "rain", "copper", "tea",
+          "maps", "bees", "clocks", "salt", "kites", "snow")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _post(url: str, body: dict[str, Any]) -> tuple[float, int]:
+    """One request: (latency in seconds, completion tokens)."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    start = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=600) as response:
+        reply = json.loads(response.read())
+    return time.perf_counter() - start, int(reply["usage"]["completion_tokens"])
+
+
+def load_clients(url: str, clients: int, rounds: int, max_tokens: int) -> dict[str, float]:
+    """``clients`` threads each sending ``rounds`` requests in turn; throughput and latency."""
+
+    def client(index: int) -> list[tuple[float, int]]:
+        out = []
+        for r in range(rounds):
+            topic = TOPICS[(index * rounds + r) % len(TOPICS)]
+            body = {"messages": [{"role": "user", "content": f"Write two sentences about {topic}."}],
+                    "max_tokens": max_tokens, "temperature": 0}
+            out.append(_post(url, body))
+        return out
+
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        results = [x for part in pool.map(client, range(clients)) for x in part]
+    wall = time.perf_counter() - start
+    latencies = sorted(x[0] for x in results)
+    tokens = sum(x[1] for x in results)
+    return {
+        "clients": clients,
+        "requests": len(results),
+        "completion_tokens": tokens,
+        "wall_s": round(wall, 3),
+        "tokens_per_s": round(tokens / wall, 2),
+        "p50_latency_s": round(statistics.median(latencies), 3),
+        "p90_latency_s": round(latencies[min(len(latencies) - 1, int(0.9 * len(latencies)))], 3),
+    }
+
+
+def bench_server(clients: list[int], rounds: int, max_tokens: int) -> dict[str, Any]:
+    """The server with batching (8) and without (1), at each client count."""
+    import ray
+    from ray import serve
+
+    from serve.llm_server import build_app
+
+    owns_ray = not ray.is_initialized()
+    if owns_ray:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    port = _free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    runs: dict[str, list[dict[str, float]]] = {}
+    try:
+        for label, batch in (("batched", 8), ("unbatched", 1)):
+            serve.run(build_app({"base": "smollm2-135m", "max_batch_size": batch, "max_ongoing_requests": 16,
+                                 "max_queued_requests": 256, "batch_wait_timeout_s": 0.05, "num_cpus": 1}),
+                      name="llm", route_prefix="/")
+            load_clients(url, 1, 1, 4)  # warm-up
+            runs[label] = [load_clients(url, n, rounds, max_tokens) for n in clients]
+            serve.delete("llm")
+    finally:
+        serve.shutdown()
+        if owns_ray:
+            ray.shutdown()
+    result: dict[str, Any] = {"server": runs, "server_max_tokens": max_tokens, "server_rounds": rounds}
+    for on, off in zip(runs["batched"], runs["unbatched"]):
+        result[f"server_batching_speedup_{on['clients']}"] = round(on["tokens_per_s"] / off["tokens_per_s"], 2)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.models", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1 and 8 clients, 1 round, 16 tokens (< 1 min)")
+    parser.add_argument("--clients", default="1,4,8", help="comma-separated concurrent client counts")
+    parser.add_argument("--rounds", type=int, default=3, help="requests per client")
+    parser.add_argument("--max-tokens", type=int, default=48, help="completion tokens per request")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    clients = [1, 8] if args.quick else [int(x) for x in args.clients.split(",")]
+    rounds, max_tokens = (1, 16) if args.quick else (args.rounds, args.max_tokens)
+
+    start = time.perf_counter()
+    result: dict[str, Any] = {"bench": "models", "quick": args.quick, "machine": platform.machine(),
+                              "cpus": os.cpu_count(), "load_avg_before": os.getloadavg()[0]}
+    result.update(bench_server(clients, rounds, max_tokens))
+    result["load_avg_after"] = os.getloadavg()[0]
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    top = max(clients)
+    batched = result["server"]["batched"][-1]
+    print(f"models: server {batched['tokens_per_s']} tokens/s at {top} clients batched, "
+          f"{result[f'server_batching_speedup_{top}']}x unbatched (p50 {batched['p50_latency_s']} s) → {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
