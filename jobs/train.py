@@ -3,9 +3,11 @@
     python -m jobs.train --config configs/train_synthetic_mlp.yaml
     python -m jobs.train --config configs/train_synthetic_pna.yaml --set train.epochs=10
     python -m jobs.train --config configs/train_planner_synthetic.yaml
+    python -m jobs.train --config configs/train_reader_synthetic.yaml
     ray job submit --working-dir . -- python -m jobs.train --config configs/train_synthetic_mlp.yaml
 
-The config's ``kind`` picks the trainer: ``train`` (triple retrievers) or ``train_planner``.
+The config's ``kind`` picks the trainer: ``train`` (triple retrievers), ``train_planner`` or
+``train_reader`` (the LoRA-tuned local reader).
 Resubmitting with the same ``run_name`` and ``storage_path`` resumes from the run's latest
 checkpoint (raise the epochs to train further). Prints the best validation metrics; the model is
 under ``<output_dir>`` with ``<output_dir>/train_report.json``.
@@ -19,6 +21,7 @@ from typing import Sequence
 from rg.cli import config_kind, job_parser, load_job_config, run_job
 from rg.training.planner_ray import PlannerTrainConfig, format_planner_report, train_planner
 from rg.training.ray_train import TrainJobConfig, format_report, train_retriever
+from rg.training.reader_ray import ReaderTrainConfig, format_reader_report, train_reader
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -31,6 +34,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if planner_cfg is None:
             return 2
         print(format_planner_report(train_planner(planner_cfg)))
+        return 0
+    if kind == ReaderTrainConfig.KIND:
+        reader_cfg = load_job_config(args, ReaderTrainConfig)
+        if reader_cfg is None:
+            return 2
+        print(format_reader_report(train_reader(reader_cfg)))
         return 0
     cfg = load_job_config(args, TrainJobConfig)
     if cfg is None:

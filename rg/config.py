@@ -174,6 +174,7 @@ CONFIG_KINDS: dict[str, str] = {
     "pipeline": "rg.pipeline:PipelineConfig",
     "train": "rg.training.ray_train:TrainJobConfig",
     "train_planner": "rg.training.planner_ray:PlannerTrainConfig",
+    "train_reader": "rg.training.reader_ray:ReaderTrainConfig",
     "sweep_qa": "rg.evaluation.sweep:SweepQAConfig",
     "sweep_train": "rg.training.sweep:SweepTrainConfig",
 }

@@ -37,6 +37,7 @@ from rg.evidence import Evidence, EvidenceConfig, build_evidence, top_k_triples,
 from rg.evidence.planned import PlannedPaths, planned_evidence
 from rg.llm.usage import Usage
 from rg.reasoning import LLMReader, LLMReaderConfig, Reader, Reading, RetrieverReader, RetrieverReaderConfig
+from rg.reasoning.tuned_reader import TunedReader, TunedReaderConfig
 
 RANKED_KEPT = 10
 """Ranked answers written per prediction (the selected ones are always written in full)."""
@@ -56,14 +57,22 @@ class LLMReaderChoice(LLMReaderConfig):
     kind: Literal["llm"]
 
 
-ReaderChoice = Annotated[RetrieverReaderChoice | LLMReaderChoice, Field(discriminator="kind")]
+class TunedReaderChoice(TunedReaderConfig):
+    """``reader: {kind: tuned, checkpoint: <reader folder>}``: the LoRA-tuned local reader."""
+
+    kind: Literal["tuned"]
+
+
+ReaderChoice = Annotated[RetrieverReaderChoice | LLMReaderChoice | TunedReaderChoice, Field(discriminator="kind")]
 """The ``reader`` section of a QA config, picked by its ``kind``."""
 
 
-def build_reader(choice: RetrieverReaderChoice | LLMReaderChoice) -> Reader:
+def build_reader(choice: RetrieverReaderChoice | LLMReaderChoice | TunedReaderChoice) -> Reader:
     """The reader a config section names (an LLM reader creates its client on first use)."""
     if isinstance(choice, LLMReaderChoice):
         return LLMReader(choice)
+    if isinstance(choice, TunedReaderChoice):
+        return TunedReader.from_config(choice)
     return RetrieverReader(choice)
 
 

@@ -3,7 +3,8 @@
 Each section is exactly the config of the job that runs alone (``build`` is
 :class:`~rg.data.builder.BuildSubgraphsConfig`, ``refine`` :class:`~rg.supervision.job.RefineConfig`,
 ``train`` :class:`~rg.training.ray_train.TrainJobConfig`, ``plan``
-:class:`~rg.training.planner_ray.PlannerTrainConfig`, ``evaluate``
+:class:`~rg.training.planner_ray.PlannerTrainConfig`, ``read``
+:class:`~rg.training.reader_ray.ReaderTrainConfig`, ``evaluate``
 :class:`~rg.evaluation.job.EvaluateConfig`, each entry of ``qa``
 :class:`~rg.evaluation.qa_job.QAEvaluateConfig`), except that the keys that connect stages may be
 left out and are filled in before validation (:func:`fill_sections`), every one only when the
@@ -17,6 +18,8 @@ section does not set it:
 * the retriever of evaluate and QA: the train stage's exported checkpoint; a method or QA
   retriever ``{kind: planner}`` without a ``path`` gets the plan stage's exported planner, and
   evaluate's default methods include it;
+* the tuned reader (``read``) learns from the train stage's retriever's evidence, and a QA run
+  with ``reader: {kind: tuned}`` without a ``checkpoint`` reads with the read stage's export;
 * ``split``, ``side``, ``encoder`` and ``ray``: the pipeline's, so every stage agrees on which
   questions are held out and shares one encoder cache;
 * the Ray Train runs: ``run_name`` from the output folder, ``storage_path`` inside it.
@@ -44,6 +47,7 @@ from rg.supervision.job import LABELS_DIR, RefineConfig
 from rg.text.encoder import EncoderConfig
 from rg.training.planner_ray import PLANNER_DIR, PlannerTrainConfig
 from rg.training.ray_train import TrainJobConfig
+from rg.training.reader_ray import READER_DIR, ReaderTrainConfig
 
 RETRIEVER_DIR = "retriever"
 """Folder of the train stage's exported checkpoint, inside its output_dir."""
@@ -103,7 +107,7 @@ def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
     else:
         inputs = data.get("input")
 
-    downstream = [name for name in ("refine", "train", "plan", "evaluate") if data.get(name) is not None]
+    downstream = [name for name in ("refine", "train", "plan", "read", "evaluate") if data.get(name) is not None]
     downstream += ["qa"] if data.get("qa") else []
     if inputs is None and downstream:
         raise ValueError(
@@ -151,6 +155,21 @@ def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
             method = {**method, "path": planner}
         return method
 
+    read = _mapping(data.get("read"))
+    reader_dir = None
+    if read is not None:
+        read.setdefault("input", inputs)
+        read.setdefault("output_dir", str(base / "read"))
+        read.setdefault("run_name", f"pipeline-{base.name or 'run'}-read")
+        read.setdefault("storage_path", str(base / "ray_results"))
+        if "retriever" not in read:
+            if retriever is None:
+                raise ValueError("read: set `retriever` (the evidence the reader learns from); there is no train stage")
+            read["retriever"] = retriever
+        read["retriever"] = with_planner(read["retriever"], "read.retriever")
+        data["read"] = with_shared(read, ("split", "encoder", "ray"))
+        reader_dir = str(Path(str(read["output_dir"])) / READER_DIR)
+
     evaluate = _mapping(data.get("evaluate"))
     if evaluate is not None:
         evaluate.setdefault("input", inputs)
@@ -177,6 +196,11 @@ def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
                 raise ValueError(f"qa.{name}: set `retriever` (a checkpoint path or a baseline); there is no train stage")
             run["retriever"] = retriever
         run["retriever"] = with_planner(run["retriever"], f"qa.{name}.retriever")
+        reader = _mapping(run.get("reader"))
+        if isinstance(reader, dict) and reader.get("kind") == "tuned" and reader.get("checkpoint") is None:
+            if reader_dir is None:
+                raise ValueError(f"qa.{name}.reader: a tuned reader without `checkpoint` needs a `read` stage")
+            run["reader"] = {**reader, "checkpoint": reader_dir}
         qa[name] = with_shared(run, ("split", "encoder", "ray"))
     data["qa"] = qa
     return data
@@ -203,6 +227,9 @@ class PipelineConfig(Config):
     plan: PlannerTrainConfig | None = Field(
         None, description="Train the LoRA relation-path planner (ReG@Path) on Ray Train; null: no planner stage."
     )
+    read: ReaderTrainConfig | None = Field(
+        None, description="Train the LoRA-tuned local reader on the retriever's evidence; null: no reader stage."
+    )
     evaluate: EvaluateConfig | None = Field(None, description="Retrieval recall@K of the retriever and baselines.")
     qa: dict[str, QAEvaluateConfig] = Field(
         default_factory=dict, description="QA runs by name (e.g. chains vs raw triples), each scored on `side`."
@@ -218,6 +245,6 @@ class PipelineConfig(Config):
         bad = [name for name in self.qa if not _NAME.match(name)]
         if bad:
             raise ValueError(f"qa run names {bad} must be folder names (letters, digits, `_`, `.`, `-`)")
-        if not any((self.build, self.refine, self.train, self.plan, self.evaluate, self.qa)):
+        if not any((self.build, self.refine, self.train, self.plan, self.read, self.evaluate, self.qa)):
             raise ValueError("no stage is configured; add at least one of build, refine, train, plan, evaluate, qa")
         return self

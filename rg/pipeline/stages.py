@@ -3,6 +3,7 @@
 A :class:`Stage` pairs a section of the pipeline config with the job function that runs it
 (:func:`rg.data.builder.build_subgraphs`, :func:`rg.supervision.job.refine`,
 :func:`rg.training.ray_train.train_retriever`, :func:`rg.training.planner_ray.train_planner`,
+:func:`rg.training.reader_ray.train_reader`,
 :func:`rg.evaluation.job.evaluate`,
 :func:`rg.evaluation.qa_job.evaluate_qa`), the file whose existence says it finished, the
 folders it owns (cleared when its config changes or on ``--fresh``), and a
@@ -30,6 +31,8 @@ from rg.training.planner_ray import REPORT_FILE as PLAN_REPORT
 from rg.training.planner_ray import PlannerTrainConfig, train_planner
 from rg.training.ray_train import REPORT_FILE as TRAIN_REPORT
 from rg.training.ray_train import TrainJobConfig, train_retriever
+from rg.training.reader_ray import REPORT_FILE as READ_REPORT
+from rg.training.reader_ray import ReaderTrainConfig, train_reader
 
 RECALL_K = 100
 """Cut-off of the recall quoted in one-line results (the largest K evaluated if absent)."""
@@ -154,6 +157,20 @@ def _plan(cfg: PlannerTrainConfig, progress: bool) -> StageResult:
     )
 
 
+def _read(cfg: ReaderTrainConfig, progress: bool) -> StageResult:
+    del progress  # Ray Train reports per epoch; the job has no bar of its own
+    report = train_reader(cfg)
+    best = report["best_metrics"]
+    return StageResult(
+        result=f"tuned reader ({report['base']} + LoRA) on {report['train_examples']} of {report['train_questions']} "
+        f"train questions ({report['num_workers']} workers, mean prompt {report['mean_prompt_tokens']:.0f} tokens): "
+        f"best val Hits@1 {best.get('val_hits_at_1', float('nan')):.3f} at epoch {report['best_epoch']}",
+        metrics={"metric": report["metric"], "best_value": best.get("val_hits_at_1"), "best_epoch": report["best_epoch"],
+                 "seconds": report["seconds"]},
+        files={"reader": report["reader_dir"], "report": str(Path(cfg.output_dir) / READ_REPORT)},
+    )
+
+
 def _evaluate(cfg: EvaluateConfig, progress: bool) -> StageResult:
     del progress  # seconds on the driver
     results, files = evaluate(cfg)
@@ -195,7 +212,7 @@ def _local(path: str) -> tuple[Path, ...]:
 
 
 def plan_stages(cfg: PipelineConfig) -> list[Stage]:
-    """The configured stages in order: build, refine, train, plan, evaluate, then each QA run."""
+    """The configured stages in order: build, refine, train, plan, read, evaluate, then each QA run."""
     stages: list[Stage] = []
     if cfg.build is not None:
         out = Path(cfg.build.output_dir)
@@ -215,6 +232,11 @@ def plan_stages(cfg: PipelineConfig) -> list[Stage]:
         run_dir = _local(str(Path(cfg.plan.storage_path) / cfg.plan.run_name))
         stages.append(Stage("plan", cfg.plan, out / PLAN_REPORT, (out, *run_dir), True,
                             lambda p, c=cfg.plan: _plan(c, p)))
+    if cfg.read is not None:
+        out = Path(cfg.read.output_dir)
+        run_dir = _local(str(Path(cfg.read.storage_path) / cfg.read.run_name))
+        stages.append(Stage("read", cfg.read, out / READ_REPORT, (out, *run_dir), True,
+                            lambda p, c=cfg.read: _read(c, p)))
     if cfg.evaluate is not None:
         out = Path(cfg.evaluate.output_dir)
         stages.append(Stage("evaluate", cfg.evaluate, out / RETRIEVAL_JSON, (out,), False,

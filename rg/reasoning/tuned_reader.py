@@ -1,0 +1,305 @@
+"""A LoRA-tuned local reader: a pretrained causal LM that writes answer names from the evidence.
+
+RoG's reasoning step (ReG §S(III) reads evidence chains with an LLM): the prompt holds the
+question and the evidence lines in the LLM reader's chain format; the model writes answer
+names one per line. Decoding is constrained by :class:`AnswerGrammar`, a token trie over the
+names that end the evidence chains on the lines shown, so the reader can only answer with an entity its prompt
+shows in the prompt; it emits at most ``max_answers`` names, ranked in the order written, each scored by its
+constrained log-probability. The adapter is trained by :mod:`rg.training.reader_loop` on
+training questions' evidence and gold answers::
+
+    reader = TunedReader.load("outputs/demo/reader/reader")
+    reading = await reader.read(question, evidence)      # reader "tuned:smollm2-135m+lora"
+
+A checkpoint folder holds ``adapter/`` (peft), ``reader.json`` (:class:`TunedReaderSettings`)
+and the training report; the base model comes from the registry (:mod:`rg.models.registry`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import Field
+
+from rg.config import Config
+from rg.evidence import Evidence
+from rg.evidence.chains import item_chains
+from rg.llm.prompts import PromptTemplate
+from rg.reasoning.base import Reading, link_answers
+
+NO_CANDIDATES = "no_candidates"
+"""Fallback: the evidence ends at no entity, so there is nothing the reader may answer."""
+
+SETTINGS_FILE = "reader.json"
+ADAPTER_DIR = "adapter"
+SEPARATOR = "\n"
+"""Written between two answer names (the tokenizer splits at newlines, so names tokenise alike
+alone and in a list)."""
+
+READ_TUNED = PromptTemplate(
+    id="read_tuned",
+    version=1,
+    system="You answer questions with entity names from knowledge-graph evidence.",
+    instructions="Each evidence line is a chain of facts, `A → [relation] → B`, read from A. "
+                 "Write the entities that answer the question, one per line.",
+    example="",
+    task_format="Question: {question}\nEvidence:\n{evidence}",
+)
+"""The tuned reader's prompt: short, since every token is paid for in training and reading on a CPU."""
+
+
+class TunedReaderSettings(Config):
+    """What a tuned reader checkpoint was trained with; reading uses the same values."""
+
+    base: str = Field("smollm2-135m", description="Registered base model or local folder the adapter belongs to.")
+    max_lines: int = Field(24, ge=1, description="Evidence lines in the prompt (the first ones, in evidence order).")
+    max_prompt_tokens: int = Field(640, ge=32, description="Drop trailing evidence lines beyond this prompt length.")
+    max_answers: int = Field(4, ge=1, description="Names written per question, at most.")
+    max_name_tokens: int = Field(32, ge=1, description="Candidate names longer than this are not offered.")
+    prompt_id: str = Field(READ_TUNED.full_id, description="The prompt template the adapter learned.")
+
+
+class TunedReaderConfig(Config):
+    """``reader: {kind: tuned, checkpoint: ...}``: answer with a tuned reader checkpoint."""
+
+    checkpoint: str = Field(..., description="Folder written by the reader training job (holds reader.json).")
+    max_answers: int | None = Field(None, ge=1, description="Override the checkpoint's max_answers.")
+
+
+class _Node:
+    __slots__ = ("children", "name")
+
+    def __init__(self) -> None:
+        self.children: dict[int, _Node] = {}
+        self.name: str | None = None
+
+
+@dataclass
+class AnswerGrammar:
+    """The token sequences a constrained reader may write: names from a fixed set, separated.
+
+    A reply is ``name (SEP name)* EOS`` with every name from ``names`` and at most
+    ``max_answers`` names. :meth:`allowed` gives the next tokens allowed after a generated
+    prefix (the ``prefix_allowed_tokens_fn`` of ``generate``); :meth:`parse` reads the names back.
+
+    Attributes:
+        names: Candidate names (distinct, non-empty).
+        sep: Token ids of the separator.
+        eos: End-of-reply token id.
+    """
+
+    names: Sequence[str]
+    tokenizer: Any
+    eos: int
+    max_answers: int = 4
+    max_name_tokens: int = 32
+    root: _Node = field(init=False)
+    sep: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sep = tuple(self.tokenizer(SEPARATOR, add_special_tokens=False)["input_ids"])
+        if len(self.sep) != 1:
+            raise ValueError(f"the separator {SEPARATOR!r} must be one token of this tokenizer, got {self.sep}")
+        self.root = _Node()
+        for name in dict.fromkeys(n for n in self.names if n.strip()):
+            ids = self.tokenizer(name, add_special_tokens=False)["input_ids"]
+            if not ids or len(ids) > self.max_name_tokens or self.sep[0] in ids or self.eos in ids:
+                continue
+            node = self.root
+            for token in ids:
+                node = node.children.setdefault(token, _Node())
+            node.name = node.name or name
+
+    @property
+    def empty(self) -> bool:
+        return not self.root.children
+
+    def encode(self, names: Sequence[str]) -> list[int]:
+        """The token ids of a reply naming ``names`` (the training target), ending with EOS."""
+        out: list[int] = []
+        for index, name in enumerate(names):
+            if index:
+                out.extend(self.sep)
+            out.extend(self.tokenizer(name, add_special_tokens=False)["input_ids"])
+        return out + [self.eos]
+
+    def _walk(self, generated: Sequence[int]) -> tuple[_Node, list[str], bool]:
+        """(node reached, names completed, whether the reply is malformed) for a generated prefix."""
+        node, names = self.root, []
+        for token in generated:
+            if token == self.sep[0] and node.name is not None:
+                names.append(node.name)
+                node = self.root
+            elif token in node.children:
+                node = node.children[token]
+            else:
+                return node, names, True
+        return node, names, False
+
+    def allowed(self, generated: Sequence[int]) -> list[int]:
+        """Token ids that may follow ``generated`` (EOS alone once the reply is complete)."""
+        node, names, broken = self._walk(generated)
+        if broken or (generated and generated[-1] == self.eos):
+            return [self.eos]
+        options = list(node.children)
+        if node.name is not None:
+            options.append(self.eos)
+            if len(names) + 1 < self.max_answers:
+                options.append(self.sep[0])
+        return options or [self.eos]
+
+    def parse(self, generated: Sequence[int]) -> list[str]:
+        """The distinct names of a generated reply, in order (a trailing complete name counts)."""
+        tokens = [t for t in generated if t != self.eos]
+        node, names, _broken = self._walk(tokens)
+        if node.name is not None and node is not self.root:
+            names.append(node.name)
+        return list(dict.fromkeys(names))
+
+
+def prompt_messages(settings: TunedReaderSettings, question: str, lines: Sequence[str]) -> list[dict[str, str]]:
+    """The chat messages for ``question`` with these evidence lines."""
+    return READ_TUNED.render(question=question, evidence="\n".join(lines) if lines else "(none)")
+
+
+@dataclass(frozen=True)
+class ReaderPrompt:
+    """The prompt of one question and the answer candidates it shows.
+
+    Attributes:
+        ids: Prompt token ids (chat template applied, ready for the assistant's turn).
+        lines: Evidence lines shown (the first ones, fewer than ``max_lines`` when over the token budget).
+        candidates: Ends of the chains on those lines, in line order: what the reader may answer.
+    """
+
+    ids: list[int]
+    lines: int
+    candidates: tuple[str, ...]
+
+
+def build_prompt(tokenizer, settings: TunedReaderSettings, question: str, evidence: Evidence) -> ReaderPrompt:
+    """The first ``max_lines`` evidence lines, fewer if over ``max_prompt_tokens``, and their chain ends."""
+    lines = list(evidence.lines()[: settings.max_lines])
+    while True:
+        ids = tokenizer.apply_chat_template(prompt_messages(settings, question, lines), add_generation_prompt=True,
+                                            tokenize=True)
+        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        if len(ids) <= settings.max_prompt_tokens or not lines:
+            break
+        lines = lines[: max(0, len(lines) - max(1, len(lines) // 4))]
+    shown = evidence.items[: len(lines)]
+    candidates = tuple(dict.fromkeys(e for item in shown for chain in item_chains(item) for e in chain.ends))
+    return ReaderPrompt(ids=ids, lines=len(lines), candidates=candidates)
+
+
+def eos_id(tokenizer, model) -> int:
+    value = getattr(model.generation_config, "eos_token_id", None)
+    value = value[0] if isinstance(value, list) else value
+    return int(value if value is not None else tokenizer.eos_token_id)
+
+
+class TunedReader:
+    """A :class:`~rg.reasoning.base.Reader` backed by a LoRA-tuned local causal LM.
+
+    Args:
+        model: The causal LM with the adapter (merged or not).
+        tokenizer: Its tokenizer (with the base's chat template).
+        settings: The checkpoint's settings.
+        name: Implementation name (``tuned:<base>+lora``).
+    """
+
+    def __init__(self, model, tokenizer, settings: TunedReaderSettings, name: str | None = None) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.name = name or f"tuned:{settings.base}+lora"
+        self.eos = eos_id(tokenizer, model)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, checkpoint: str | Path, max_answers: int | None = None,
+             cache_dir: str | Path | None = None) -> "TunedReader":
+        """Base model from the registry, adapter merged from ``checkpoint/adapter``.
+
+        Raises:
+            FileNotFoundError: if ``checkpoint`` is not a tuned reader folder.
+        """
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from rg.models.registry import resolve_model
+
+        folder = Path(checkpoint)
+        if not (folder / SETTINGS_FILE).is_file():
+            raise FileNotFoundError(f"{folder} is not a tuned reader checkpoint (no {SETTINGS_FILE}); set "
+                                    "`reader.checkpoint` to the `reader` folder the reader training job wrote")
+        settings = TunedReaderSettings.model_validate(json.loads((folder / SETTINGS_FILE).read_text()))
+        if max_answers is not None:
+            settings = settings.model_copy(update={"max_answers": max_answers})
+        base = resolve_model(settings.base, cache_dir)
+        tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(base, local_files_only=True, dtype=torch.float32)
+        model = PeftModel.from_pretrained(model, str(folder / ADAPTER_DIR)).merge_and_unload()
+        return cls(model, tokenizer, settings)
+
+    @classmethod
+    def from_config(cls, config: TunedReaderConfig) -> "TunedReader":
+        return cls.load(config.checkpoint, config.max_answers)
+
+    def grammar(self, candidates: Sequence[str]) -> AnswerGrammar:
+        """The grammar over these candidate names."""
+        return AnswerGrammar(candidates, self.tokenizer, self.eos, self.settings.max_answers,
+                             self.settings.max_name_tokens)
+
+    @torch.inference_mode()
+    def answer(self, question: str, evidence: Evidence) -> list[tuple[str, float]]:
+        """Constrained greedy decoding over the shown lines' chain ends: names written, with log-probabilities."""
+        prompt = build_prompt(self.tokenizer, self.settings, question, evidence)
+        grammar = self.grammar(prompt.candidates)
+        if grammar.empty:
+            return []
+        ids = prompt.ids
+        width = len(ids)
+        budget = self.settings.max_answers * (self.settings.max_name_tokens + 1) + 1
+        output = self.model.generate(
+            input_ids=torch.tensor([ids]), attention_mask=torch.ones((1, width), dtype=torch.long),
+            max_new_tokens=budget, do_sample=False, num_beams=1,
+            prefix_allowed_tokens_fn=lambda _row, seq: grammar.allowed(seq[width:].tolist()),
+            eos_token_id=self.eos, pad_token_id=self.eos, output_scores=True, return_dict_in_generate=True,
+            temperature=None, top_p=None, top_k=None,
+        )
+        generated = output.sequences[0, width:].tolist()
+        names = grammar.parse(generated)
+        return [(name, _name_logprob(name, generated, output.scores, grammar)) for name in names]
+
+    async def read(self, question: str, evidence: Evidence) -> Reading:
+        """Answer in a worker thread (one question at a time per model); no candidates is a fallback."""
+        def run() -> list[tuple[str, float]]:
+            with self._lock:
+                return self.answer(question, evidence)
+
+        written = await asyncio.to_thread(run)
+        if not written:
+            return Reading(self.name, prompt_id=self.settings.prompt_id, fallback=NO_CANDIDATES)
+        linked = link_answers([name for name, _ in written], evidence)
+        ranked = tuple(replace(a, score=score) for a, (_, score) in zip(linked, written))
+        return Reading(self.name, ranked=ranked, selected=ranked, prompt_id=self.settings.prompt_id)
+
+
+def _name_logprob(name: str, generated: Sequence[int], scores: Sequence[torch.Tensor], grammar: AnswerGrammar) -> float:
+    """Sum of the constrained log-probabilities of the tokens of ``name``'s first occurrence."""
+    target = grammar.tokenizer(name, add_special_tokens=False)["input_ids"]
+    for start in range(len(generated) - len(target) + 1):
+        if list(generated[start:start + len(target)]) == target and (start == 0 or generated[start - 1] == grammar.sep[0]):
+            total = 0.0
+            for offset, token in enumerate(target):
+                total += float(torch.log_softmax(scores[start + offset][0].float(), dim=-1)[token])
+            return total
+    return float("nan")

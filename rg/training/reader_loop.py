@@ -1,0 +1,241 @@
+"""Training the tuned reader: examples from evidence and gold answers, and the in-process loop.
+
+Nothing here imports Ray; the Ray Train job (:mod:`rg.training.reader_ray`) and the tests call
+the same functions::
+
+    model, tokenizer = lora_reader_model(settings, LoraSettings())
+    items = [ReaderItem(q.id, q.question, evidence, q.answers) for q, evidence in ...]
+    examples, skipped = reader_examples(items, tokenizer, settings, eos_id(tokenizer, model))
+    history = fit_reader(model, tokenizer, examples, val_items, settings, ReaderFitConfig(epochs=2))
+
+The target of a question is its gold answers that end a chain on the prompt's evidence lines, written as the reader
+writes them (names joined by the separator, then end-of-sequence), in evidence order and at most
+``max_answers``; a question whose shown evidence reaches no gold answer teaches nothing and is
+skipped (counted). The loss is the causal-LM loss on the target tokens only. Validation reads
+held-out questions with the constrained decoder and reports Hits@1 and Hit, the metrics the QA
+evaluation reports.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from rg.config import Config
+from rg.evidence import Evidence
+from rg.metrics import normalize_answer
+from rg.reasoning.tuned_reader import AnswerGrammar, TunedReader, TunedReaderSettings, build_prompt
+from rg.retrievers.planner.model import IGNORE_INDEX, Example
+from rg.training.planner_loop import train_epoch
+
+SELECTION_METRIC = "val_hits_at_1"
+
+
+class ReaderLora(Config):
+    """The reader's LoRA adapter."""
+
+    rank: int = Field(8, ge=1, description="LoRA rank r.")
+    alpha: int = Field(16, ge=1, description="LoRA alpha (scale alpha / r).")
+    dropout: float = Field(0.05, ge=0, lt=1, description="Dropout on the LoRA input.")
+    targets: tuple[str, ...] = Field(("q_proj", "v_proj"), min_length=1, description="Projection modules adapted.")
+
+
+class ReaderFitConfig(Config):
+    """Settings of :func:`fit_reader`."""
+
+    epochs: int = Field(2, ge=1, description="Epochs over the training examples.")
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate of the adapter.")
+    batch_size: int = Field(8, ge=1, description="Examples per optimisation step and worker.")
+    grad_clip: float | None = Field(1.0, gt=0, description="Gradient-norm clip; None disables.")
+    seed: int = Field(0, description="Seed of the batch order and of dropout.")
+
+
+@dataclass(frozen=True)
+class ReaderItem:
+    """One question with its evidence; ``answers`` are gold answers (training and metrics only)."""
+
+    id: str
+    question: str
+    evidence: Evidence
+    answers: tuple[str, ...]
+
+
+class ReaderLoss(nn.Module):
+    """Wraps a causal LM so that ``forward(**batch)`` returns the loss on the target tokens.
+
+    Batches are left-padded (:func:`collate_left`), so every target sits at the end of its row and
+    the LM head runs only over the last ``T_target + 1`` positions (``logits_to_keep``): with a
+    49k-token vocabulary, logits over whole prompts would cost gigabytes for nothing.
+    """
+
+    def __init__(self, lm: nn.Module) -> None:
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        scored = labels != IGNORE_INDEX  # (N, T)
+        first = int(scored.float().argmax(dim=1).min())  # earliest target position in the batch
+        keep = input_ids.shape[1] - first + 1
+        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        logits = self.lm(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                         logits_to_keep=keep).logits[:, :-1]  # (N, keep - 1, V): predictions of first..T-1
+        target = labels[:, first:]  # (N, keep - 1)
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1),
+                                           ignore_index=IGNORE_INDEX)
+
+
+def collate_left(examples: Sequence[Example], pad: int) -> dict[str, torch.Tensor]:
+    """Left-padded ``input_ids``, ``attention_mask`` and ``labels`` (padding labelled -100).
+
+    Shapes:
+        N examples -> each (N, T_max)
+    """
+    width = max(len(e.input_ids) for e in examples)
+    ids = torch.full((len(examples), width), pad, dtype=torch.long)
+    labels = torch.full((len(examples), width), IGNORE_INDEX, dtype=torch.long)
+    mask = torch.zeros((len(examples), width), dtype=torch.long)
+    for row, example in enumerate(examples):
+        n = len(example.input_ids)
+        ids[row, width - n:] = torch.tensor(example.input_ids)
+        labels[row, width - n:] = torch.tensor(example.labels)
+        mask[row, width - n:] = 1
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def left_batches(examples: Sequence[Example], batch_size: int, pad: int,
+                 generator: torch.Generator) -> list[dict[str, torch.Tensor]]:
+    """Shuffled, left-padded batches of ``batch_size`` examples."""
+    order = torch.randperm(len(examples), generator=generator).tolist()
+    ordered = [examples[i] for i in order]
+    return [collate_left(ordered[i : i + batch_size], pad) for i in range(0, len(ordered), batch_size)]
+
+
+def lora_reader_model(settings: TunedReaderSettings, lora: ReaderLora, cache_dir: str | None = None):
+    """The base model from the registry with a fresh LoRA adapter; returns ``(peft model, tokenizer)``."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rg.models.registry import resolve_model
+
+    folder = resolve_model(settings.base, cache_dir)
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    base = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
+    config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                        target_modules=list(lora.targets), task_type="CAUSAL_LM")
+    return get_peft_model(base, config), tokenizer
+
+
+def gold_names(candidates: Sequence[str], answers: Sequence[str], limit: int) -> list[str]:
+    """The candidates that a gold answer names (normalised match), in candidate order, at most ``limit``."""
+    wanted = {normalize_answer(a) for a in answers} - {""}
+    return [name for name in candidates if normalize_answer(name) in wanted][:limit]
+
+
+def reader_examples(items: Sequence[ReaderItem], tokenizer, settings: TunedReaderSettings,
+                    eos: int) -> tuple[list[Example], int]:
+    """Tokenised training examples, and how many questions were skipped (no gold answer on the lines shown)."""
+    examples, skipped = [], 0
+    for item in items:
+        prompt = build_prompt(tokenizer, settings, item.question, item.evidence)
+        grammar = AnswerGrammar(prompt.candidates, tokenizer, eos, settings.max_answers, settings.max_name_tokens)
+        names = [n for n in gold_names(prompt.candidates, item.answers, settings.max_answers)
+                 if grammar.parse(grammar.encode([n])) == [n]]  # names the decoder could write
+        if not names:
+            skipped += 1
+            continue
+        target = grammar.encode(names)
+        examples.append(Example(id=item.id, input_ids=tuple(prompt.ids + target),
+                                labels=tuple([IGNORE_INDEX] * len(prompt.ids) + target)))
+    return examples, skipped
+
+
+def read_hits(reader: TunedReader, items: Sequence[ReaderItem]) -> dict[str, float]:
+    """Hits@1 and Hit of the constrained reader on ``items`` (exact match after normalisation)."""
+    if not items:
+        return {}
+    hits1 = hit = 0
+    for item in items:
+        written = [normalize_answer(name) for name, _ in reader.answer(item.question, item.evidence)]
+        gold = {normalize_answer(a) for a in item.answers}
+        hits1 += bool(written) and written[0] in gold
+        hit += any(w in gold for w in written)
+    return {"hits_at_1": hits1 / len(items), "hit": hit / len(items), "questions": float(len(items))}
+
+
+EpochCallback = Callable[[int, dict[str, float], torch.optim.Optimizer], None]
+
+
+def fit_reader(
+    model: nn.Module,
+    tokenizer,
+    train: Sequence[Example],
+    val: Sequence[ReaderItem],
+    settings: TunedReaderSettings,
+    config: ReaderFitConfig,
+    wrapped: nn.Module | None = None,
+    on_epoch_end: EpochCallback | None = None,
+    start_epoch: int = 0,
+    optimizer_state: dict | None = None,
+    evaluate: Callable[[TunedReader, Sequence[ReaderItem]], dict[str, float]] = read_hits,
+) -> list[dict[str, float]]:
+    """Train the adapter of ``model`` (a peft model) for epochs ``start_epoch .. epochs - 1``.
+
+    Args:
+        model: The peft model (its LoRA tensors are trained in place).
+        tokenizer: Its tokenizer.
+        train: From :func:`reader_examples`.
+        val: Held-out questions read after each epoch (may be empty).
+        settings: Prompt and decoding settings.
+        config: Epochs, optimiser, batching.
+        wrapped: What the loss goes through (e.g. DDP over :class:`ReaderLoss`); default ``ReaderLoss(model)``.
+        on_epoch_end: Called with each epoch's metrics (Ray Train reports and checkpoints there).
+        start_epoch: First epoch to run (resuming).
+        optimizer_state: AdamW state to resume from.
+        evaluate: Validation function (Ray workers pass one that reads their shard and sums across workers).
+
+    Returns:
+        One metrics dict per epoch run.
+
+    Raises:
+        ValueError: without training examples.
+    """
+    if not train:
+        raise ValueError("no training examples: no training question has a gold answer among its evidence's chain "
+                         "ends; raise top_k or check the retriever checkpoint")
+    wrapped = wrapped if wrapped is not None else ReaderLoss(model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr)
+    if optimizer_state is not None:
+        optimizer.load_state_dict(optimizer_state)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    history = []
+    for epoch in range(start_epoch, config.epochs):
+        started = time.perf_counter()
+        torch.manual_seed(config.seed * 100_003 + epoch)
+        generator = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
+        batches = left_batches(train, config.batch_size, pad, generator)
+        loss = train_epoch(wrapped, batches, optimizer, config.grad_clip)
+        metrics = {"epoch": float(epoch), "train_loss": loss, "train_examples": float(len(train)),
+                   "train_seconds": time.perf_counter() - started}
+        model.eval()
+        reader = TunedReader(model, tokenizer, settings)
+        metrics.update({f"val_{k}": v for k, v in evaluate(reader, val).items()})
+        metrics["epoch_seconds"] = time.perf_counter() - started
+        history.append(metrics)
+        if on_epoch_end is not None:
+            on_epoch_end(epoch, dict(metrics), optimizer)
+    return history
+
+
+def best_epoch(history: Sequence[dict[str, float]]) -> int:
+    """The epoch with the highest validation Hits@1 (then lower training loss); the last without validation."""
+    if not history:
+        raise ValueError("empty history")
+    key = lambda m: (m.get(SELECTION_METRIC, -math.inf), -m.get("train_loss", math.inf))  # noqa: E731
+    return int(max(history, key=key)["epoch"])

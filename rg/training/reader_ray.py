@@ -1,0 +1,259 @@
+"""Training the tuned reader on Ray Train: ``python -m jobs.train`` with ``kind: train_reader``.
+
+The driver reads the train and validation questions, scores their subgraphs with a trained
+retriever (the same scorer and evidence settings as the QA evaluation), builds each question's
+evidence chains and the training examples (:mod:`rg.training.reader_loop`), and ships them to the
+workers as Ray Datasets (gold answers go only into the training targets and the validation
+metric). Each worker loads the base model from the registry, adds the LoRA adapter, trains its
+shard of the examples under DDP (gloo on CPU), reads its shard of the validation questions with
+the constrained decoder, and the Hits@1 counts are summed across workers; rank 0 checkpoints
+the adapter, the optimizer state, the epoch and the history each epoch. A resubmitted run
+(same ``run_name``) resumes after its last checkpoint. The best epoch by validation Hits@1 is
+exported to ``<output_dir>/reader`` (``adapter/`` + ``reader.json``), which the QA evaluation
+reads with ``reader: {kind: tuned, checkpoint: <output_dir>/reader}`` and the local LLM server
+serves with ``adapter: <output_dir>/reader/adapter``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from pydantic import Field
+
+from rg.config import Config
+from rg.data.paths import resolve_data_path
+from rg.data.splits import SplitConfig, load_split_samples
+from rg.evaluation.job import MethodConfig, build_scorer
+from rg.evaluation.qa import question_evidence
+from rg.evidence import EvidenceConfig
+from rg.reasoning.tuned_reader import ADAPTER_DIR, SETTINGS_FILE, TunedReader, TunedReaderSettings, eos_id
+from rg.runtime import RayConfig, init_ray
+from rg.text import EncoderConfig, TextEncoder
+from rg.training.reader_loop import (
+    SELECTION_METRIC,
+    ReaderFitConfig,
+    ReaderItem,
+    ReaderLora,
+    ReaderLoss,
+    fit_reader,
+    lora_reader_model,
+    read_hits,
+    reader_examples,
+)
+from rg.training.run_guard import check_run_config
+from rg.training.shards import equal_steps, shard_rows, with_worker_group
+
+REPORT_FILE = "train_report.json"
+READER_DIR = "reader"
+OPTIMIZER_FILE = "optimizer.pt"
+STATE_FILE = "state.json"
+
+
+class ReaderTrainConfig(Config):
+    """``python -m jobs.train`` (kind ``train_reader``): retriever evidence + gold answers → LoRA reader."""
+
+    KIND: ClassVar[str] = "train_reader"
+
+    input: str | list[str] = Field(description="RoG parquet/jsonl(.gz) file(s) or folder(s) of shards; `@shared/...` allowed.")
+    split: SplitConfig = Field(default_factory=SplitConfig, description="Train / val membership (as the QA evaluation's).")
+    limit: int | None = Field(None, ge=2, description="Only the first N questions of each input (quick runs).")
+    max_train_questions: int | None = Field(
+        None, ge=1, description="Train on at most this many training questions (the first ones; bounds CPU time)."
+    )
+    max_val_questions: int | None = Field(60, ge=1, description="Validation questions read after each epoch.")
+    retriever: MethodConfig = Field(description="The triple scorer whose evidence the reader learns to read.")
+    top_k: int | None = Field(100, ge=1, description="Retrieved triples per question, as in the QA evaluation.")
+    evidence: EvidenceConfig = Field(default_factory=EvidenceConfig, description="Chain length and merging.")
+    encoder: EncoderConfig = Field(default_factory=EncoderConfig, description="Text encoder of the retriever.")
+    reader: TunedReaderSettings = Field(default_factory=TunedReaderSettings, description="Base, prompt and decoding.")
+    lora: ReaderLora = Field(default_factory=ReaderLora, description="The adapter.")
+    train: ReaderFitConfig = Field(default_factory=ReaderFitConfig, description="Epochs, optimiser, batching.")
+    num_workers: int = Field(1, ge=1, description="Ray Train workers (DDP replicas).")
+    use_gpu: bool = Field(False, description="One GPU per worker; False trains on CPU with gloo.")
+    run_name: str = Field(min_length=1, description="Stable name of the Ray Train run; resubmitting resumes it.")
+    storage_path: str = Field("outputs/ray_results", description="Where Ray Train persists checkpoints.")
+    output_dir: str = Field(description="The best reader is exported here (reader/) with train_report.json.")
+    ray: RayConfig = Field(default_factory=RayConfig, description="Where Ray runs.")
+
+
+def _evaluate_shard(reader: TunedReader, items) -> dict[str, float]:
+    """Hits@1 / Hit over every worker's validation shard (counts summed with all-reduce)."""
+    import torch.distributed as dist
+
+    local = read_hits(reader, items)
+    counts = torch.tensor([local.get("hits_at_1", 0.0) * len(items), local.get("hit", 0.0) * len(items),
+                           float(len(items))], dtype=torch.float64)
+    if dist.is_available() and dist.is_initialized():
+        dist.all_reduce(counts)
+    n = float(counts[2])
+    return {"hits_at_1": float(counts[0]) / n, "hit": float(counts[1]) / n, "questions": n} if n else {}
+
+
+def reader_loop_per_worker(config: dict[str, Any]) -> None:
+    """Ray Train worker: DDP training of the adapter, sharded validation, rank-0 checkpoints."""
+    import ray.train
+    import ray.train.torch
+    from peft import PeftModel
+
+    context = ray.train.get_context()
+    rank = context.get_world_rank()
+    settings = TunedReaderSettings.model_validate(config["reader"])
+    fit_cfg = ReaderFitConfig.model_validate(config["train"])
+    lora = ReaderLora.model_validate(config["lora"])
+    train = equal_steps(shard_rows("train", "example"))
+    val = shard_rows("val", "item")
+    torch.manual_seed(fit_cfg.seed)
+    model, tokenizer = lora_reader_model(settings, lora)
+
+    start_epoch, optimizer_state, history = 0, None, []
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as folder:
+            folder = Path(folder)
+            model = PeftModel.from_pretrained(model.unload(), str(folder / READER_DIR / ADAPTER_DIR), is_trainable=True)
+            optimizer_state = torch.load(folder / OPTIMIZER_FILE, map_location="cpu")
+            state = json.loads((folder / STATE_FILE).read_text())
+            start_epoch, history = int(state["epoch"]) + 1, state["history"]
+    if start_epoch >= fit_cfg.epochs:
+        return
+    wrapped = ray.train.torch.prepare_model(ReaderLoss(model), parallel_strategy_kwargs={"find_unused_parameters": False})
+
+    def on_epoch_end(epoch: int, metrics: dict[str, float], optimizer: torch.optim.Optimizer) -> None:
+        row = {**metrics, "start_epoch": float(start_epoch), "world_size": float(context.get_world_size())}
+        history.append(row)
+        if rank != 0:
+            ray.train.report(with_worker_group(row))
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            save_reader(model, settings, folder / READER_DIR)
+            torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
+            (folder / STATE_FILE).write_text(json.dumps({"epoch": epoch, "history": history}, indent=2) + "\n")
+            ray.train.report(with_worker_group(row), checkpoint=ray.train.Checkpoint.from_directory(tmp))
+
+    fit_reader(model, tokenizer, train, val, settings, fit_cfg, wrapped=wrapped, on_epoch_end=on_epoch_end,
+               start_epoch=start_epoch, optimizer_state=optimizer_state, evaluate=_evaluate_shard)
+
+
+def save_reader(model, settings: TunedReaderSettings, folder: str | Path) -> Path:
+    """Write a tuned reader folder: the adapter (peft) and its settings."""
+    folder = Path(folder)
+    model.save_pretrained(str(folder / ADAPTER_DIR))
+    (folder / SETTINGS_FILE).write_text(settings.model_dump_json(indent=2) + "\n")
+    return folder
+
+
+def reader_items(cfg: ReaderTrainConfig, samples, scorer) -> list[ReaderItem]:
+    """Evidence of each question from the configured retriever, as the QA evaluation builds it."""
+    items = []
+    for sample, scores in zip(samples, scorer.score(samples)):
+        evidence = question_evidence(sample, scores, cfg.top_k, True, cfg.evidence)
+        items.append(ReaderItem(sample.id, sample.question, evidence, tuple(sample.answers)))
+    return items
+
+
+def train_reader(cfg: ReaderTrainConfig, callbacks=()) -> dict[str, Any]:
+    """Build evidence, train the reader on Ray Train, export the best epoch; returns the report.
+
+    Raises:
+        ValueError: when no training question has a gold answer in its evidence.
+        RuntimeError: if the run produced no checkpoint.
+    """
+    import ray
+    import ray.data
+    import ray.train
+    from ray.train.torch import TorchTrainer
+    from transformers import AutoTokenizer
+
+    from rg.models.registry import resolve_model
+
+    started = time.perf_counter()
+    storage = cfg.storage_path if "://" in cfg.storage_path else str(resolve_data_path(cfg.storage_path).resolve())
+    check_run_config(storage, cfg.run_name, cfg)
+    base_folder = resolve_model(cfg.reader.base)  # convert once here, not in every worker
+    init_ray(cfg.ray)
+    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit)
+    train_samples = sides["train"][: cfg.max_train_questions]
+    val_samples = sides["val"][: cfg.max_val_questions]
+    needs_encoder = cfg.retriever.kind in ("retriever", "cosine")
+    scorer = build_scorer(cfg.retriever, TextEncoder(cfg.encoder) if needs_encoder else None)
+    train_items, val_items = reader_items(cfg, train_samples, scorer), reader_items(cfg, val_samples, scorer)
+    tokenizer = AutoTokenizer.from_pretrained(base_folder, local_files_only=True)
+    eos = int(tokenizer.convert_tokens_to_ids(tokenizer.eos_token))
+    examples, skipped = reader_examples(train_items, tokenizer, cfg.reader, eos)
+    if len(examples) < cfg.num_workers:
+        raise ValueError(f"{len(examples)} training example(s) for {cfg.num_workers} workers ({skipped} questions had "
+                         "no gold answer among their evidence's chain ends); use more questions or a larger top_k")
+
+    trainer = TorchTrainer(
+        reader_loop_per_worker,
+        train_loop_config={"reader": cfg.reader.model_dump(mode="json"), "train": cfg.train.model_dump(mode="json"),
+                           "lora": cfg.lora.model_dump(mode="json")},
+        scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
+        run_config=ray.train.RunConfig(
+            name=cfg.run_name, storage_path=storage, callbacks=list(callbacks),
+            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1, checkpoint_score_attribute=SELECTION_METRIC,
+                                                         checkpoint_score_order="max"),
+        ),
+        datasets={"train": ray.data.from_items([{"example": pickle.dumps(e)} for e in examples]),
+                  "val": ray.data.from_items([{"item": pickle.dumps(i)} for i in val_items])},
+        dataset_config=ray.train.DataConfig(datasets_to_split=["train", "val"]),
+    )
+    result = trainer.fit()
+    kept = [(c, m) for c, m in (result.best_checkpoints or []) if m.get(SELECTION_METRIC) is not None]
+    if not kept:
+        raise RuntimeError(f"run {cfg.run_name!r} under {storage} produced no checkpoint with {SELECTION_METRIC!r}")
+    best_checkpoint, best_metrics = max(kept, key=lambda cm: (cm[1][SELECTION_METRIC], -cm[1]["train_loss"]))
+    output = Path(cfg.output_dir)
+    target = output / READER_DIR
+    with best_checkpoint.as_directory() as folder:
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(Path(folder) / READER_DIR, target)
+        state = json.loads((Path(folder) / STATE_FILE).read_text())
+    with (result.checkpoint or best_checkpoint).as_directory() as folder:
+        history = json.loads((Path(folder) / STATE_FILE).read_text())["history"]
+    TunedReader.load(target)  # fail here, not at inference, if the export does not read back
+    start_epoch = int(history[-1]["start_epoch"]) if history else 0
+    report = {
+        "run_name": cfg.run_name,
+        "base": cfg.reader.base,
+        "retriever": cfg.retriever.name or f"{cfg.retriever.kind}:{cfg.retriever.path}",
+        "train_questions": len(train_samples),
+        "val_questions": len(val_samples),
+        "train_examples": len(examples),
+        "train_questions_without_gold_in_evidence": skipped,
+        "mean_prompt_tokens": sum(len(e.input_ids) for e in examples) / len(examples),
+        "num_workers": cfg.num_workers,
+        "metric": SELECTION_METRIC,
+        "best_epoch": int(state["epoch"]),
+        "best_metrics": {k: v for k, v in best_metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)},
+        "resumed": start_epoch > 0,
+        "history": history,
+        "reader_dir": str(target.resolve()),
+        "seconds": time.perf_counter() - started,
+    }
+    output.mkdir(parents=True, exist_ok=True)
+    (output / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def format_reader_report(report: dict[str, Any]) -> str:
+    """A short text summary of a :func:`train_reader` report."""
+    best = report["best_metrics"]
+    return "\n".join([
+        f"run {report['run_name']} (tuned reader on {report['base']}, evidence from {report['retriever']}, "
+        f"{report['num_workers']} workers)",
+        f"questions: {report['train_questions']} train ({report['train_examples']} with a gold answer in evidence), "
+        f"{report['val_questions']} val; mean prompt {report['mean_prompt_tokens']:.0f} tokens",
+        f"best epoch {report['best_epoch']}: val Hits@1 {best.get(SELECTION_METRIC, float('nan')):.3f}, "
+        f"Hit {best.get('val_hit', float('nan')):.3f}",
+        f"reader saved to {report['reader_dir']}",
+    ])

@@ -1,0 +1,137 @@
+"""The LoRA-tuned local reader: its answer grammar, prompts, training loop and checkpoints (real
+SmolLM2-135M tokenizer and weights, no Ray)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from rg.evidence import EvidenceConfig, build_evidence
+from rg.models import REGISTRY, ModelNotAvailableError
+from rg.reasoning.tuned_reader import (
+    NO_CANDIDATES,
+    AnswerGrammar,
+    TunedReader,
+    TunedReaderSettings,
+    build_prompt,
+    eos_id,
+)
+from rg.training.reader_loop import (
+    ReaderFitConfig,
+    ReaderItem,
+    ReaderLora,
+    ReaderLoss,
+    collate_left,
+    fit_reader,
+    lora_reader_model,
+    reader_examples,
+)
+from rg.training.reader_ray import save_reader
+
+TRIPLES = (
+    ("Inception", "directed_by", "Christopher Nolan"),
+    ("Inception", "starred_actors", "Leonardo DiCaprio"),
+    ("Inception", "release_year", "2010"),
+    ("Titanic", "starred_actors", "Leonardo DiCaprio"),
+    ("Titanic", "directed_by", "James Cameron"),
+)
+
+
+@pytest.fixture(scope="module")
+def base():
+    """The base model with a fresh LoRA adapter (deterministic), and its tokenizer."""
+    try:
+        REGISTRY["smollm2-135m"].locate()
+    except ModelNotAvailableError as err:
+        pytest.skip(str(err))
+    torch.manual_seed(0)
+    return lora_reader_model(TunedReaderSettings(), ReaderLora())
+
+
+def evidence(scores=(0.9, 0.5, 0.4, 0.3, 0.2), topics=("Inception",)):
+    return build_evidence(TRIPLES, scores, list(topics), EvidenceConfig(max_length=2))
+
+
+def test_grammar_writes_only_listed_names_and_stops(base):
+    _, tokenizer = base
+    eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
+    grammar = AnswerGrammar(["Ann", "Ann Lee", "Bob", ""], tokenizer, eos, max_answers=2)
+    ann, ann_lee, bob = (tokenizer(n, add_special_tokens=False)["input_ids"] for n in ("Ann", "Ann Lee", "Bob"))
+    assert ann_lee[: len(ann)] == ann  # "Ann" is a prefix of "Ann Lee": the trie must keep both
+    assert set(grammar.allowed([])) == {ann[0], bob[0]}
+    after_ann = set(grammar.allowed(ann))
+    assert after_ann == {ann_lee[len(ann)], eos, grammar.sep[0]}
+    reply = grammar.encode(["Ann Lee", "Bob"])
+    assert grammar.parse(reply) == ["Ann Lee", "Bob"] and reply[-1] == eos
+    # two names written: no separator is offered any more, only the end
+    assert set(grammar.allowed(reply[:-1])) == {eos}
+    assert grammar.allowed([*bob, 99999]) == [eos]  # a malformed prefix can only end
+    assert grammar.parse([*ann, grammar.sep[0], *ann, eos]) == ["Ann"]  # repeats collapse
+    assert AnswerGrammar([""], tokenizer, eos).empty
+
+
+def test_prompt_shows_a_budget_of_lines_and_offers_their_ends(base):
+    _, tokenizer = base
+    ev = evidence()
+    full = build_prompt(tokenizer, TunedReaderSettings(max_lines=10), "who directed Inception", ev)
+    assert full.lines == len(ev.items) and set(full.candidates) == set(ev.ends())
+    one = build_prompt(tokenizer, TunedReaderSettings(max_lines=1), "who directed Inception", ev)
+    assert one.lines == 1 and one.candidates == ("Christopher Nolan",)
+    tight = build_prompt(tokenizer, TunedReaderSettings(max_lines=10, max_prompt_tokens=len(one.ids) + 5),
+                         "who directed Inception", ev)
+    assert tight.lines == 1 and len(tight.ids) <= len(one.ids) + 5
+
+
+def test_untrained_reader_answers_only_from_the_shown_lines(base):
+    model, tokenizer = base
+    reader = TunedReader(model, tokenizer, TunedReaderSettings(max_lines=2, max_answers=3))
+    ev = evidence()
+    shown = build_prompt(tokenizer, reader.settings, "who starred in Inception", ev).candidates
+    reading = asyncio.run(reader.read("who starred in Inception", ev))
+    assert reading.reader == "tuned:smollm2-135m+lora" and reading.prompt_id == "read_tuned@v1"
+    assert reading.ok and 1 <= len(reading.answers) <= 3 and set(reading.answers) <= set(shown)
+    assert all(a.score is not None and a.score <= 0 for a in reading.ranked)
+    empty = build_evidence((), (), ["Inception"], EvidenceConfig())
+    nothing = asyncio.run(reader.read("who directed Inception", empty))
+    assert nothing.fallback == NO_CANDIDATES and nothing.answers == ()
+
+
+def test_loss_on_target_tokens_only_matches_the_full_loss(base):
+    model, tokenizer = base
+    items = [ReaderItem("a", "who directed Inception", evidence(), ("Christopher Nolan",)),
+             ReaderItem("b", "who starred in Inception", evidence(), ("Leonardo DiCaprio",))]
+    examples, skipped = reader_examples(items, tokenizer, TunedReaderSettings(), eos_id(tokenizer, model))
+    assert skipped == 0 and len(examples) == 2
+    batch = collate_left(examples, tokenizer.pad_token_id)
+    model.eval()
+    with torch.no_grad():
+        fast = ReaderLoss(model)(**batch)
+        positions = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+        full = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=positions,
+                     labels=batch["labels"]).loss
+    assert torch.allclose(fast, full, atol=1e-4)
+
+
+def test_training_teaches_the_reader_and_the_checkpoint_reads_back(tmp_path):
+    try:
+        REGISTRY["smollm2-135m"].locate()
+    except ModelNotAvailableError as err:
+        pytest.skip(str(err))
+    torch.manual_seed(0)
+    settings = TunedReaderSettings(max_answers=2)
+    model, tokenizer = lora_reader_model(settings, ReaderLora(rank=8, alpha=32))
+    # "who wrote X" is answered by the 3rd line here: the base model has no reason to pick it.
+    triples = TRIPLES + (("Inception", "written_by", "Jonah Q"),)
+    ev = build_evidence(triples, (0.9, 0.8, 0.7, 0.3, 0.2, 0.6), ["Inception"], EvidenceConfig(max_length=1))
+    item = ReaderItem("w", "who wrote Inception", ev, ("Jonah Q",))
+    examples, _ = reader_examples([item], tokenizer, settings, eos_id(tokenizer, model))
+    history = fit_reader(model, tokenizer, examples * 4, [item], settings,
+                         ReaderFitConfig(epochs=3, lr=3e-3, batch_size=4))
+    assert history[-1]["train_loss"] < history[0]["train_loss"]
+    assert history[-1]["val_hits_at_1"] == 1.0
+
+    folder = save_reader(model, settings, tmp_path / "reader")
+    loaded = TunedReader.load(folder)
+    assert [name for name, _ in loaded.answer(item.question, ev)][0] == "Jonah Q"
