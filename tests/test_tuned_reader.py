@@ -135,3 +135,11 @@ def test_training_teaches_the_reader_and_the_checkpoint_reads_back(tmp_path):
     folder = save_reader(model, settings, tmp_path / "reader")
     loaded = TunedReader.load(folder)
     assert [name for name, _ in loaded.answer(item.question, ev)][0] == "Jonah Q"
+
+
+def test_compact_lines_keep_the_last_part_of_dotted_relations():
+    from rg.reasoning.tuned_reader import compact_line
+
+    line = "Film X → [film.film.directed_by] → Ann B. & Ann B. ← [people.person.nationality] ← Bob [1.5]"
+    assert compact_line(line) == "Film X → [directed_by] → Ann B. & Ann B. ← [nationality] ← Bob [1.5]"
+    assert compact_line("A → [directed_by] → B") == "A → [directed_by] → B"

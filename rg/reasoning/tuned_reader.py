@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -63,6 +64,10 @@ class TunedReaderSettings(Config):
     max_prompt_tokens: int = Field(640, ge=32, description="Drop trailing evidence lines beyond this prompt length.")
     max_answers: int = Field(4, ge=1, description="Names written per question, at most.")
     max_name_tokens: int = Field(32, ge=1, description="Candidate names longer than this are not offered.")
+    short_relations: bool = Field(
+        True, description="Show a dotted Freebase relation by its last part (`film.film.directed_by` → "
+        "`directed_by`): about a third fewer prompt tokens, so more evidence lines fit."
+    )
     prompt_id: str = Field(READ_TUNED.full_id, description="The prompt template the adapter learned.")
 
 
@@ -164,6 +169,14 @@ class AnswerGrammar:
         return list(dict.fromkeys(names))
 
 
+_DOTTED_RELATION = re.compile(r"\[(?:[A-Za-z0-9_]+\.)+([A-Za-z0-9_]+)\]")
+
+
+def compact_line(line: str) -> str:
+    """``[film.film.directed_by]`` → ``[directed_by]`` in a rendered evidence line (other text unchanged)."""
+    return _DOTTED_RELATION.sub(r"[\1]", line)
+
+
 def prompt_messages(settings: TunedReaderSettings, question: str, lines: Sequence[str]) -> list[dict[str, str]]:
     """The chat messages for ``question`` with these evidence lines."""
     return READ_TUNED.render(question=question, evidence="\n".join(lines) if lines else "(none)")
@@ -187,6 +200,8 @@ class ReaderPrompt:
 def build_prompt(tokenizer, settings: TunedReaderSettings, question: str, evidence: Evidence) -> ReaderPrompt:
     """The first ``max_lines`` evidence lines, fewer if over ``max_prompt_tokens``, and their chain ends."""
     lines = list(evidence.lines()[: settings.max_lines])
+    if settings.short_relations:
+        lines = [compact_line(line) for line in lines]
     while True:
         ids = tokenizer.apply_chat_template(prompt_messages(settings, question, lines), add_generation_prompt=True,
                                             tokenize=True)
