@@ -143,3 +143,12 @@ def test_compact_lines_keep_the_last_part_of_dotted_relations():
     line = "Film X → [film.film.directed_by] → Ann B. & Ann B. ← [people.person.nationality] ← Bob [1.5]"
     assert compact_line(line) == "Film X → [directed_by] → Ann B. & Ann B. ← [nationality] ← Bob [1.5]"
     assert compact_line("A → [directed_by] → B") == "A → [directed_by] → B"
+
+
+def test_top_layers_adapts_only_the_last_layers(base):
+    model, _ = lora_reader_model(TunedReaderSettings(), ReaderLora(top_layers=3))
+    adapted = {int(name.split(".layers.")[1].split(".")[0]) for name, p in model.named_parameters()
+               if p.requires_grad}
+    assert adapted == {27, 28, 29}  # SmolLM2-135M has 30 decoder layers
+    with pytest.raises(ValueError, match=r"lora.top_layers \(31\) exceeds the base model's 30 layers"):
+        lora_reader_model(TunedReaderSettings(), ReaderLora(top_layers=31))

@@ -169,7 +169,7 @@ class AnswerGrammar:
         return list(dict.fromkeys(names))
 
 
-_DOTTED_RELATION = re.compile(r"\[(?:[A-Za-z0-9_]+\.)+([A-Za-z0-9_]+)\]")
+_DOTTED_RELATION = re.compile(r"\[(?:[A-Za-z_][A-Za-z0-9_]*\.)+([A-Za-z_][A-Za-z0-9_]*)\]")
 
 
 def compact_line(line: str) -> str:
