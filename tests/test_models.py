@@ -101,3 +101,18 @@ def test_server_config_checks_name_the_field():
     with pytest.raises(ValueError, match="default_max_tokens"):
         ChatServerConfig(default_max_tokens=600, max_tokens_limit=512)
     assert ChatServerConfig(adapter="/x/reader/").model_name == "smollm2-135m+reader"
+
+
+def test_planner_builds_on_the_registered_base(smollm):
+    import torch
+
+    from rg.retrievers.planner import PlannerConfig, PlannerModel
+
+    config = PlannerConfig(checkpoint="smollm2-135m",
+                           lora={"rank": 4, "alpha": 8, "modules_to_save": ["embed_tokens", "lm_head"]})
+    planner = PlannerModel.build(config, ["who directed Inception"], ["directed_by", "starred_actors"])
+    assert len(planner.tokenizer) > 49_152  # the base vocabulary plus the path tokens
+    assert set(planner.vocab.label_to_id) >= {"directed_by", "starred_actors"}
+    [ids] = planner.prompt_ids(["who directed Inception"])
+    logits = planner.logits(torch.tensor([ids]), torch.ones((1, len(ids)), dtype=torch.long))
+    assert logits.shape == (1, len(ids), len(planner.tokenizer))

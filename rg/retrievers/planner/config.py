@@ -87,7 +87,8 @@ class PlannerConfig(Config):
 
     kind: Literal["planner"] = Field("planner", description="Always 'planner'.")
     checkpoint: str | None = Field(
-        None, description="Local folder of a LLaMA-architecture causal LM and its tokenizer (no downloads)."
+        None, description="A registered base model (e.g. `smollm2-135m`, see rg.models) or a local folder of a "
+        "LLaMA-architecture causal LM and its tokenizer (no downloads)."
     )
     tiny: TinyLlamaConfig | None = Field(None, description="Build a small LLaMA from this config instead.")
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="The tokenizer.")

@@ -32,6 +32,7 @@ from torch import nn
 from rg.retrievers.base import CHECKPOINT_FORMAT, CONFIG_FILE, META_FILE, CheckpointMeta, read_meta
 from rg.retrievers.planner.config import PlannerConfig
 from rg.retrievers.planner.prompt import PlanPrompt, mask_topics, planner_prompt
+from rg.models.registry import resolve_model
 from rg.retrievers.planner.tokenizer import PathVocab, checkpoint_tokenizer, train_tokenizer
 
 PLANNER_KIND = "planner"
@@ -93,9 +94,7 @@ def _tiny_base(config: PlannerConfig, tokenizer):
 def _pretrained_base(config: PlannerConfig, tokenizer):
     from transformers import AutoModelForCausalLM
 
-    folder = Path(str(config.checkpoint))
-    if not folder.is_dir():
-        raise FileNotFoundError(f"checkpoint {folder} is not a folder; set `checkpoint` to a local model folder")
+    folder = resolve_model(str(config.checkpoint))  # a registered name (e.g. smollm2-135m) or a folder
     base = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
     if getattr(base.config, "model_type", None) != "llama":
         raise ValueError(f"checkpoint {folder} is a {base.config.model_type!r} model; the planner needs a LLaMA")
@@ -163,7 +162,7 @@ class PlannerModel(nn.Module):
             base = _tiny_base(config, tokenizer)
             base_state = dict(base.state_dict())  # frozen: these tensors never change
         else:
-            tokenizer = checkpoint_tokenizer(str(config.checkpoint), relations)
+            tokenizer = checkpoint_tokenizer(str(resolve_model(str(config.checkpoint))), relations)
             base = _pretrained_base(config, tokenizer)
             base_state = None
         lm = get_peft_model(base, _lora(config))
