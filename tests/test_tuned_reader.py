@@ -23,11 +23,11 @@ from rg.training.reader_loop import (
     ReaderItem,
     ReaderLora,
     ReaderLoss,
-    collate_left,
     fit_reader,
     lora_reader_model,
     reader_examples,
 )
+from rg.training.planner_loop import collate
 from rg.training.reader_ray import save_reader
 
 TRIPLES = (
@@ -104,7 +104,7 @@ def test_loss_on_target_tokens_only_matches_the_full_loss(base):
              ReaderItem("b", "who starred in Inception", evidence(), ("Leonardo DiCaprio",))]
     examples, skipped = reader_examples(items, tokenizer, TunedReaderSettings(), eos_id(tokenizer, model))
     assert skipped == 0 and len(examples) == 2
-    batch = collate_left(examples, tokenizer.pad_token_id)
+    batch = collate(examples, tokenizer.pad_token_id, side="left")
     model.eval()
     with torch.no_grad():
         fast = ReaderLoss(model)(**batch)

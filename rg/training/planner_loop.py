@@ -74,8 +74,11 @@ class PlannerFitResult:
     best_state: dict[str, torch.Tensor]
 
 
-def collate(examples: Sequence[Example], pad: int) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (padding labelled -100).
+def collate(examples: Sequence[Example], pad: int, side: Literal["right", "left"] = "right") -> dict[str, torch.Tensor]:
+    """Padded ``input_ids``, ``attention_mask`` and ``labels`` (padding labelled -100).
+
+    ``side="left"`` puts every row's end at the last column (the tuned reader computes logits
+    only over the final positions).
 
     Shapes:
         N examples -> each (N, T_max)
@@ -86,19 +89,21 @@ def collate(examples: Sequence[Example], pad: int) -> dict[str, torch.Tensor]:
     mask = torch.zeros((len(examples), width), dtype=torch.long)
     for row, example in enumerate(examples):
         n = len(example.input_ids)
-        ids[row, :n] = torch.tensor(example.input_ids)
-        labels[row, :n] = torch.tensor(example.labels)
-        mask[row, :n] = 1
+        cols = slice(0, n) if side == "right" else slice(width - n, width)
+        ids[row, cols] = torch.tensor(example.input_ids)
+        labels[row, cols] = torch.tensor(example.labels)
+        mask[row, cols] = 1
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
 def example_batches(
-    examples: Sequence[Example], batch_size: int, pad: int, generator: torch.Generator | None = None
+    examples: Sequence[Example], batch_size: int, pad: int, generator: torch.Generator | None = None,
+    side: Literal["right", "left"] = "right",
 ) -> list[dict[str, torch.Tensor]]:
     """Collated batches of ``batch_size`` examples, shuffled when a generator is given."""
     order = torch.randperm(len(examples), generator=generator).tolist() if generator is not None else range(len(examples))
     ordered = [examples[i] for i in order]
-    return [collate(ordered[i : i + batch_size], pad) for i in range(0, len(ordered), batch_size)]
+    return [collate(ordered[i : i + batch_size], pad, side) for i in range(0, len(ordered), batch_size)]
 
 
 def train_epoch(

@@ -32,7 +32,7 @@ from rg.evidence import Evidence
 from rg.metrics import normalize_answer
 from rg.reasoning.tuned_reader import AnswerGrammar, TunedReader, TunedReaderSettings, build_prompt
 from rg.retrievers.planner.model import IGNORE_INDEX, Example
-from rg.training.planner_loop import train_epoch
+from rg.training.planner_loop import example_batches, train_epoch
 
 SELECTION_METRIC = "val_hits_at_1"
 
@@ -73,7 +73,7 @@ class ReaderItem:
 class ReaderLoss(nn.Module):
     """Wraps a causal LM so that ``forward(**batch)`` returns the loss on the target tokens.
 
-    Batches are left-padded (:func:`collate_left`), so every target sits at the end of its row and
+    Batches are left-padded (``collate(..., side="left")``), so every target sits at the end of its row and
     the LM head runs only over the last ``T_target + 1`` positions (``logits_to_keep``): with a
     49k-token vocabulary, logits over whole prompts would cost gigabytes for nothing.
     """
@@ -92,32 +92,6 @@ class ReaderLoss(nn.Module):
         target = labels[:, first:]  # (N, keep - 1)
         return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1),
                                            ignore_index=IGNORE_INDEX)
-
-
-def collate_left(examples: Sequence[Example], pad: int) -> dict[str, torch.Tensor]:
-    """Left-padded ``input_ids``, ``attention_mask`` and ``labels`` (padding labelled -100).
-
-    Shapes:
-        N examples -> each (N, T_max)
-    """
-    width = max(len(e.input_ids) for e in examples)
-    ids = torch.full((len(examples), width), pad, dtype=torch.long)
-    labels = torch.full((len(examples), width), IGNORE_INDEX, dtype=torch.long)
-    mask = torch.zeros((len(examples), width), dtype=torch.long)
-    for row, example in enumerate(examples):
-        n = len(example.input_ids)
-        ids[row, width - n:] = torch.tensor(example.input_ids)
-        labels[row, width - n:] = torch.tensor(example.labels)
-        mask[row, width - n:] = 1
-    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
-
-
-def left_batches(examples: Sequence[Example], batch_size: int, pad: int,
-                 generator: torch.Generator) -> list[dict[str, torch.Tensor]]:
-    """Shuffled, left-padded batches of ``batch_size`` examples."""
-    order = torch.randperm(len(examples), generator=generator).tolist()
-    ordered = [examples[i] for i in order]
-    return [collate_left(ordered[i : i + batch_size], pad) for i in range(0, len(ordered), batch_size)]
 
 
 def lora_reader_model(settings: TunedReaderSettings, lora: ReaderLora, cache_dir: str | None = None):
@@ -227,7 +201,7 @@ def fit_reader(
         started = time.perf_counter()
         torch.manual_seed(config.seed * 100_003 + epoch)
         generator = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
-        batches = left_batches(train, config.batch_size, pad, generator)
+        batches = example_batches(train, config.batch_size, pad, generator, side="left")
         loss = train_epoch(wrapped, batches, optimizer, config.grad_clip)
         metrics = {"epoch": float(epoch), "train_loss": loss, "train_examples": float(len(train)),
                    "train_seconds": time.perf_counter() - started}
