@@ -112,11 +112,6 @@ def models_dir(environ: dict[str, str] | None = None) -> Path:
     return Path(value).expanduser() if value else Path.home() / ".cache" / "rg" / "models"
 
 
-def is_registered(name: str) -> bool:
-    """Whether ``name`` is a registry name rather than a folder path."""
-    return name in REGISTRY
-
-
 def resolve_model(name_or_path: str, cache_dir: str | Path | None = None) -> Path:
     """The checkpoint folder of a registered model or a local model folder.
 

@@ -202,13 +202,13 @@ def build_prompt(tokenizer, settings: TunedReaderSettings, question: str, eviden
     lines = list(evidence.lines()[: settings.max_lines])
     if settings.short_relations:
         lines = [compact_line(line) for line in lines]
-    while True:
+    for _attempt in range(len(lines) + 1):  # each retry drops at least one line; the last shows none
         ids = tokenizer.apply_chat_template(prompt_messages(settings, question, lines), add_generation_prompt=True,
                                             tokenize=True)
         ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
         if len(ids) <= settings.max_prompt_tokens or not lines:
             break
-        lines = lines[: max(0, len(lines) - max(1, len(lines) // 4))]
+        lines = lines[: len(lines) - max(1, len(lines) // 4)]
     shown = evidence.items[: len(lines)]
     candidates = tuple(dict.fromkeys(e for item in shown for chain in item_chains(item) for e in chain.ends))
     return ReaderPrompt(ids=ids, lines=len(lines), candidates=candidates)

@@ -18,7 +18,6 @@ evaluation reports.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -214,10 +213,3 @@ def fit_reader(
             on_epoch_end(epoch, dict(metrics), optimizer)
     return history
 
-
-def best_epoch(history: Sequence[dict[str, float]]) -> int:
-    """The epoch with the highest validation Hits@1 (then lower training loss); the last without validation."""
-    if not history:
-        raise ValueError("empty history")
-    key = lambda m: (m.get(SELECTION_METRIC, -math.inf), -m.get("train_loss", math.inf))  # noqa: E731
-    return int(max(history, key=key)["epoch"])
