@@ -120,6 +120,11 @@ class EgressCheck(Protocol):
 
     def check_messages(self, messages: list[dict[str, str]]) -> None: ...
 
+    def record(self, messages: list[dict[str, str]], *, stage: str, attempts: int, prompt_tokens: int = 0,
+               completion_tokens: int = 0, refused: str | None = None) -> None:
+        """Book what left the machine (the exposure ledger): a refused call, or one sent in ``attempts`` requests."""
+        ...
+
 
 @dataclass(frozen=True)
 class _Reply:
@@ -269,6 +274,7 @@ class OpenAICompatibleClient:
             except Exception as refused:  # noqa: BLE001 — any refusal stops the request; only its category is kept
                 category = str(getattr(refused, "category", type(refused).__name__))
                 logger.info("LLM request refused by the egress guard (%s); nothing sent", category)
+                self.guard.record(messages, stage=stage, attempts=0, refused=category)
                 raise LLMError("egress_refused", f"the request holds a raw {category}", attempts=0,
                                stage=stage, prompt_id=prompt_id) from None
         bound = self._binding()
@@ -283,6 +289,10 @@ class OpenAICompatibleClient:
             if isinstance(outcome, _Reply):
                 latency = time.perf_counter() - start
                 self._book(stage, outcome.usage, attempts, latency, failed=False)
+                if self.guard is not None:
+                    self.guard.record(messages, stage=stage, attempts=attempts,
+                                      prompt_tokens=outcome.usage.prompt_tokens,
+                                      completion_tokens=outcome.usage.completion_tokens)
                 return Completion(
                     text=outcome.text,
                     prompt_tokens=outcome.usage.prompt_tokens,
@@ -297,6 +307,8 @@ class OpenAICompatibleClient:
                 break
         assert failure is not None  # the loop runs at least once and returns on success
         self._book(stage, failure.usage, attempts, time.perf_counter() - start, failed=True)
+        if self.guard is not None:
+            self.guard.record(messages, stage=stage, attempts=attempts)
         logger.info("LLM call failed for good: %s: %s (attempts=%d)", failure.reason, failure.message, attempts)
         raise LLMError(
             failure.reason,

@@ -24,6 +24,7 @@ from typing import Literal
 
 import ahocorasick
 
+from rg.privacy.exposure import ExposureLedger
 from rg.privacy.normalise import normalise, whole_token
 
 Category = Literal["entity_name", "entity_id", "literal", "relation", "alias"]
@@ -65,11 +66,15 @@ class EgressGuard:
         raw: Category → raw strings of the session.
         public: Normalised words the Brain may see anyway (relation and type labels of the
             schema view); a raw string equal to one of them cannot be told apart and is skipped.
+        exposure: The ledger every request that passes (or is refused) is booked in; a new one
+            by default.
     """
 
-    def __init__(self, raw: Mapping[str, Iterable[str]] | None = None, public: Iterable[str] = ()) -> None:
+    def __init__(self, raw: Mapping[str, Iterable[str]] | None = None, public: Iterable[str] = (),
+                 exposure: ExposureLedger | None = None) -> None:
         self._automaton = ahocorasick.Automaton()
         self.public = frozenset(public)
+        self.exposure = exposure if exposure is not None else ExposureLedger()
         self.skipped: Counter[str] = Counter()
         self.size = 0
         for category, strings in (raw or {}).items():
@@ -110,3 +115,12 @@ class EgressGuard:
         """Check a chat request: every message's content and role, and the JSON body they make."""
         self.check("\n".join(str(m.get("content", "")) for m in messages))
         self.check(json.dumps(list(messages), ensure_ascii=False))
+
+    def record(self, messages: Sequence[Mapping[str, str]], *, stage: str, attempts: int, prompt_tokens: int = 0,
+               completion_tokens: int = 0, refused: str | None = None) -> None:
+        """Book a request in :attr:`exposure`: refused (nothing sent) or sent in ``attempts`` HTTP requests."""
+        if refused is not None:
+            self.exposure.record_refused(stage, refused)
+        else:
+            self.exposure.record_sent(stage, messages, attempts=attempts, prompt_tokens=prompt_tokens,
+                                      completion_tokens=completion_tokens)

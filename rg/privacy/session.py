@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives import hashes, hmac
 
 from rg.privacy.config import PrivacyConfig
+from rg.privacy.exposure import ExposureLedger
 from rg.privacy.guard import EgressGuard, guardable
 from rg.privacy.normalise import INVISIBLE, normalise, normalise_with_map, whole_token
 from rg.privacy.schema import KGSchema
@@ -107,7 +108,10 @@ class PrivacySession:
         self._key: bytes | None = secrets.token_bytes(KEY_BYTES)
         self._forward: dict[str, str] = {}
         self._inverse: dict[str, str] = {}
-        self.guard = EgressGuard(public=schema.public_words(relations_shown=config.mode != "privacy"))
+        self.shown_relations: set[str] = set()
+        self.exposure = ExposureLedger(self.shown_relations)
+        self.guard = EgressGuard(public=schema.public_words(relations_shown=config.mode != "privacy"),
+                                 exposure=self.exposure)
         self.collisions = 0
 
     def __enter__(self) -> "PrivacySession":
@@ -125,6 +129,7 @@ class PrivacySession:
         self._key = None
         self._forward = {}
         self._inverse = {}
+        self.shown_relations.clear()
 
     def _live_key(self) -> bytes:
         if self._key is None:
@@ -183,9 +188,12 @@ class PrivacySession:
         """The Brain's view of a relation: as-is, or its schema cluster in ``privacy`` mode."""
         self._live_key()
         if self.config.mode != "privacy":
-            return raw
-        self.guard.add("relation", [raw])
-        return self.schema.relation_cluster(raw)
+            view = raw
+        else:
+            self.guard.add("relation", [raw])
+            view = self.schema.relation_cluster(raw)
+        self.shown_relations.add(view)
+        return view
 
     def anonymise_triples(self, triples: Iterable[tuple[str, str, str]], topics: Iterable[str] = ()) -> list[tuple[str, str, str]]:
         """Each triple as the Brain may see it."""

@@ -1,0 +1,141 @@
+"""The structure sanitiser and structural uniqueness, on tiny hand-made views."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rg.data.synthetic import SyntheticConfig, generate
+from rg.privacy import KGSchema, PrivacyConfig, PrivacySession, SanitiserConfig, assess, sanitise, structural_uniqueness
+from rg.privacy.structure import _Graph, personalised_pagerank, public_label, reachable
+
+F = "ent_aaaa0001 (film)"
+A1, A2, A3 = "ent_aaaa0011 (person)", "ent_aaaa0012 (person)", "ent_aaaa0013 (person)"
+D = "ent_aaaa0021 (person)"
+G = "ent_aaaa0031 (genre)"
+F2 = "ent_aaaa0002 (film)"
+STAR = [(F, "starred", A1), (F, "starred", A2), (F, "directed_by", D)]
+
+
+def test_public_label_drops_the_pseudonym_only():
+    assert public_label(F) == "film"
+    assert public_label("lit_0123abcd (literal)") == "literal"
+    assert public_label("ent_group_3 (person ×12)") == "person ×12"
+    assert public_label("year 1987") == "year 1987"
+    assert public_label("The Matrix") == "The Matrix"
+
+
+def test_uniqueness_of_a_star_exactly():
+    # A1 and A2 both star in the anchor film: one class of 2; D alone directs it: unique.
+    u = structural_uniqueness(STAR, anchors={F})
+    assert (u.entities, u.unique, u.k) == (3, 1, 1)
+    assert u.share == pytest.approx(1 / 3)
+
+
+def test_two_hops_split_what_one_hop_merges():
+    # A1 and A2 each star in the anchor film and in one other film; only A2's other film has a
+    # genre. One hop cannot tell them apart; two hops can.
+    f3 = "ent_aaaa0003 (film)"
+    view = [(F, "starred", A1), (F, "starred", A2), (f3, "starred", A1), (F2, "starred", A2), (F2, "has_genre", G)]
+    one = structural_uniqueness(view, anchors={F}, rounds=1)
+    two = structural_uniqueness(view, anchors={F}, rounds=2)
+    assert (one.entities, one.unique, one.k) == (5, 3, 1)
+    assert (two.entities, two.unique, two.k) == (5, 5, 1)
+
+
+def test_uniqueness_of_nothing():
+    u = structural_uniqueness([], anchors={F})
+    assert (u.entities, u.unique, u.k, u.share) == (0, 0, 0, 0.0)
+
+
+def test_grouping_merges_one_signature_and_keeps_members():
+    view = STAR + [(F, "starred", A3)]
+    out = sanitise(view, {F}, SanitiserConfig())
+    group = "ent_group_1 (person ×3)"
+    assert set(out.triples) == {(F, "starred", group), (F, "directed_by", D)}
+    assert out.groups == {group: (A1, A2, A3)}
+    assert out.node_of(A2) == group and out.node_of(D) == D
+    # three starring actors hide among each other; the director is still unique
+    after = structural_uniqueness(out.triples, {F}, out.weights())
+    assert (after.entities, after.unique, after.k) == (4, 1, 1)
+
+
+def test_rare_types_pool_under_a_generic_label_and_public_nodes_are_not_counted():
+    view = [(F, "directed_by", D), (F, "has_genre", G), (F, "language", "English"), (G, "is_a", "Genre")]
+    out = sanitise(view, {F}, SanitiserConfig())
+    pooled = "ent_group_1 (entity ×2)"  # one director and one genre: each type alone, so pooled together
+    assert out.groups == {pooled: (D, G)}
+    assert set(out.triples) == {(F, "directed_by", pooled), (F, "has_genre", pooled), (F, "language", "English"),
+                                (pooled, "is_a", "Genre")}
+    before = structural_uniqueness(view, {F})
+    assert (before.entities, before.unique) == (2, 2)  # 'English' and 'Genre' are public words, not counted
+    assert structural_uniqueness(view, {F}, counted=lambda n: True).entities == 4
+    after = structural_uniqueness(out.triples, {F}, out.weights())
+    assert (after.entities, after.unique, after.k) == (2, 0, 2)
+
+
+def test_anchors_are_never_grouped():
+    view = [(F, "starred", A1), (F2, "starred", A1)]
+    out = sanitise(view, {F, F2}, SanitiserConfig())
+    assert out.groups == {} and set(out.triples) == set(view)
+
+
+def test_node_budget_keeps_what_is_closest_to_the_anchor():
+    chain = [(F, "r1", A1), (A1, "r2", D), (D, "r3", G)]
+    out = sanitise(chain, {F}, SanitiserConfig(group=False, max_nodes=2))
+    assert out.triples == ((F, "r1", A1),)
+    view, report = assess(chain, {F}, {G}, SanitiserConfig(group=False, max_nodes=2))
+    assert report.reachable_before and not report.reachable_after
+    assert (report.nodes_before, report.nodes_after, report.edges_before, report.edges_after) == (4, 2, 3, 1)
+
+
+def test_edge_budget_and_disconnected_parts():
+    view = [(F, "r1", A1), (F, "r2", D), (A1, "r3", D), (F2, "r4", G)]  # F2–G is not connected to the anchor
+    out = sanitise(view, {F}, SanitiserConfig(group=False))
+    assert (F2, "r4", G) not in out.triples and len(out.triples) == 3
+    cut = sanitise(view, {F}, SanitiserConfig(group=False, max_edges=2))
+    assert set(cut.triples) == {(F, "r1", A1), (F, "r2", D)}
+
+
+def test_sanitise_is_deterministic_and_answers_in_groups_stay_reachable():
+    view = STAR + [(F, "starred", A3)]
+    first = sanitise(view, {F}, SanitiserConfig(max_nodes=3))
+    assert first == sanitise(list(view), {F}, SanitiserConfig(max_nodes=3))
+    _, report = assess(view, {F}, {A3}, SanitiserConfig())
+    assert report.reachable_after  # A3 is inside the actors' supernode, which touches the anchor
+
+
+def test_personalised_pagerank_properties():
+    graph = _Graph([(F, "r", A1), (F, "r", A2), (A2, "r", D)])
+    score = personalised_pagerank(graph, [graph.index[F]], restart=0.15, iterations=200)
+    assert score.sum() == pytest.approx(1.0)
+    assert score.argmax() == graph.index[F]
+    assert score[graph.index[A2]] > score[graph.index[A1]] > score[graph.index[D]]  # A2 has D behind it
+    assert np.all(personalised_pagerank(graph, [], 0.15, 10) == 0)
+
+
+def test_reachable_follows_edges_either_way():
+    assert reachable([(A1, "r", F)], {F}, {A1})
+    assert not reachable([(A1, "r", D)], {F}, {A1})
+    assert reachable([], {F}, {F})
+
+
+def test_on_a_real_session_view_sanitisation_shrinks_uniqueness():
+    syn = generate(SyntheticConfig(questions=20, seed=3))
+    schema = KGSchema.build(syn.triples, syn.entity_types)
+    question = syn.questions[0]
+    topic = question.q_entities[0]
+    near = [t for t in syn.triples if topic in (t[0], t[2])]
+    two_hop = {e for h, _, t in near for e in (h, t)}
+    triples = [t for t in syn.triples if t[0] in two_hop or t[2] in two_hop]
+    with PrivacySession(PrivacyConfig(mode="privacy"), schema) as session:
+        view = session.anonymise_triples(triples, [topic])
+        anchor = session.entity(topic, topic=True)
+        answers = {session.entity(a) for a in question.answers}
+        sanitised, report = assess(view, {anchor}, answers, SanitiserConfig(max_nodes=40))
+    assert report.nodes_after <= 40 < report.nodes_before
+    assert report.after.k >= 1 and report.after.share < report.before.share
+    # nothing raw in the sanitised view: every node is a pseudonym, a group, a coarse literal or a schema word
+    raw_names = {e for t in triples for e in (t[0], t[2]) if not schema.is_public(e)}
+    shown = {n for h, _, t in sanitised.triples for n in (h, t)}
+    assert not shown & raw_names
