@@ -76,8 +76,8 @@ def test_guarded_client_books_sent_failed_and_refused_calls():
     assert len(srv.chat_requests) == 3
     analyse, select = record["stages"]["analyse"], record["stages"]["select"]
     assert analyse["brain_calls"] == 1 and analyse["requests"] == 1
-    assert analyse["pseudonyms"] == 2  # Zed Quill and Ann Vale; the year is coarsened, not pseudonymised
-    assert analyse["relations"] == 2 and analyse["prompt_tokens"] > 0
+    assert analyse["pseudonyms"] == 3  # Zed Quill, Ann Vale, Port Ruin; the year is coarsened, not pseudonymised
+    assert analyse["relations"] == 3 and analyse["prompt_tokens"] > 0  # three relations, each its own cluster
     assert select["brain_calls"] == 1 and select["requests"] == 2 and select["refused"] == {"entity_name": 1}
     assert record["refused"] == {"entity_name": 1} and record["brain_calls"] == 2
     assert "Ann" not in str(record) and "Zed" not in str(record)
