@@ -106,6 +106,28 @@ def test_derived_types_separate_roles():
     assert joined["Michael Mann"] == joined["Al Pacino"] == "starred_actors.tail"
 
 
+def test_derived_types_do_not_name_relations_in_privacy_mode():
+    schema = KGSchema.build(TRIPLES[:4])  # no schema: types derived from relations, e.g. directed_by.tail
+    relations = {r for _, r, _ in TRIPLES[:4]}
+    with PrivacySession(PrivacyConfig(mode="privacy"), schema) as s:
+        view = s.anonymise_triples(TRIPLES[:4], ["Heat"])
+        masked = s.mask_question("who directed Heat", ["Heat"])
+        text = masked.text + " " + " ".join(" ".join(t) for t in view)
+        assert not any(r in text for r in relations), text
+        s.guard.check(text)  # nothing the guard would refuse
+        assert re.search(r"\(type_\d\d\)", text) and "rel_" in text
+    with PrivacySession(PrivacyConfig(mode="utility"), schema) as s:  # relations are shown anyway
+        (h, r, _), = s.anonymise_triples(TRIPLES[:1])
+        assert h.endswith("(directed_by.head)") and r == "directed_by"
+
+
+def test_normalise_equals_the_mapped_form():
+    from rg.privacy.normalise import normalise, normalise_with_map
+
+    for text in ["Ｍｉｃｈａｅｌ  Mánn\u200b", " \tTÓM\u00a0hanks ", "Straße ǅ ﬁ ¨x", "film→person ×12", "", "\u200f"]:
+        assert normalise(text) == normalise_with_map(text)[0]
+
+
 @pytest.mark.parametrize("form", [
     "michael mann", "MICHAEL MANN", "Michael   Mann", "Mi\u200bchael Ma\u200dnn", "Ｍｉｃｈａｅｌ Ｍａｎｎ",
     "Michaél Mánn", "Michael\tMann", "\u200fMichael Mann\u200e",

@@ -77,12 +77,16 @@ class EgressGuard:
         self.exposure = exposure if exposure is not None else ExposureLedger()
         self.skipped: Counter[str] = Counter()
         self.size = 0
+        self._seen: set[tuple[str, str]] = set()
         for category, strings in (raw or {}).items():
             self.add(category, strings)
 
     def add(self, category: str, strings: Iterable[str]) -> None:
         """Guard more raw strings of ``category`` (the automaton is rebuilt on the next check)."""
         for string in strings:
+            if (category, string) in self._seen:
+                continue
+            self._seen.add((category, string))
             key = normalise(string)
             if not guardable(key, self.public):
                 self.skipped[category] += 1

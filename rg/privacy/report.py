@@ -44,6 +44,8 @@ from rg.runtime import RayConfig, init_ray
 
 UNSANITISED = "anonymised only"
 GROUPED = "grouped, no budget"
+SCHEMA_VERSION = 2
+"""Bumped when the saved schema's content changes (2: type aliases), so an older one is rebuilt."""
 
 
 class NamedInput(Config):
@@ -139,7 +141,7 @@ class _ReportActor:
 
     def __init__(self, cfg: PrivacyReportConfig, schema: dict[str, Any], name: str) -> None:
         self.cfg = cfg
-        self.schema = KGSchema(types=schema["types"], clusters=schema["clusters"])
+        self.schema = KGSchema(types=schema["types"], clusters=schema["clusters"], aliases=schema["aliases"])
         self.name = name
 
     def __call__(self, batch: Any) -> dict[str, np.ndarray]:
@@ -172,7 +174,7 @@ def load_or_build_schema(cfg: PrivacyReportConfig) -> tuple[KGSchema, dict[str, 
     """The KG's schema, read from ``output_dir`` when computed before from the same source."""
     folder = Path(cfg.output_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    source = {"kb": cfg.kb.model_dump() if cfg.kb else None,
+    source = {"version": SCHEMA_VERSION, "kb": cfg.kb.model_dump() if cfg.kb else None,
               "inputs": None if cfg.kb else [i.input for i in cfg.inputs]}
     meta_path = folder / "privacy_schema.source.json"
     if (folder / SCHEMA_FILE).exists() and meta_path.exists() and json.loads(meta_path.read_text()) == source:
@@ -271,7 +273,7 @@ def privacy_report(cfg: PrivacyReportConfig, progress: bool = True) -> PrivacyRe
     started = time.perf_counter()
     schema, schema_info = load_or_build_schema(cfg)
     init_ray(cfg.ray)
-    schema_ref = {"types": dict(schema.types), "clusters": dict(schema.clusters)}
+    schema_ref = {"types": dict(schema.types), "clusters": dict(schema.clusters), "aliases": dict(schema.aliases)}
     rows: list[dict[str, Any]] = []
     for named in cfg.inputs:
         name = named.name

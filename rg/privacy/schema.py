@@ -10,7 +10,9 @@ Computed once per KG and saved beside it (:meth:`KGSchema.save`), never per ques
   (``directed_by.tail``). In MetaQA this separates films, people, genres, years, languages.
 - **Relation clusters** (``privacy`` mode): relations with the same (head type, tail type)
   signature share one label, ``rel_03 (film→person)``, so the Brain sees the shape of a path but
-  not which of ``directed_by`` / ``written_by`` / ``starred_actors`` it follows.
+  not which of ``directed_by`` / ``written_by`` / ``starred_actors`` it follows. A derived type
+  is named after a relation, so in ``privacy`` mode it is shown by a neutral alias
+  (``type_03``), in cluster labels too.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 UNKNOWN = "entity"
@@ -34,9 +36,15 @@ class KGSchema:
 
     types: Mapping[str, str]
     clusters: Mapping[str, str]
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     def type_of(self, entity: str) -> str:
         return self.types.get(entity, UNKNOWN)
+
+    def type_label(self, kind: str, relations_shown: bool) -> str:
+        """How a type is shown: as-is, or by its neutral alias when relations are hidden (a type
+        derived from relation participation is named after a relation, ``directed_by.tail``)."""
+        return kind if relations_shown else self.aliases.get(kind, kind)
 
     def is_public(self, entity: str) -> bool:
         """Whether ``entity`` is schema vocabulary (a type node), which the Brain may see by name."""
@@ -53,18 +61,22 @@ class KGSchema:
         signatures: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
         for h, r, t in triples:
             signatures[r][(entity_types.get(h, UNKNOWN), entity_types.get(t, UNKNOWN))] += 1
+        # derived types are named after relations; privacy mode shows them by a neutral alias
+        aliases = {} if types is not None else {
+            kind: f"type_{i:02d}" for i, kind in enumerate(sorted(set(entity_types.values())))}
         majority = {r: c.most_common(1)[0][0] for r, c in signatures.items()}
         ordered = sorted(set(majority.values()))
         index = {sig: i for i, sig in enumerate(ordered)}
-        clusters = {r: f"rel_{index[sig]:02d} ({sig[0]}→{sig[1]})" for r, sig in majority.items()}
-        return cls(types=entity_types, clusters=clusters)
+        shown = {kind: aliases.get(kind, kind) for sig in ordered for kind in sig}
+        clusters = {r: f"rel_{index[sig]:02d} ({shown[sig[0]]}→{shown[sig[1]]})" for r, sig in majority.items()}
+        return cls(types=entity_types, clusters=clusters, aliases=aliases)
 
     def public_words(self, relations_shown: bool) -> frozenset[str]:
         """Normalised words of the schema view the Brain sees: type labels and cluster labels, and
         the words of relation labels when they are shown as-is (``utility`` mode)."""
         from rg.privacy.normalise import normalise
 
-        texts = [*set(self.types.values()), *self.clusters.values()]
+        texts = [*{self.type_label(k, relations_shown) for k in self.types.values()}, *self.clusters.values()]
         if relations_shown:
             texts += list(self.clusters)
         return frozenset(w for text in texts for w in re.split(r"[^0-9a-z]+", normalise(text)) if w)
@@ -72,14 +84,15 @@ class KGSchema:
     def save(self, folder: str | Path) -> Path:
         path = Path(folder) / SCHEMA_FILE
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"types": dict(self.types), "clusters": dict(self.clusters)}))
+        tmp.write_text(json.dumps({"types": dict(self.types), "clusters": dict(self.clusters),
+                                   "aliases": dict(self.aliases)}))
         tmp.replace(path)
         return path
 
     @classmethod
     def load(cls, folder: str | Path) -> "KGSchema":
         data = json.loads((Path(folder) / SCHEMA_FILE).read_text())
-        return cls(types=data["types"], clusters=data["clusters"])
+        return cls(types=data["types"], clusters=data["clusters"], aliases=data.get("aliases", {}))
 
 
 def derive_types(triples: Iterable[tuple[str, str, str]]) -> dict[str, str]:

@@ -109,6 +109,8 @@ class PrivacySession:
         self._forward: dict[str, str] = {}
         self._inverse: dict[str, str] = {}
         self.shown_relations: set[str] = set()
+        self._views: dict[tuple[str, bool], str] = {}  # (raw, topic) → view: each entity is worked out once
+        self._relation_views: dict[str, str] = {}
         self.exposure = ExposureLedger(self.shown_relations)
         self.guard = EgressGuard(public=schema.public_words(relations_shown=config.mode != "privacy"),
                                  exposure=self.exposure)
@@ -130,6 +132,8 @@ class PrivacySession:
         self._forward = {}
         self._inverse = {}
         self.shown_relations.clear()
+        self._views = {}
+        self._relation_views = {}
 
     def _live_key(self) -> bytes:
         if self._key is None:
@@ -173,6 +177,12 @@ class PrivacySession:
         """The Brain's view of an entity: ``ent_xxxx (type)``, a coarse literal, or the raw name
         (plaintext mode, schema vocabulary such as type nodes, or left out by the ratio)."""
         self._live_key()
+        known = self._views.get((raw, topic))
+        if known is None:
+            known = self._views[(raw, topic)] = self._entity_view(raw, topic)
+        return known
+
+    def _entity_view(self, raw: str, topic: bool) -> str:
         if not self.anonymising or self.schema.is_public(raw) or (not topic and not self._anonymised(raw)):
             return raw
         coarse = literal_view(raw)
@@ -182,17 +192,24 @@ class PrivacySession:
         kind = self.schema.type_of(raw)
         category = "entity_id" if MID.match(raw) else ("literal" if kind == "literal" else "entity_name")
         self.guard.add(category, [raw])
-        return f"{self.pseudonym(raw, 'lit' if kind == 'literal' else 'ent')} ({kind})"
+        return f"{self.pseudonym(raw, 'lit' if kind == 'literal' else 'ent')} ({self.type_label(raw)})"
+
+    def type_label(self, raw: str) -> str:
+        """The Brain's view of an entity's coarse type (a neutral alias when relations are hidden)."""
+        return self.schema.type_label(self.schema.type_of(raw), relations_shown=self.config.mode != "privacy")
 
     def relation(self, raw: str) -> str:
         """The Brain's view of a relation: as-is, or its schema cluster in ``privacy`` mode."""
         self._live_key()
-        if self.config.mode != "privacy":
-            view = raw
-        else:
-            self.guard.add("relation", [raw])
-            view = self.schema.relation_cluster(raw)
-        self.shown_relations.add(view)
+        view = self._relation_views.get(raw)
+        if view is None:
+            if self.config.mode != "privacy":
+                view = raw
+            else:
+                self.guard.add("relation", [raw])
+                view = self.schema.relation_cluster(raw)
+            self._relation_views[raw] = view
+            self.shown_relations.add(view)
         return view
 
     def anonymise_triples(self, triples: Iterable[tuple[str, str, str]], topics: Iterable[str] = ()) -> list[tuple[str, str, str]]:
@@ -215,7 +232,7 @@ class PrivacySession:
         question = MID_IN_TEXT.sub(lambda m: self.entity(m.group(0)), coarsen_dates(question))
         folded, origin = normalise_with_map(question)
         tags = {f"TE_{i + 1}": self.pseudonym(t) for i, t in enumerate(topics)}
-        replacement = {t: f"TE_{i + 1} ({self.schema.type_of(t)})" for i, t in enumerate(topics)}
+        replacement = {t: f"TE_{i + 1} ({self.type_label(t)})" for i, t in enumerate(topics)}
         for t in topics:
             self.guard.add("entity_name", [t])
         candidates = [(t, True) for t in topics] + [(n, False) for n in names if n not in replacement]

@@ -10,12 +10,12 @@ that and reduces it, on the anonymised working subgraph (view triples from
   coarse type; never the pseudonym) and relation labels, edges taken in both directions. An
   entity whose signature class holds no other entity is *unique*; ``k`` is the smallest class
   (the view's k-anonymity). A supernode of ``n`` members counts as ``n`` entities in its class.
-- :func:`sanitise`: groups non-anchor entities with the same public label and the same set of
-  (direction, relation) pairs into supernodes (``ent_group_3 (person ×12)``), pools the
-  classes too small to hide in by type alone, then keeps the
-  nodes most tied to the topic anchors by personalised PageRank under a budget of exposed nodes
-  and edges. The Hand keeps each group's members, so paths the Brain picks through a group are
-  grounded on the raw subgraph afterwards.
+- :func:`sanitise`: keeps the nodes most tied to the topic anchors by personalised PageRank
+  under a budget of exposed nodes and edges, then groups non-anchor entities with the same
+  public label and the same set of (direction, relation) pairs into supernodes
+  (``ent_group_3 (person ×12)``), pooling the classes too small to hide in by type alone. The
+  Hand keeps each group's members, so paths the Brain picks through a group are grounded on the
+  raw subgraph afterwards.
 - :func:`assess`: both measures before and after, with whether an answer is still reachable
   from an anchor in the view, so the privacy/utility trade-off is a number.
 """
@@ -52,7 +52,9 @@ class SanitiserConfig(Config):
         2, ge=2, le=1000,
         description="Entities whose (type, relation signature) class is smaller than this are pooled by type alone.",
     )
-    max_nodes: Optional[int] = Field(None, ge=1, description="Exposed node budget (anchors are always kept).")
+    max_nodes: Optional[int] = Field(
+        None, ge=1, description="Entities whose structure the Brain may see, before grouping (anchors always kept)."
+    )
     max_edges: Optional[int] = Field(None, ge=1, description="Exposed edge budget.")
     restart: float = Field(0.15, gt=0.0, lt=1.0, description="Personalised PageRank's jump back to the anchors.")
     iterations: int = Field(40, ge=1, le=1000, description="Personalised PageRank's power iterations.")
@@ -280,31 +282,41 @@ def group_nodes(
     return list(merged), groups
 
 
-def sanitise(triples: Iterable[Triple], anchors: Collection[str], config: SanitiserConfig) -> SanitisedView:
-    """Group, then keep what personalised PageRank from the anchors ranks highest, under the budgets.
+def prune(triples: Sequence[Triple], anchors: frozenset[str], config: SanitiserConfig) -> list[Triple]:
+    """The triples among the nodes personalised PageRank from the anchors ranks highest, under the budgets.
 
-    Nodes not connected to an anchor are always dropped (they only expose). Ties in the ranking
-    are broken by first appearance in ``triples``, so the result is deterministic.
+    Nodes not connected to an anchor (within ``config.iterations`` hops) are always dropped: they
+    only expose. Ties are broken by first appearance in ``triples``, so the result is deterministic.
     """
-    view = list(dict.fromkeys(triples))
+    graph = _Graph(triples, extra=sorted(anchors))
+    seeds = [graph.index[a] for a in sorted(anchors)]
+    score = personalised_pagerank(graph, seeds, config.restart, config.iterations)
+    candidates = np.flatnonzero(score > 0)
+    candidates = candidates[~np.isin(candidates, seeds)]
+    ranked = candidates[np.lexsort((candidates, -score[candidates]))]
+    budget = len(ranked) if config.max_nodes is None else max(0, config.max_nodes - len(anchors))
+    kept = np.zeros(len(graph), dtype=bool)
+    kept[ranked[:budget]] = True
+    kept[seeds] = True
+    edges = np.flatnonzero(kept[graph.heads] & kept[graph.tails])
+    if config.max_edges is not None and len(edges) > config.max_edges:
+        weakest_end = np.minimum(score[graph.heads[edges]], score[graph.tails[edges]])
+        edges = np.sort(edges[np.lexsort((edges, -weakest_end))[: config.max_edges]])
+    return [triples[e] for e in edges.tolist()]
+
+
+def sanitise(triples: Iterable[Triple], anchors: Collection[str], config: SanitiserConfig) -> SanitisedView:
+    """Prune the view to the budgets (:func:`prune`), then group what is left (:func:`group_nodes`).
+
+    Pruning first keeps the cost in the budget, not in the subgraph: the node budget bounds the
+    entities whose structure the Brain sees at all, and grouping then hides them among each other.
+    """
     anchors = frozenset(anchors)
+    view = prune(list(dict.fromkeys(triples)), anchors, config)
     groups: dict[str, tuple[str, ...]] = {}
     if config.group:
         view, groups = group_nodes(view, anchors, config.min_group)
-    graph = _Graph(view, extra=sorted(anchors))
-    seeds = [graph.index[a] for a in sorted(anchors)]
-    score = personalised_pagerank(graph, seeds, config.restart, config.iterations)
-    ranked = sorted((i for i in range(len(graph)) if score[i] > 0 and graph.names[i] not in anchors),
-                    key=lambda i: (-score[i], i))
-    budget = len(ranked) if config.max_nodes is None else max(0, config.max_nodes - len(anchors))
-    kept = set(ranked[:budget]) | set(seeds)
-    edges = [e for e in range(len(view)) if graph.heads[e] in kept and graph.tails[e] in kept]
-    if config.max_edges is not None and len(edges) > config.max_edges:
-        edges = sorted(edges, key=lambda e: (-min(score[graph.heads[e]], score[graph.tails[e]]), e))[: config.max_edges]
-        edges.sort()
-    kept_triples = tuple(view[e] for e in edges)
-    shown = {n for h, _, t in kept_triples for n in (h, t)}
-    return SanitisedView(kept_triples, anchors, {g: m for g, m in groups.items() if g in shown})
+    return SanitisedView(tuple(view), anchors, groups)
 
 
 def reachable(triples: Iterable[Triple], anchors: Collection[str], targets: Collection[str]) -> bool:
