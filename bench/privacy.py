@@ -48,7 +48,7 @@ from rg.data.sample import Question, Sample
 from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
-from rg.privacy import EgressGuard, KGSchema, PrivacyConfig, PrivacySession, SanitiserConfig, sanitise
+from rg.privacy import EgressGuard, KGSchema, PrivacyConfig, PrivacySession, SanitiserConfig
 from rg.privacy.guard import COMMON_WORDS, guardable
 from rg.privacy.normalise import normalise, whole_token
 from rg.retrievers.graphs import collate
@@ -136,13 +136,10 @@ def privacy_layer(sample: Sample, schema: KGSchema, sanitiser: SanitiserConfig) 
     names = {e for h, _, t in sample.triples for e in (h, t)}
     topics = [t for t in sample.q_entities if t in names] or list(sample.q_entities)
     with PrivacySession(PrivacyConfig(mode="privacy"), schema) as session:
-        view = session.anonymise_triples(sample.triples, topics)
-        anchors = {session.entity(t, topic=True) for t in topics}
-        times["anonymise"] = time.perf_counter() - start
+        shown = session.expose(sample.triples, topics, sanitiser)
+        times["expose"] = time.perf_counter() - start
         masked = session.mask_question(sample.question, topics, names=names)
         times["mask"] = time.perf_counter() - start - sum(times.values())
-        shown = sanitise(view, anchors, sanitiser)
-        times["sanitise"] = time.perf_counter() - start - sum(times.values())
         lines = "\n".join(f"{h} -> [{r}] -> {t}" for h, r, t in shown.triples)
         session.guard.check_messages([{"role": "user", "content": f"{masked.text}\n{lines}"}])
         times["guard"] = time.perf_counter() - start - sum(times.values())

@@ -139,3 +139,21 @@ def test_on_a_real_session_view_sanitisation_shrinks_uniqueness():
     raw_names = {e for t in triples for e in (t[0], t[2]) if not schema.is_public(e)}
     shown = {n for h, _, t in sanitised.triples for n in (h, t)}
     assert not shown & raw_names
+
+
+def test_expose_prunes_raw_then_anonymises_only_what_is_kept_and_guards_everything():
+    raw = [("Heat", "directed_by", "Michael Mann"), ("Heat", "starred_actors", "Al Pacino"),
+           ("Heat", "starred_actors", "Val Kilmer"), ("Al Pacino", "starred_in", "Scarface"),
+           ("Scarface", "directed_by", "Brian De Palma")]
+    types = {"Heat": "film", "Scarface": "film", "Michael Mann": "person", "Al Pacino": "person",
+             "Val Kilmer": "person", "Brian De Palma": "person"}
+    schema = KGSchema.build(raw, types)
+    config = SanitiserConfig(max_nodes=4, group=False)
+    with PrivacySession(PrivacyConfig(mode="utility"), schema) as session:
+        shown = session.expose(raw, ["Heat"], config)
+        mapped = session.mapped
+        full = sanitise(session.anonymise_triples(raw, ["Heat"]), {session.entity("Heat", topic=True)}, config)
+        refused = session.guard.find("who worked with brian de palma")
+    assert shown.triples == full.triples and len(shown.nodes) == 4
+    assert mapped == 4  # only the kept entities got pseudonyms
+    assert refused == "entity_name"  # a pruned entity's name is guarded all the same

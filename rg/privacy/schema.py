@@ -17,6 +17,7 @@ Computed once per KG and saved beside it (:meth:`KGSchema.save`), never per ques
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter, defaultdict
@@ -73,13 +74,21 @@ class KGSchema:
 
     def public_words(self, relations_shown: bool) -> frozenset[str]:
         """Normalised words of the schema view the Brain sees: type labels and cluster labels, and
-        the words of relation labels when they are shown as-is (``utility`` mode)."""
-        from rg.privacy.normalise import normalise
+        the words of relation labels when they are shown as-is (``utility`` mode). Computed once
+        per schema and mode (every session asks)."""
+        return self._public_shown if relations_shown else self._public_hidden
 
-        texts = [*{self.type_label(k, relations_shown) for k in self.types.values()}, *self.clusters.values()]
-        if relations_shown:
-            texts += list(self.clusters)
-        return frozenset(w for text in texts for w in re.split(r"[^0-9a-z]+", normalise(text)) if w)
+    @functools.cached_property
+    def _kinds(self) -> frozenset[str]:
+        return frozenset(self.types.values())
+
+    @functools.cached_property
+    def _public_shown(self) -> frozenset[str]:
+        return _words([*self._kinds, *self.clusters.values(), *self.clusters])
+
+    @functools.cached_property
+    def _public_hidden(self) -> frozenset[str]:
+        return _words([*{self.type_label(k, False) for k in self._kinds}, *self.clusters.values()])
 
     def save(self, folder: str | Path) -> Path:
         path = Path(folder) / SCHEMA_FILE
@@ -93,6 +102,13 @@ class KGSchema:
     def load(cls, folder: str | Path) -> "KGSchema":
         data = json.loads((Path(folder) / SCHEMA_FILE).read_text())
         return cls(types=data["types"], clusters=data["clusters"], aliases=data.get("aliases", {}))
+
+
+def _words(texts: Iterable[str]) -> frozenset[str]:
+    """The normalised words of ``texts``."""
+    from rg.privacy.normalise import normalise
+
+    return frozenset(w for text in texts for w in re.split(r"[^0-9a-z]+", normalise(text)) if w)
 
 
 def derive_types(triples: Iterable[tuple[str, str, str]]) -> dict[str, str]:

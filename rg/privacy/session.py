@@ -32,6 +32,7 @@ from rg.privacy.exposure import ExposureLedger
 from rg.privacy.guard import EgressGuard, guardable
 from rg.privacy.normalise import INVISIBLE, normalise, normalise_with_map, whole_token
 from rg.privacy.schema import KGSchema
+from rg.privacy.structure import SanitisedView, SanitiserConfig, group_nodes, prune
 
 KEY_BYTES = 32
 MID = re.compile(r"^[mg]\.[0-9a-z_]+$")
@@ -217,6 +218,40 @@ class PrivacySession:
         topic_set = set(topics)
         return [(self.entity(h, h in topic_set), self.relation(r), self.entity(t, t in topic_set)) for h, r, t in triples]
 
+    def guard_entities(self, entities: Iterable[str]) -> None:
+        """Guard the raw strings of entities whether or not the Brain is shown them (so a pruned
+        entity's name is refused too); the same ones :meth:`entity` would guard."""
+        self._live_key()
+        if not self.anonymising:
+            return
+        for raw in entities:
+            if self.schema.is_public(raw) or (raw, False) in self._views or not self._anonymised(raw):
+                continue
+            kind = self.schema.type_of(raw)
+            category = "entity_id" if MID.match(raw) else ("literal" if kind == "literal" else "entity_name")
+            self.guard.add(category, [raw])
+
+    def expose(self, triples: Iterable[tuple[str, str, str]], topics: Sequence[str],
+               sanitiser: SanitiserConfig) -> SanitisedView:
+        """The sanitised view of a working subgraph, built the cheap way round for serving.
+
+        Every entity of the subgraph is guarded; the subgraph is pruned to the sanitiser's budgets
+        on its raw structure (:func:`rg.privacy.structure.prune`), and only what is kept is
+        anonymised and grouped, so the cost follows the budget rather than the subgraph. (Pruning
+        the raw structure differs from pruning the anonymised view only where coarse literals
+        merge, e.g. two dates of one year.)
+        """
+        self._live_key()
+        distinct = list(dict.fromkeys(triples))
+        self.guard_entities({e for h, _, t in distinct for e in (h, t)})
+        kept = prune(distinct, frozenset(topics), sanitiser)
+        view = list(dict.fromkeys(self.anonymise_triples(kept, topics)))
+        anchors = frozenset(self.entity(t, topic=True) for t in topics)
+        groups: dict[str, tuple[str, ...]] = {}
+        if sanitiser.group:
+            view, groups = group_nodes(view, anchors, sanitiser.min_group)
+        return SanitisedView(tuple(view), anchors, groups)
+
     def mask_question(self, question: str, topics: Sequence[str], names: Iterable[str] = ()) -> MaskedQuestion:
         """Replace topic-entity mentions by ``TE_i (type)`` and other known names by their views.
 
@@ -239,9 +274,9 @@ class PrivacySession:
         spans: list[tuple[int, int, str]] = []
         taken = [False] * len(folded)
         found: set[str] = set()
-        for raw, is_topic in sorted(candidates, key=lambda c: -len(normalise(c[0]))):
-            key = normalise(raw)
-            if not guardable(key):
+        keyed = [(normalise(raw), raw, is_topic) for raw, is_topic in candidates]
+        for key, raw, is_topic in sorted(keyed, key=lambda c: -len(c[0])):
+            if key not in folded or not guardable(key):
                 continue
             start = folded.find(key)
             while start >= 0:
