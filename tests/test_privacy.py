@@ -121,10 +121,20 @@ def test_derived_types_do_not_name_relations_in_privacy_mode():
         assert h.endswith("(directed_by.head)") and r == "directed_by"
 
 
+def test_punctuation_inside_a_name_does_not_hide_it():
+    # found by the wire test on WebQSP: "what did james k polk do" named James K. Polk unmasked
+    schema = KGSchema.build([("James K. Polk", "people.person.profession", "Lawyer")])
+    with PrivacySession(PrivacyConfig(mode="utility"), schema) as s:
+        masked = s.mask_question("what did james k polk do before", ["Lawyer"], names=["James K. Polk"])
+        assert "polk" not in masked.text.lower() and s.guard.find("ask JAMES K POLK") == "entity_name"
+        assert s.guard.find("ask James-K.-Polk!") == "entity_name"
+
+
 def test_normalise_equals_the_mapped_form():
     from rg.privacy.normalise import normalise, normalise_with_map
 
-    for text in ["Ｍｉｃｈａｅｌ  Mánn\u200b", " \tTÓM\u00a0hanks ", "Straße ǅ ﬁ ¨x", "film→person ×12", "", "\u200f"]:
+    for text in ["Ｍｉｃｈａｅｌ  Mánn\u200b", " \tTÓM\u00a0hanks ", "Straße ǅ ﬁ ¨x", "film→person ×12", "", "\u200f",
+                 "James K. Polk", "m.0abc_1 (x)! \x1f", "Jean-Luc Godard's"]:
         assert normalise(text) == normalise_with_map(text)[0]
 
 

@@ -4,10 +4,12 @@ guard finds no raw string in any request body the server received. Negative cont
 test can fail: with anonymisation off the guard refuses everything, and with the guard off the
 checker finds the planted strings.
 
-The questions come from the synthetic KG (its templates name the topic entity verbatim). Each
-base question is planted in :data:`FORMS` ways: the topic entity's name in odd case, spacing,
-full-width, accented or zero-width form, a neighbour's name likewise, the id of a neighbouring
-unnamed (CVT) node, and a neighbouring date literal written in another format.
+The questions come from three sources: the synthetic KG (its templates name the topic entity
+verbatim), MetaQA's test sets on the whole KB, and WebQSP's evidence questions with their
+Freebase subgraphs (skipped with the reason when the shared data is absent). Each base question
+is planted in :data:`FORMS` ways: the topic entity's name in odd case, spacing, full-width,
+accented or zero-width form, a neighbour's name likewise, the MID of a neighbouring unnamed (CVT)
+node, and a neighbouring date literal written in another format.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ import re
 import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
 
 import pytest
 
+from rg.data.metaqa import read_metaqa_kb, read_metaqa_questions
+from rg.data.records import BadRow
+from rg.data.rog import read_rog
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.llm.client import LLMError, OpenAICompatibleClient
 from rg.llm.config import LLMConfig
@@ -29,6 +36,8 @@ from rg.llm.scripted_server import Reply, Script, ScriptedServer
 from rg.privacy import KGSchema, PrivacyConfig, PrivacySession, brain_client
 
 BASE_QUESTIONS = 1300
+REAL_PER_SOURCE = 3_600
+"""Planted MetaQA and WebQSP questions each in the full (slow) run; the default run sends a tenth."""
 FORMS = 8
 NEIGHBOURS = 12
 CONCURRENCY = 8
@@ -81,66 +90,127 @@ def checker_form(text: str) -> str:
     return " " + re.sub(r"[^0-9a-z]+", " ", text.casefold()).strip() + " "
 
 
-def leaks(body: str, raw: tuple[str, ...], public: frozenset[str] = frozenset()) -> list[str]:
+def leaks(body: str, raw: tuple[str, ...], public: str = "") -> list[str]:
     """Raw strings found in ``body`` as whole tokens. Skipped: strings under 4 characters, and
-    one-word strings that are a word of the schema the Brain may see (``public``)."""
+    strings spelled out by the schema the Brain may see (``public``, in checker form: a
+    profession named ``Visual Artist`` beside the relation ``visual_art.visual_artist.art_forms``
+    cannot be told apart from the relation's own words)."""
     folded = checker_form(body)
     found = []
     for r in raw:
         form = checker_form(r)
-        if len(form.strip()) >= 4 and form.strip() not in public and form in folded:
+        if len(form.strip()) >= 4 and form not in public and form in folded:
             found.append(r)
     return found
 
 
-def schema_words(schema: KGSchema, relations_shown: bool) -> frozenset[str]:
-    """The checker's own list of words the Brain may see: type labels, and relation labels in utility mode."""
-    texts = list(set(schema.types.values())) + list(schema.clusters.values())
+def schema_text(schema: KGSchema, relations_shown: bool) -> str:
+    """The checker's own rendering of the schema the Brain may see, in checker form: type labels as
+    shown (derived types by their aliases when relations are hidden), cluster labels, and relation
+    labels in utility mode."""
+    texts = [schema.type_label(k, relations_shown) for k in set(schema.types.values())] + list(schema.clusters.values())
     if relations_shown:
         texts += list(schema.clusters)
-    return frozenset(w for t in texts for w in checker_form(t).split())
+    return "".join(checker_form(t) for t in texts)
 
 
-@pytest.fixture(scope="module")
-def world():
-    return plant(BASE_QUESTIONS)
+@dataclass(frozen=True)
+class Base:
+    """One question to plant variants of: its text, topic entities and the topic's neighbourhood."""
+
+    text: str
+    topics: tuple[str, ...]
+    near: tuple[tuple[str, str, str], ...]
 
 
-def plant(base_questions: int) -> tuple[KGSchema, list[Planted]]:
-    """The synthetic KG's schema and ``FORMS`` planted variants of each of its questions."""
-    syn = generate(SyntheticConfig(questions=base_questions, seed=11))
-    schema = KGSchema.build(syn.triples, syn.entity_types)
+def neighbourhoods(triples) -> dict[str, list[tuple[str, str, str]]]:
     around: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
-    for triple in syn.triples:
+    for triple in triples:
         around[triple[0]].append(triple)
         around[triple[2]].append(triple)
-    rng = random.Random(0)
-    kinds = syn.entity_types
+    return around
+
+
+def plant_all(schema: KGSchema, bases: list[Base], seed: int) -> list[Planted]:
+    """``FORMS`` planted variants of each base question (see the module docstring).
+
+    Topics written in the question get odd forms in place; a topic the text does not name (WebQSP
+    writes "jamaican" for Jamaica) is added in an odd form. Unnamed nodes are told by their MID,
+    dates by their ISO form, and schema type nodes are public words, not raw strings.
+    """
+    rng = random.Random(seed)
+    public = {e for e, kind in schema.types.items() if kind == "type"}
     planted: list[Planted] = []
-    for question in syn.questions:
-        topic = question.q_entities[0]
-        if topic not in question.question:
-            continue
-        near = tuple(around[topic][:NEIGHBOURS])
-        ends = [e for h, _, t in near for e in (h, t) if e not in question.q_entities]
-        named = [e for e in ends if kinds.get(e) not in ("literal", "cvt", "type")]
-        cvts = [e for e in ends if kinds.get(e) == "cvt"]
-        dates = [e for e in ends if kinds.get(e) == "literal" and re.fullmatch(r"\d{4}-\d{2}-\d{2}", e)]
+    for base in bases:
+        topic = base.topics[0]
+        ends = [e for h, _, t in base.near for e in (h, t) if e not in base.topics and e not in public]
+        cvts = [e for e in ends if re.fullmatch(r"[mg]\.[0-9a-z_]+", e)]
+        dates = [e for e in ends if re.fullmatch(r"\d{4}-\d{2}-\d{2}", e)]
+        named = [e for e in ends if e not in cvts and e not in dates and len(e) >= 4 and not e.isdigit()]
         for k in range(FORMS):
-            text = question.question.replace(topic, odd_form(topic, k, rng))
-            raw = {topic, *(e for e in ends if kinds.get(e) != "type")}
+            if topic in base.text:
+                text = base.text.replace(topic, odd_form(topic, k, rng))
+            else:
+                text = f"{base.text} (about {odd_form(topic, k, rng)})"
+            raw = {*base.topics, *ends}
             if named:
-                other = named[k % len(named)]
-                text += f" Is it linked to {odd_form(other, (k + 3) % FORMS, rng)}?"
+                text += f" Is it linked to {odd_form(named[k % len(named)], (k + 3) % FORMS, rng)}?"
             if cvts:
                 text += f" See record {cvts[k % len(cvts)]}."
             if dates:
                 written = other_date_format(dates[k % len(dates)], k)
                 text += f" It happened on {written}."
                 raw.add(written)
-            names = tuple(e for e in ends if kinds.get(e) != "type")  # what the Hand knows of its subgraph
-            planted.append(Planted(text, question.q_entities, near, names, tuple(sorted(raw))))
-    return schema, planted
+            planted.append(Planted(text, base.topics, base.near, tuple(ends), tuple(sorted(raw))))
+    return planted
+
+
+def synthetic_world(base_questions: int) -> tuple[KGSchema, list[Planted]]:
+    """The synthetic KG's schema and planted variants of its questions (their templates name the topic)."""
+    syn = generate(SyntheticConfig(questions=base_questions, seed=11))
+    schema = KGSchema.build(syn.triples, syn.entity_types)
+    around = neighbourhoods(syn.triples)
+    bases = [Base(q.question, q.q_entities, tuple(around[q.q_entities[0]][:NEIGHBOURS]))
+             for q in syn.questions if q.q_entities[0] in q.question]
+    return schema, plant_all(schema, bases, seed=0)
+
+
+def metaqa_world(shared: Path, per_hop: int) -> tuple[KGSchema, list[Planted]]:
+    """MetaQA test questions (brackets removed, so the topic is written plainly) on the whole KB,
+    types derived from it."""
+    kb = list(read_metaqa_kb(shared / "metaqa" / "kb_reconstructed.txt.gz"))
+    schema = KGSchema.build(kb)
+    around = neighbourhoods(kb)
+    bases = []
+    for hops in (1, 2, 3):
+        rows = read_metaqa_questions(shared / "metaqa" / f"qa_test_{hops}hop.txt.gz", hops, "test")
+        questions = [q for q in islice(rows, 2 * per_hop) if not isinstance(q, BadRow) and around[q.q_entities[0]]]
+        bases += [Base(q.question, q.q_entities, tuple(around[q.q_entities[0]][:NEIGHBOURS])) for q in questions[:per_hop]]
+    return schema, plant_all(schema, bases, seed=1)
+
+
+def webqsp_world(shared: Path, questions: int) -> tuple[KGSchema, list[Planted]]:
+    """WebQSP evidence questions with their Freebase subgraphs (names, MIDs of unnamed nodes, dates);
+    types derived from the union of the subgraphs read."""
+    samples = [s for s in islice(read_rog(shared / "webqsp-evidence" / "webqsp_test_rog.jsonl.gz"), 2 * questions)
+               if s.q_entities and s.triples][:questions]
+    schema = KGSchema.build(t for s in samples for t in s.triples)
+    bases = []
+    for sample in samples:
+        around = neighbourhoods(sample.triples)
+        bases.append(Base(sample.question, sample.q_entities, tuple(around[sample.q_entities[0]][:NEIGHBOURS])))
+    return schema, plant_all(schema, bases, seed=2)
+
+
+@pytest.fixture(scope="module")
+def world():
+    return synthetic_world(BASE_QUESTIONS)
+
+
+@pytest.fixture(scope="module")
+def real_worlds(shared_data):
+    return {"metaqa": metaqa_world(shared_data, REAL_PER_SOURCE // (3 * FORMS)),
+            "webqsp": webqsp_world(shared_data, REAL_PER_SOURCE // FORMS)}
 
 
 REQUEST = re.compile(r"\[request (\d+)\]")
@@ -205,11 +275,13 @@ def check_wire(schema: KGSchema, items: list[Planted], mode: str) -> None:
         bodies = received(srv, items)
     assert counts == {"sent": len(items), "refused": 0} and len(bodies) == len(items)
     assert len({id(item) for _, item in bodies}) == len(items)  # every question arrived once
-    public = schema_words(schema, relations_shown=mode == "utility")
+    public = schema_text(schema, relations_shown=mode == "utility")
     assert [hit for body, item in bodies for hit in leaks(body, item.raw, public)] == []
     if mode == "privacy":
-        relations = tuple(sorted({r for item in items for _, r, _ in item.triples}))
-        assert [hit for body, _ in bodies for hit in leaks(body, relations)] == []
+        # relation labels are identifiers (directed_by, film.film.directed_by): looked for as written,
+        # so a question's own words ("films directed by") are not counted against the Brain's view
+        relations = sorted({r.casefold() for item in items for _, r, _ in item.triples})
+        assert [r for body, _ in bodies for r in relations if r in body.casefold()] == []
 
 
 @pytest.mark.parametrize("mode,sample", [("utility", slice(0, None, 10)), ("privacy", slice(5, None, 40))])
@@ -219,12 +291,26 @@ def test_no_raw_string_reaches_the_brain(world, mode, sample):
     check_wire(schema, planted[sample], mode)
 
 
+@pytest.mark.parametrize("source", ["metaqa", "webqsp"])
+@pytest.mark.parametrize("mode,sample", [("utility", slice(0, None, 20)), ("privacy", slice(7, None, 40))])
+def test_no_raw_string_reaches_the_brain_on_real_data(real_worlds, source, mode, sample):
+    """A twentieth (utility) and a fortieth (privacy) of the planted MetaQA and WebQSP questions."""
+    schema, planted = real_worlds[source]
+    check_wire(schema, planted[sample], mode)
+
+
 @pytest.mark.slow
-def test_no_raw_string_reaches_the_brain_10000(world):
-    """All 10,000+ questions (about 5 minutes: one loopback request takes ~25 ms here)."""
-    schema, planted = world
-    assert len(planted) >= 10_000
-    check_wire(schema, planted, "utility")
+def test_no_raw_string_reaches_the_brain_10000(world, real_worlds):
+    """10,400 questions from all three sources: 3,200 synthetic, 3,600 MetaQA (1/2/3-hop) and
+    3,600 WebQSP, in utility mode, and the MetaQA and WebQSP ones again in privacy mode (about
+    8 minutes: one loopback request takes ~25 ms here)."""
+    (synthetic_schema, synthetic), metaqa, webqsp = world, real_worlds["metaqa"], real_worlds["webqsp"]
+    sent = synthetic[:3200] + metaqa[1] + webqsp[1]
+    assert len(sent) >= 10_000 and len(metaqa[1]) == len(webqsp[1]) == REAL_PER_SOURCE
+    check_wire(synthetic_schema, synthetic[:3200], "utility")
+    for schema, planted in (metaqa, webqsp):
+        check_wire(schema, planted, "utility")
+        check_wire(schema, planted, "privacy")
 
 
 def test_negative_controls_show_the_test_can_fail(world):

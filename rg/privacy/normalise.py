@@ -1,8 +1,9 @@
 """Text normalisation shared by question masking and the egress guard.
 
-Both must see ``Tom  Hanks``, ``ｔｏｍ hanks``, ``TÓM HANKS`` and ``Tom\u200bHanks`` as one
-name. :func:`normalise` folds a text to NFKC, case-folded, accent-free form with zero-width and
-bidirectional marks removed and whitespace runs collapsed to one space. :func:`normalise_with_map`
+Both must see ``Tom  Hanks``, ``ｔｏｍ hanks``, ``TÓM HANKS``, ``Tom\u200bHanks`` and
+``James K. Polk`` / ``james k polk`` as one name. :func:`normalise` folds a text to NFKC,
+case-folded, accent-free form with zero-width and bidirectional marks removed, punctuation
+turned into spaces (letters, digits and ``_`` are kept) and whitespace runs collapsed to one space. :func:`normalise_with_map`
 also returns, for every character of the result, the index of the original character it came
 from, so a match found in the normalised text can be replaced in the original one.
 """
@@ -29,7 +30,8 @@ def _fold(char: str) -> str:
         return " "
     text = unicodedata.normalize("NFKC", char).casefold()
     decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c) and c not in INVISIBLE)
+    return "".join(c if is_word_char(c) else " " for c in decomposed
+                   if not unicodedata.combining(c) and c not in INVISIBLE)
 
 
 def normalise_with_map(text: str) -> tuple[str, list[int]]:
@@ -52,6 +54,7 @@ def normalise_with_map(text: str) -> tuple[str, list[int]]:
 
 
 _SPACES = re.compile(r"\s+")
+_ASCII_PUNCTUATION = re.compile(r"[^0-9a-z_\s]")
 
 
 def normalise(text: str) -> str:
@@ -60,7 +63,7 @@ def normalise(text: str) -> str:
     Equal to ``normalise_with_map(text)[0]`` (the same per-character fold, cached per character),
     without the index map: the guard runs it on every request body.
     """
-    text = text.casefold() if text.isascii() else "".join(map(_fold, text))
+    text = _ASCII_PUNCTUATION.sub(" ", text.casefold()) if text.isascii() else "".join(map(_fold, text))
     return _SPACES.sub(" ", text).strip()
 
 

@@ -277,7 +277,7 @@ def privacy_report(cfg: PrivacyReportConfig, progress: bool = True) -> PrivacyRe
     rows: list[dict[str, Any]] = []
     for named in cfg.inputs:
         name = named.name
-        ds = read_input(named.input, cfg.limit).map_batches(
+        ds = read_input(named.input, cfg.limit).repartition(4 * cfg.num_actors).map_batches(
             _ReportActor, fn_constructor_kwargs={"cfg": cfg, "schema": schema_ref, "name": name},
             batch_size=cfg.batch_size, batch_format="pyarrow",
             compute=ray.data.ActorPoolStrategy(size=cfg.num_actors), num_cpus=0.5,

@@ -258,13 +258,13 @@ class PrivacySession:
         Matching ignores case, accents, full-width forms, zero-width characters and whitespace,
         and takes whole tokens only; longer names win over the names inside them. A name too
         weak to match (see :func:`rg.privacy.guard.guardable`) is left alone. Full dates in any
-        of the formats of :data:`DATES_IN_TEXT` become ``year YYYY`` and every MID
-        (:data:`MID_IN_TEXT`) its pseudonym first.
+        of the formats of :data:`DATES_IN_TEXT` become ``year YYYY`` first, and every MID
+        (:data:`MID_IN_TEXT`) its pseudonym last.
         """
         self._live_key()
         if not self.anonymising:
             return MaskedQuestion(question, {}, ())
-        question = MID_IN_TEXT.sub(lambda m: self.entity(m.group(0)), coarsen_dates(question))
+        question = coarsen_dates(question)
         folded, origin = normalise_with_map(question)
         tags = {f"TE_{i + 1}": self.pseudonym(t) for i, t in enumerate(topics)}
         replacement = {t: f"TE_{i + 1} ({self.type_label(t)})" for i, t in enumerate(topics)}
@@ -291,6 +291,8 @@ class PrivacySession:
         for start, end, view in sorted(spans, reverse=True):
             text = text[:start] + view + text[end:]
         text = "".join(c for c in text if c not in INVISIBLE)  # nothing invisible reaches the Brain
+        # MIDs last, so that names are never looked for inside the views put in their place
+        text = MID_IN_TEXT.sub(lambda m: self.entity(m.group(0)), text)
         missing = tuple(t for t in topics if t not in found)
         if missing:
             text += " [topic entities: " + ", ".join(replacement[t] for t in missing) + "]"
