@@ -257,3 +257,20 @@ def test_models_server_smoke(tmp_path: Path, ray_local) -> None:
     report = check_keys(out, ["server_batching_speedup_2", "server.batched", "server.unbatched"])
     for run in (*report["server"]["batched"], *report["server"]["unbatched"]):
         assert run["requests"] == 2 and 2 <= run["completion_tokens"] <= 8 and run["tokens_per_s"] > 0
+
+
+def test_privacy_smoke(tiny_metaqa: Path, tmp_path: Path) -> None:
+    from bench import privacy
+
+    out = tmp_path / "privacy.json"
+    argv = ["--kb", "@shared/metaqa/kb_reconstructed.txt.gz", "--questions-file", "@shared/metaqa/qa_test_2hop.txt.gz",
+            "--questions", "3", "--payloads", "10", "--payload-chars", "512", "--raw-strings", "100",
+            "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]
+    assert privacy.main(argv) == 0
+    report = check_keys(out, [
+        "guard_speedup_vs_naive", "privacy_share_of_question_time", "identical_verdicts", "guard_payloads_per_s",
+        "naive_payloads_per_s", "ms_per_question.extract", "ms_per_question.retrieve", "ms_per_question.privacy",
+        "ms_per_question.privacy_expose", "ms_per_question.privacy_mask", "ms_per_question.privacy_guard",
+    ])
+    assert report["dataset"] == "metaqa 2-hop test" and report["questions"] == 3
+    assert report["identical_verdicts"] is True and report["planted"] == 5  # every second request carries a name
