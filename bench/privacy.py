@@ -19,10 +19,12 @@ Two measurements, each against a baseline timed in the same run:
   (:func:`rg.data.subgraphs.build_sample`, capped at 5,000 triples) and scoring it with the
   MLP-DDE retriever: embedding the question with the text encoder, building the question graph,
   collating and the forward pass (entity and relation embeddings are built beforehand, as a
-  server holds them; the model is untrained: scoring cost does not depend on the weights). The privacy layer is what ``privacy`` mode adds per question: open a
-  session, anonymise the subgraph, mask the question, sanitise the view (node budget
-  ``--budget``), and pass the request through the guard. ``privacy_share_of_question_time`` is
-  the layer's time over the time without it. Target: ≤ 10%.
+  server holds them; the model is untrained: scoring cost does not depend on the weights). The
+  privacy layer is what ``privacy`` mode adds per question: open a session, guard every name of
+  the subgraph, prune it to the sanitiser's node budget (``--budget``) and anonymise and group
+  what is kept (:meth:`rg.privacy.PrivacySession.expose`), mask the question, and pass the
+  request through the guard. ``privacy_share_of_question_time`` is the layer's time over the
+  time without it. Target: ≤ 10%.
 """
 
 from __future__ import annotations
@@ -118,12 +120,15 @@ def guard_throughput(names: Sequence[str], relations: Sequence[str], payloads: i
     }
 
 
-def load_kg(quick: bool, kb: str, questions_file: str, count: int) -> tuple[str, list[tuple[str, str, str]], list[Question], dict[str, str] | None]:
+def load_kg(
+    quick: bool, kb: str, questions_file: str, count: int
+) -> tuple[str, list[tuple[str, str, str]], list[Question], dict[str, str] | None]:
     """The KG's triples and questions: MetaQA's KB and 2-hop questions, or the synthetic KG."""
     kb_path, q_path = resolve_data_path(kb), resolve_data_path(questions_file)
     if not quick and kb_path.exists() and q_path.exists():
         triples = list(read_metaqa_kb(kb_path))
-        questions = [q for q in islice(read_metaqa_questions(q_path, 2, "test"), count * 2) if not isinstance(q, BadRow)]
+        rows = islice(read_metaqa_questions(q_path, 2, "test"), count * 2)
+        questions = [q for q in rows if not isinstance(q, BadRow)]
         return "metaqa 2-hop test", triples, questions[:count], None
     syn = generate(SyntheticConfig(questions=count, seed=0))
     return "synthetic", list(syn.triples), list(syn.questions), dict(syn.entity_types)
@@ -223,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench.privacy ({dataset}): guard {guard['guard_speedup_vs_naive']:.0f}x the naive loop "
           f"({guard['guard_payloads_per_s']:.0f} vs {guard['naive_payloads_per_s']:.1f} requests/s, "
           f"{guard['raw_strings']} raw strings, identical={guard['identical_verdicts']}); privacy layer "
-          f"{ms['privacy']:.1f} ms = {share['privacy_share_of_question_time']:.1%} of extraction {ms['extract']:.1f} ms "
+          f"{ms['privacy']:.1f} ms = {share['privacy_share_of_question_time']:.1%} of extraction "
+          f"{ms['extract']:.1f} ms "
           f"+ retrieval {ms['retrieve']:.1f} ms ({share['questions']} questions) -> {out}")
     return 0
 

@@ -22,7 +22,8 @@ def test_report_measures_every_mode_and_budget(tmp_path: Path, ray_local) -> Non
     )
     report = privacy_report(cfg, progress=False)
     settings = [(r["mode"], r["setting"]) for r in report.table]
-    assert settings == [(m, s) for m in ("plaintext", "privacy") for s in (UNSANITISED, GROUPED, "≤ 30 nodes", "≤ 10 nodes")]
+    views = (UNSANITISED, GROUPED, "≤ 30 nodes", "≤ 10 nodes")
+    assert settings == [(m, s) for m in ("plaintext", "privacy") for s in views]
     assert all(r["questions"] == 6 for r in report.table)
     by = {(r["mode"], r["setting"]): r for r in report.table}
     assert by[("plaintext", UNSANITISED)]["unique_share"] == 1.0  # names are shown: every entity is itself
@@ -39,7 +40,8 @@ def test_report_measures_every_mode_and_budget(tmp_path: Path, ray_local) -> Non
 def test_config_errors_name_the_key() -> None:
     base = {"kind": "privacy_report", "output_dir": "out", "inputs": [{"name": "a", "input": "x"}]}
     with pytest.raises(ConfigError, match="inputs.*repeat"):
-        validate_config({**base, "inputs": [{"name": "a", "input": "x"}, {"name": "a", "input": "y"}]}, PrivacyReportConfig)
+        twice = [{"name": "a", "input": "x"}, {"name": "a", "input": "y"}]
+        validate_config({**base, "inputs": twice}, PrivacyReportConfig)
     with pytest.raises(ConfigError, match="budgets"):
         validate_config({**base, "budgets": [0]}, PrivacyReportConfig)
     with pytest.raises(ConfigError, match="modes"):

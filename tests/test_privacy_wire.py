@@ -185,7 +185,8 @@ def metaqa_world(shared: Path, per_hop: int) -> tuple[KGSchema, list[Planted]]:
     for hops in (1, 2, 3):
         rows = read_metaqa_questions(shared / "metaqa" / f"qa_test_{hops}hop.txt.gz", hops, "test")
         questions = [q for q in islice(rows, 2 * per_hop) if not isinstance(q, BadRow) and around[q.q_entities[0]]]
-        bases += [Base(q.question, q.q_entities, tuple(around[q.q_entities[0]][:NEIGHBOURS])) for q in questions[:per_hop]]
+        bases += [Base(q.question, q.q_entities, tuple(around[q.q_entities[0]][:NEIGHBOURS]))
+                  for q in questions[:per_hop]]
     return schema, plant_all(schema, bases, seed=1)
 
 

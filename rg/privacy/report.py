@@ -221,7 +221,8 @@ def _budget_rank(setting: str) -> float:
 
 def markdown(table: list[dict[str, Any]], title: str) -> str:
     lines = [f"## {title}", "",
-             "| input | mode | view | questions | unique share | k (median) | k ≥ 2 | nodes | edges | answer reachable | ms/question |",
+             "| input | mode | view | questions | unique share | k (median) | k ≥ 2 | nodes | edges "
+             "| answer reachable | ms/question |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in table:
         lines.append(f"| {r['input']} | {r['mode']} | {r['setting']} | {r['questions']} | {r['unique_share']:.3f} | "
