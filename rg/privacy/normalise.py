@@ -4,8 +4,9 @@ Both must see ``Tom  Hanks``, ``ｔｏｍ hanks``, ``TÓM HANKS``, ``Tom\u200bHa
 ``James K. Polk`` / ``james k polk`` as one name. :func:`normalise` folds a text to NFKC,
 case-folded, accent-free form with zero-width and bidirectional marks removed, punctuation
 turned into spaces (letters, digits and ``_`` are kept) and whitespace runs collapsed to one
-space. :func:`normalise_with_map` also returns, for every character of the result, the index of the original character it came
-from, so a match found in the normalised text can be replaced in the original one.
+space. :func:`normalise_with_map` also returns, for every character of the result, the index of
+the original character it came from, so a match found in the normalised text can be replaced in
+the original one.
 """
 
 from __future__ import annotations
