@@ -177,6 +177,7 @@ CONFIG_KINDS: dict[str, str] = {
     "train_reader": "rg.training.reader_ray:ReaderTrainConfig",
     "sweep_qa": "rg.evaluation.sweep:SweepQAConfig",
     "sweep_train": "rg.training.sweep:SweepTrainConfig",
+    "load_kg": "rg.stores.load:LoadKGConfig",
 }
 """YAML ``kind`` → ``module:Class`` of its config (imported on use, so rg.config stays light)."""
 
