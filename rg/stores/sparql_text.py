@@ -11,6 +11,7 @@ charset handling. IRIs percent-encode every character the ``IRIREF`` production 
 from __future__ import annotations
 
 from typing import Iterable
+from urllib.parse import unquote
 
 _IRI_FORBIDDEN = set('<>"{}|^`\\% ')
 _LITERAL_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -53,8 +54,8 @@ def encode_local(name: str) -> str:
 
 def decode_local(text: str) -> str:
     """Inverse of :func:`encode_local`."""
-    from urllib.parse import unquote
-
+    if "%" not in text:
+        return text
     return unquote(text, encoding="utf-8", errors="strict")
 
 
