@@ -52,3 +52,21 @@ def test_virtuoso_command_line_status(virtuoso, tmp_path, capsys):
     assert f"running: pid {virtuoso.pid()}" in capsys.readouterr().out
     assert virtuoso_main(["status", "--data-dir", str(tmp_path)]) == 2
     assert "Fix: run `python -m rg.stores.virtuoso start" in capsys.readouterr().err
+
+
+def test_load_kg_loads_the_union_of_rog_subgraphs(virtuoso, tmp_path):
+    from rg.data.rog import write_rog_parquet
+    from rg.data.sample import Sample
+    from rg.stores.load import load_kg
+
+    shared = ("m.0a", "people.person.nationality", "France")
+    samples = [Sample("q1", "?", ("France",), ("m.0a",), ("France",), (shared, ("m.0a", "type.object.name", "Ann"))),
+               Sample("q2", "?", ("Paris",), ("France",), ("Paris",), (shared, ("France", "location.capital", "Paris")))]
+    write_rog_parquet(samples, tmp_path / "rog" / "shard-00000.parquet")
+    args = [f"output_dir={tmp_path / 'out'}", f"virtuoso.data_dir={virtuoso.data_dir}",
+            f"virtuoso.http_port={virtuoso.http_port}", f"virtuoso.isql_port={virtuoso.isql_port}",
+            "graph=http://rg.test/rog", "synthetic=null", f"rog=[{tmp_path / 'rog'}]"]
+    report = load_kg(load_config(CONFIG, LoadKGConfig, args))
+    # 3 distinct edges (the shared one once), 4 entities; RoG's own name edge is left out, not read as a name
+    assert (report["edges"], report["entities"], report["name_edges_left_out"]) == (3, 4, 1)
+    assert report["triples_in_store"] == report["lines_written"] == 2 + 4

@@ -95,7 +95,7 @@ def load_kg(cfg: LoadKGConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     kg = source_graph(cfg)
-    lines = write_ntriples(kg, out / NT_FILE, cfg.namespace)
+    lines, name_edges = write_ntriples(kg, out / NT_FILE, cfg.namespace)
     with open(out / IDS_FILE, "w", encoding="utf-8") as f:
         for eid, name in zip(entity_ids(kg).tolist(), kg.entity_names.tolist()):
             f.write(f"{eid}\t{json.dumps(str(name), ensure_ascii=False)}\n")
@@ -110,7 +110,7 @@ def load_kg(cfg: LoadKGConfig) -> dict[str, Any]:
     t1 = time.perf_counter()
     count = server.load([out / NT_FILE], cfg.graph)
     report = {"graph": cfg.graph, "endpoint": server.endpoint, "entities": kg.num_entities,
-              "relations": kg.num_relations, "edges": kg.num_triples, "lines_written": lines,
+              "relations": kg.num_relations, "edges": kg.num_triples, "lines_written": lines, "name_edges_left_out": name_edges,
               "triples_in_store": count, "export_s": round(export_s, 2), "load_s": round(time.perf_counter() - t1, 2),
               "pid": server.pid(), "store_config": cfg.store_config().model_dump()}
     if count != lines:

@@ -189,7 +189,7 @@ class SparqlStore:
             found: dict[str, list[str]] = {}
             for row in self.select(q, "names", len(chunk)):
                 eid = self._id(row["e"]["value"])
-                if eid is not None:
+                if eid is not None and row["n"]["type"] in ("literal", "typed-literal"):
                     found.setdefault(eid, []).append(row["n"]["value"])
             for eid, names in found.items():
                 out[eid] = min(names)  # deterministic when an entity has several names
