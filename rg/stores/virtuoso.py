@@ -195,6 +195,9 @@ class VirtuosoServer:
             self.wait_ready(timeout)
             return running
         self.write_ini(threads=threads, buffers=buffers)
+        # No server runs from this dir (checked above): a lock file is left from one that was
+        # killed, and virtuoso-t refuses to start while it exists.
+        (self.data_dir / "virtuoso.lck").unlink(missing_ok=True)
         with open(self.data_dir / "stdout.log", "ab") as out:
             proc = subprocess.Popen(
                 [binary, "+foreground", "+configfile", str(self.ini_path.resolve())],
