@@ -80,12 +80,15 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from rg.data.records import BadRowError
     from rg.data.storage import StorageRootError
     from rg.llm.config import MissingAPIKeyError
+    from rg.stores.sparql import StoreError
+    from rg.stores.virtuoso import VirtuosoError
     from rg.locks import OutputLockedError
     from rg.supervision.job import EndpointDownError
     from rg.text.encoder import EncoderLoadError
 
     return (ConfigError, FileNotFoundError, NotADirectoryError, DamagedFileError, EmptyInputError, BadRowError, MissingAPIKeyError,
-            OutputLockedError, EndpointDownError, StorageRootError, EncoderLoadError, HubUnavailableError)
+            OutputLockedError, EndpointDownError, StorageRootError, EncoderLoadError, HubUnavailableError,
+            VirtuosoError, StoreError)
 
 
 def run_job(module: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:

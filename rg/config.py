@@ -178,6 +178,7 @@ CONFIG_KINDS: dict[str, str] = {
     "sweep_qa": "rg.evaluation.sweep:SweepQAConfig",
     "sweep_train": "rg.training.sweep:SweepTrainConfig",
     "privacy_report": "rg.privacy.report:PrivacyReportConfig",
+    "load_kg": "rg.stores.load:LoadKGConfig",
 }
 """YAML ``kind`` → ``module:Class`` of its config (imported on use, so rg.config stays light)."""
 

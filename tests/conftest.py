@@ -39,3 +39,22 @@ def job_line():
         return lines[0]
 
     return find
+
+
+@pytest.fixture(scope="session")
+def virtuoso(tmp_path_factory):
+    """A Virtuoso of the test session's own in a temp dir on free ports, stopped by its PID at the end.
+
+    Skips with the reason when Debian's ``virtuoso-opensource`` package is not installed.
+    """
+    import shutil
+
+    from rg.stores.virtuoso import PACKAGE, SERVER_BINARY, VirtuosoServer
+    from tests.stores_virtuoso import free_port
+
+    if shutil.which(SERVER_BINARY) is None:
+        pytest.skip(f"{SERVER_BINARY} not installed: apt-get install -y {PACKAGE}")
+    server = VirtuosoServer(tmp_path_factory.mktemp("virtuoso"), free_port(), free_port())
+    server.start(timeout=120)
+    yield server
+    assert server.stop(), "the session's Virtuoso was not running at teardown"

@@ -274,3 +274,24 @@ def test_privacy_smoke(tiny_metaqa: Path, tmp_path: Path) -> None:
     ])
     assert report["dataset"] == "metaqa 2-hop test" and report["questions"] == 3
     assert report["identical_verdicts"] is True and report["planted"] == 5  # every second request carries a name
+
+
+def test_sparql_smoke(tiny_metaqa: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """bench.sparql on the hand-made KB: its own Virtuoso, 3 questions per hop, all identical."""
+    import shutil
+
+    from bench import sparql
+
+    if shutil.which("virtuoso-t") is None:
+        pytest.skip("virtuoso-t not installed: apt-get install -y virtuoso-opensource")
+    out = tmp_path / "sparql.json"
+    assert sparql.main(["--questions", "3", "--per-entity", "2", "--out", str(out)]) == 0
+    report = check_keys(out, [
+        "batching_speedup", "vs_memory_ratio", "identical", "khop2.questions", "khop2.per_entity_questions",
+        "khop2.batched_ms_per_question", "khop2.memory_ms_per_question", "comparisons.total",
+        "comparisons.mismatches", "comparisons_by_hop.*.comparisons", "graph.triples_in_store", "virtuoso.start_s",
+    ])
+    assert report["identical"] and report["comparisons"]["mismatches"] == 0
+    assert report["khop2"]["questions"] == 9 and report["khop2"]["per_entity_questions"] == 2
+    assert report["graph"] == {"entities": 16, "edges": 18, "triples_in_store": 34}
+    assert "bench.sparql: 2-hop batching" in capsys.readouterr().out

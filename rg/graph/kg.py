@@ -232,9 +232,10 @@ class KnowledgeGraph:
         max_triples: int | None = None,
         direction: Direction = "both",
         cut: CutOrder = "walk",
+        tie_key: np.ndarray | None = None,
     ) -> Subgraph:
         """Triples within ``hops`` of the seeds; see :func:`rg.graph.search.k_hop`."""
-        return search.k_hop(self, self.entity_ids(seeds), hops, max_triples, direction, cut)
+        return search.k_hop(self, self.entity_ids(seeds), hops, max_triples, direction, cut, tie_key)
 
     def shortest_paths(
         self,

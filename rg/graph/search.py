@@ -34,6 +34,7 @@ def k_hop(
     max_triples: int | None = None,
     direction: Direction = "both",
     cut: CutOrder = "walk",
+    tie_key: np.ndarray | None = None,
 ) -> "Subgraph":
     """Triples met by a breadth-first search of ``hops`` rounds from the seeds.
 
@@ -58,6 +59,11 @@ def k_hop(
             it, so the few triples out of a low-degree frontier entity (the films of one
             director) are not crowded out by the thousands behind a genre or a language, as
             personalised-PageRank pruning does (GraftNet; Sun et al., 2018).
+        tie_key: Optional ``(T,)`` uint64 key per triple replacing the id scramble as the
+            ``scramble`` order and the ``walk`` tie-break; walk priorities are then rounded to
+            12 decimals so that equal masses summed in another order still tie. Stores pass a
+            key computed from triple *content* (:func:`rg.stores.base.content_keys`), so two
+            stores holding one graph under different triple ids cut it identically.
 
     Returns:
         A :class:`Subgraph` with triple ids in round order (ids ascending within a round).
@@ -92,7 +98,7 @@ def k_hop(
         layer = unique_ids(edges, kg.num_triples)
         if max_triples is not None and count + layer.size > max_triples:
             share = _walk_shares(kg, rounds, frontier, source, direction) if cut == "walk" else None
-            layer, truncated = _cut(layer, edges, share, max_triples - count), True
+            layer, truncated = _cut(layer, edges, share, max_triples - count, tie_key), True
         layers.append(layer)
         count += layer.size
         if truncated or d == hops - 1:
@@ -141,23 +147,30 @@ def _walk_shares(
     return (mass / np.maximum(kg.degree(frontier, direction), 1))[source]
 
 
-def _cut(layer: np.ndarray, edges: np.ndarray, share: np.ndarray | None, budget: int) -> np.ndarray:
+def _cut(
+    layer: np.ndarray, edges: np.ndarray, share: np.ndarray | None, budget: int, tie_key: np.ndarray | None = None
+) -> np.ndarray:
     """The ``budget`` triples of an overflowing round that :func:`k_hop` keeps.
 
     Without ``share`` (``cut="scramble"``), a fixed pseudo-random order of triple ids; with it
     (``cut="walk"``), the triples whose best incidence carries the most walk mass, ties in the
-    pseudo-random order.
+    pseudo-random order (``tie_key[layer]`` instead when given, with priorities rounded).
 
     Shapes:
         layer: (L,) sorted distinct triple ids; edges, share: (M,) each incidence and its walk
         mass (a triple met from both ends has two) -> (budget,) sorted triple ids
     """
-    key = layer.astype(np.uint64) * _SCRAMBLE  # (L,) the fixed pseudo-random order
+    if tie_key is None:
+        key = layer.astype(np.uint64) * _SCRAMBLE  # (L,) the fixed pseudo-random order
+    else:
+        key = np.asarray(tie_key, dtype=np.uint64)[layer]  # (L,) a content order shared by stores
     if share is None:
         keep = np.argsort(key, kind="stable")[:budget]
     else:
         priority = np.zeros(layer.size)
         np.maximum.at(priority, np.searchsorted(layer, edges), share)  # (L,) best incidence
+        if tie_key is not None:
+            priority = np.round(priority, 12)
         keep = np.lexsort((key, -priority))[:budget]
     return np.sort(layer[keep])
 

@@ -1,0 +1,77 @@
+"""The in-memory :class:`~rg.stores.base.KGStore`: an adapter over :class:`~rg.graph.KnowledgeGraph`.
+
+Entity ids are the graph's entity strings. An optional ``names`` mapping gives display names
+(the synthetic KG and MetaQA name entities by their id, so without it a name is its id).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from rg.graph import KnowledgeGraph, Path
+from rg.graph.search import CutOrder
+from rg.stores.base import Direction, StoreSubgraph, Triple, content_keys, sorted_paths, subgraph_of
+
+
+class MemoryStore:
+    """A :class:`~rg.stores.base.KGStore` over a :class:`KnowledgeGraph` held in this process.
+
+    Args:
+        kg: The graph.
+        names: Optional id → display name; ids missing from it are named by themselves.
+    """
+
+    def __init__(self, kg: KnowledgeGraph, names: Mapping[str, str] | None = None) -> None:
+        self.kg = kg
+        self._names = dict(names) if names is not None else None
+        self._by_name: dict[str, list[str]] | None = None
+        self._keys: np.ndarray | None = None
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({self.kg!r})"
+
+    def entity_ids_by_name(self, name: str) -> list[str]:
+        if self._names is None:
+            return [name] if self.kg.has_entity(name) else []
+        if self._by_name is None:
+            index: dict[str, list[str]] = {}
+            for eid in self.kg.entity_names.tolist():
+                index.setdefault(self._names.get(eid, eid), []).append(eid)
+            self._by_name = {k: sorted(v) for k, v in index.items()}
+        return list(self._by_name.get(name, []))
+
+    def entity_names(self, ids: Sequence[str]) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for eid in ids:
+            if not self.kg.has_entity(eid):
+                out[eid] = None
+            else:
+                out[eid] = eid if self._names is None else self._names.get(eid, eid)
+        return out
+
+    def has_entity(self, entity_id: str) -> bool:
+        return self.kg.has_entity(entity_id)
+
+    def neighbours(self, ids: Sequence[str], direction: Direction = "both") -> list[Triple]:
+        present = np.array([self.kg.entity_id(e) for e in set(ids) if self.kg.has_entity(e)], dtype=np.int64)
+        tids, _, _ = self.kg.incident(present, direction)
+        return sorted(set(self.kg.triples(np.unique(tids))))
+
+    def k_hop(self, seeds: Sequence[str], hops: int, max_triples: int | None = None,
+              direction: Direction = "both", cut: CutOrder = "walk") -> StoreSubgraph:
+        if self._keys is None:
+            self._keys = content_keys(self.kg)
+        return subgraph_of(self.kg, seeds, hops, max_triples, direction, cut, self._keys)
+
+    def shortest_paths(self, source: str, target: str, direction: Direction = "out",
+                       max_len: int | None = None) -> list[Path]:
+        if not (self.kg.has_entity(source) and self.kg.has_entity(target)):
+            return []
+        return sorted_paths(self.kg.shortest_paths(source, target, direction, max_len))
+
+    def ground(self, start: str, relation_path: Sequence[str]) -> list[Path]:
+        if not self.kg.has_entity(start):
+            return []
+        return sorted_paths(self.kg.ground(start, relation_path))

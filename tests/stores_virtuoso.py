@@ -1,0 +1,27 @@
+"""Helpers for the store tests: free ports and loading a graph into a running Virtuoso."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from rg.graph import KnowledgeGraph
+from rg.stores.config import SparqlStoreConfig
+from rg.stores.ntriples import write_ntriples
+from rg.stores.sparql import SparqlStore
+from rg.stores.virtuoso import VirtuosoServer
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load_graph(server: VirtuosoServer, kg: KnowledgeGraph, graph: str, folder: Path, **store_args) -> SparqlStore:
+    """Export ``kg`` to N-Triples, load it as named graph ``graph`` and return a store over it."""
+    path = folder / (graph.rsplit("/", 1)[-1] + ".nt")
+    write_ntriples(kg, path, "http://rdf.freebase.com/ns/")
+    server.load([path], graph)
+    return SparqlStore(SparqlStoreConfig(endpoint=server.endpoint, graph=graph, **store_args))
