@@ -157,3 +157,22 @@ def test_expose_prunes_raw_then_anonymises_only_what_is_kept_and_guards_everythi
     assert shown.triples == full.triples and len(shown.nodes) == 4
     assert mapped == 4  # only the kept entities got pseudonyms
     assert refused == "entity_name"  # a pruned entity's name is guarded all the same
+
+
+def test_subgraphs_of_0_and_100000_triples():
+    schema = KGSchema.build([("a", "r", "b")], {"a": "thing", "b": "thing"})
+    with PrivacySession(PrivacyConfig(mode="privacy"), schema) as session:
+        empty = session.expose([], ["a"], SanitiserConfig(max_nodes=10))
+        assert empty.triples == () and empty.groups == {}
+    view, report = assess([], {F}, {A1}, SanitiserConfig())
+    assert view.triples == () and (report.nodes_before, report.edges_after, report.reachable_after) == (1, 0, False)
+    rng = np.random.default_rng(0)
+    heads, tails = rng.integers(0, 20_000, 100_000), rng.integers(0, 20_000, 100_000)
+    big = [(f"e{h}", f"r{h % 7}", f"e{t}") for h, t in zip(heads.tolist(), tails.tolist())]
+    with PrivacySession(PrivacyConfig(mode="privacy"), schema) as session:
+        shown = session.expose(big, ["e0"], SanitiserConfig(max_nodes=50))
+        assert session.guard.find("is e19999 linked") == "entity_name"  # every name guarded, shown or not
+        members = sum(len(m) for m in shown.groups.values()) + len(shown.nodes) - len(shown.groups)
+    assert 1 < members <= 50 and session.mapped <= 50
+    u = structural_uniqueness(shown.triples, shown.anchors, shown.weights())
+    assert u.entities == members - 1  # every kept entity but the anchor is counted once
