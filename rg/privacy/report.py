@@ -189,17 +189,19 @@ def load_or_build_schema(cfg: PrivacyReportConfig) -> tuple[KGSchema, dict[str, 
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (input, mode, setting): means over questions of uniqueness, k, size and reachability."""
+    """Per (input, mode, setting): means over questions of uniqueness, k, size and reachability
+    (uniqueness and k over the questions whose view exposes at least one entity)."""
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         if "bad_row" not in row:
             groups[(row["input"], row["mode"], row["setting"])].append(row)
     table = []
     for (name, mode, setting), members in groups.items():
-        ks = [r["k"] for r in members if r["entities"]]
+        exposed = [r for r in members if r["entities"]]  # a view of the anchors alone has no share
+        ks = [r["k"] for r in exposed]
         table.append({
             "input": name, "mode": mode, "setting": setting, "questions": len(members),
-            "unique_share": statistics.fmean(r["share"] for r in members),
+            "unique_share": statistics.fmean(r["share"] for r in exposed) if exposed else 0.0,
             "k_median": statistics.median(ks) if ks else 0,
             "k_at_least_2": sum(k >= 2 for k in ks) / len(ks) if ks else 0.0,
             "nodes": statistics.fmean(r["nodes"] for r in members),
