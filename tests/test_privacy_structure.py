@@ -176,3 +176,17 @@ def test_subgraphs_of_0_and_100000_triples():
     assert 1 < members <= 50 and session.mapped <= 50
     u = structural_uniqueness(shown.triples, shown.anchors, shown.weights())
     assert u.entities == members - 1  # every kept entity but the anchor is counted once
+
+
+def test_entities_named_like_the_views_own_words_do_not_block_it():
+    # found by bench.privacy on MetaQA: a film named "Entity" made the guard refuse every view
+    # whose rare types were pooled as `ent_group_1 (entity ×2)`
+    raw = [("Heat", "directed_by", "Michael Mann"), ("Heat", "has_genre", "Crime"), ("Entity", "has_genre", "Crime"),
+           ("Year", "has_genre", "Crime")]
+    types = {"Heat": "film", "Entity": "film", "Year": "film", "Michael Mann": "person", "Crime": "genre"}
+    with PrivacySession(PrivacyConfig(mode="privacy"), KGSchema.build(raw, types)) as session:
+        shown = session.expose(raw, ["Heat"], SanitiserConfig())
+        masked = session.mask_question("is Heat like Entity", ["Heat"], names=["Entity", "Year"])
+        text = masked.text + "\n" + "\n".join(" ".join(t) for t in shown.triples)
+        assert session.guard.find(text) is None
+    assert "(entity ×2)" in text and "Entity" not in masked.text  # pooled label kept; the film's name masked

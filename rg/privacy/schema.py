@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 UNKNOWN = "entity"
+VIEW_WORDS = frozenset({UNKNOWN, "year", "number"})
+"""Words the anonymised view writes itself (the unknown or pooled type, ``year 1987``, ``number 1e3-1e4``):
+always public, so an entity named ``Entity`` or ``Year`` cannot make the guard refuse the view's own words."""
 SCHEMA_FILE = "privacy_schema.json"
 MIN_OVERLAP = 0.05
 """Share of the commoner (role, relation) pair's entities that must also hold the other for the two to be one type."""
@@ -88,11 +91,11 @@ class KGSchema:
 
     @functools.cached_property
     def _public_shown(self) -> frozenset[str]:
-        return _words([*self._kinds, *self.clusters.values(), *self.clusters])
+        return _words([*self._kinds, *self.clusters.values(), *self.clusters, *VIEW_WORDS])
 
     @functools.cached_property
     def _public_hidden(self) -> frozenset[str]:
-        return _words([*{self.type_label(k, False) for k in self._kinds}, *self.clusters.values()])
+        return _words([*{self.type_label(k, False) for k in self._kinds}, *self.clusters.values(), *VIEW_WORDS])
 
     def save(self, folder: str | Path) -> Path:
         path = Path(folder) / SCHEMA_FILE

@@ -32,13 +32,14 @@ import numpy as np
 from pydantic import Field
 
 from rg.config import Config
+from rg.privacy.schema import UNKNOWN
 
 Triple = tuple[str, str, str]
 VIEW_NODE = re.compile(r"^(?:ent|lit)_[0-9a-f]{4,64} \((?P<label>.*)\)$")
 GROUP_NODE = re.compile(r"^ent_group_\d+ \((?P<label>.*) ×(?P<size>\d+)\)$")
 ANCHOR_LABEL = "TE"
-GENERIC_LABEL = "entity"
-"""The label of a supernode pooling entities of types too rare in the view to hide in."""
+GENERIC_LABEL = UNKNOWN
+"""The label of a supernode pooling entities of types too rare in the view to hide in (a public word)."""
 
 
 class SanitiserConfig(Config):
