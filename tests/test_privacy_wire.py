@@ -215,6 +215,10 @@ def real_worlds(shared_data):
 
 
 REQUEST = re.compile(r"\[request (\d+)\]")
+ENVELOPE = re.compile(
+    r'"(?:model|messages|role|content|temperature|max_tokens)"\s*:\s*(?:"(?:system|user|brain|hand-model)")?')
+"""The chat request's own JSON keys and fixed values: protocol, not data (an entity named ``Model``
+would otherwise be "found" in ``"model": "brain"``)."""
 
 
 def brain_messages(session: PrivacySession, item: Planted, index: int) -> list[dict[str, str]]:
@@ -256,14 +260,15 @@ async def send_all(items, schema, base: OpenAICompatibleClient, mode: str, anony
 def received(srv: ScriptedServer, items: list[Planted]) -> list[tuple[str, Planted]]:
     """Every request the server received, with the question it carried (by its request number).
 
-    The text checked is the raw body as received and, after it, the decoded message contents
-    (JSON escapes such as ``\\u00e9`` would hide an accented name from a check of the raw bytes).
+    The text checked is the raw body as received (without the request's own JSON keys and fixed
+    values, :data:`ENVELOPE`) and, after it, the decoded message contents (JSON escapes such as
+    ``\\u00e9`` would hide an accented name from a check of the raw bytes).
     """
     out = []
     for request in srv.chat_requests:
         raw = request.raw.decode("utf-8")
         decoded = "\n".join(str(m.get("content", "")) for m in json.loads(raw)["messages"])
-        out.append((raw + "\n" + decoded, items[int(REQUEST.search(decoded).group(1))]))
+        out.append((ENVELOPE.sub(" ", raw) + "\n" + decoded, items[int(REQUEST.search(decoded).group(1))]))
     return out
 
 
