@@ -257,3 +257,16 @@ def test_models_server_smoke(tmp_path: Path, ray_local) -> None:
     report = check_keys(out, ["server_batching_speedup_2", "server.batched", "server.unbatched"])
     for run in (*report["server"]["batched"], *report["server"]["unbatched"]):
         assert run["requests"] == 2 and 2 <= run["completion_tokens"] <= 8 and run["tokens_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_driver_memory_smoke(tmp_path: Path) -> None:
+    """bench.driver_memory --quick: jobs.train and the floor in child processes (their own local Ray)."""
+    from bench import driver_memory
+
+    out = tmp_path / "driver_memory.json"
+    assert driver_memory.main(["--quick", "--out", str(out)]) == 0
+    report = check_keys(out, ["command", "commit", "rg_path", "driver_peak_rss_mb", "floor_peak_rss_mb",
+                              "driver_data_mb", "peak_over_floor", "quick"])
+    assert report["quick"] is True and report["rg_path"].startswith(report["checkout"])
+    assert report["driver_peak_rss_mb"] >= report["floor_peak_rss_mb"] > 0
