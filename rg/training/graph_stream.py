@@ -168,7 +168,7 @@ def _side_dataset(
         fn_constructor_kwargs=dict(kwargs),
         batch_size=BATCH_ROWS,
         batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(size=size),
+        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size),  # grows only into CPUs that are free
         # the actors start first: if they held every CPU, the tasks feeding them could never run
         num_cpus=max(0.01, min(1.0, (cpus - INPUT_CPUS) / size)),
     )
