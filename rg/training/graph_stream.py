@@ -41,6 +41,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rg.data.paths import resolve_data_path
 from rg.data.rog import sample_from_row
 from rg.data.sample import Sample
 from rg.data.streaming import INPUT_CPUS, read_input
@@ -127,7 +128,9 @@ def stream_training_graphs(
     vocabulary = Vocabulary()
     for sample in (*train, *val):
         vocabulary.add_question(sample.id, sample.question)
-    if labels.source == "refined" and not labels.template_vote:
+    if labels.path is not None:  # the actors read it: give them the driver's absolute path
+        labels = labels.model_copy(update={"path": str(resolve_data_path(labels.path).resolve())})
+    if labels.source == "refined":
         require_labels([s.id for s in (*train, *val)], label_ids(str(labels.path)))
     cpus = ray.cluster_resources().get("CPU", 1.0)
     targets: list[PlanTarget] = []
