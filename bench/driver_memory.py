@@ -105,6 +105,7 @@ def _quick_config(folder: Path) -> Path:
 def measure(config: Path, overrides: list[str], checkout: Path) -> dict[str, Any]:
     """Peak driver RSS of ``jobs.train --config config --set ...`` and of the floor, in MB."""
     sets = [x for o in overrides for x in ("--set", o)]
+    commit = _commit(checkout)  # before the run: the code that runs, not what is checked out afterwards
     floor = _run_child(FLOOR_CHILD, [str(config.resolve()), *overrides], checkout)
     job = _run_child(JOB_CHILD, ["--config", str(config.resolve()), *sets], checkout)
     if job["rc"] != 0:
@@ -113,7 +114,7 @@ def measure(config: Path, overrides: list[str], checkout: Path) -> dict[str, Any
     return {
         "command": ["python", "-m", "jobs.train", "--config", str(config), *sets],
         "checkout": str(checkout),
-        "commit": _commit(checkout),
+        "commit": commit,
         "rg_path": job["rg_path"],
         "driver_peak_rss_mb": round(peak, 1),
         "floor_peak_rss_mb": round(base, 1),
