@@ -137,7 +137,7 @@ def stream_training_graphs(
     for side in (train, val):
         scan = _side_dataset(sources, side, _Scan, {"labels": labels}, cpus)
         for row in _in_order(scan.iter_rows(), [s.id for s in side]):
-            vocabulary.add_names(row["entities"], row["relations"])
+            vocabulary.add_names(map(str, row["entities"]), map(str, row["relations"]))
             if row["target"]:
                 targets.append(pickle.loads(row["target"]))
     tables, index = vocabulary.embed(encoder)
