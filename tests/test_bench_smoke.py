@@ -295,3 +295,16 @@ def test_sparql_smoke(tiny_metaqa: Path, tmp_path: Path, capsys: pytest.CaptureF
     assert report["khop2"]["questions"] == 9 and report["khop2"]["per_entity_questions"] == 2
     assert report["graph"] == {"entities": 16, "edges": 18, "triples_in_store": 34}
     assert "bench.sparql: 2-hop batching" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_driver_memory_smoke(tmp_path: Path) -> None:
+    """bench.driver_memory --quick: jobs.train and the floor in child processes (their own local Ray)."""
+    from bench import driver_memory
+
+    out = tmp_path / "driver_memory.json"
+    assert driver_memory.main(["--quick", "--out", str(out)]) == 0
+    report = check_keys(out, ["command", "commit", "rg_path", "driver_peak_rss_mb", "floor_peak_rss_mb",
+                              "driver_data_mb", "peak_over_floor", "quick"])
+    assert report["quick"] is True and report["rg_path"].startswith(report["checkout"])
+    assert report["driver_peak_rss_mb"] >= report["floor_peak_rss_mb"] > 0

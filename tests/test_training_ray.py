@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from rg.data.rog import write_rog_parquet
+from rg.data.splits import load_split_samples
 from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph.kg import KnowledgeGraph
@@ -49,7 +50,27 @@ def encoder_cache(tmp_path_factory):
 @pytest.mark.parametrize(
     "retriever", [{"kind": "mlp", "hidden": 16}, {"kind": "pna", "hidden": 8, "num_layers": 1}], ids=["mlp", "pna"]
 )
-def test_train_export_and_resume(ray_local, synthetic_parquet, encoder_cache, tmp_path, retriever):
+def test_train_export_and_resume(ray_local, synthetic_parquet, encoder_cache, tmp_path, retriever, monkeypatch):
+    import ray.data
+
+    from rg.training import data, graph_stream, ray_train
+
+    def no_driver_dataset(*args, **kwargs):
+        raise AssertionError("the driver built the training data itself")
+
+    reads = []
+
+    def questions_only(*args, **kwargs):
+        reads.append(kwargs.get("graph", True))
+        return load_split_samples(*args, **kwargs)
+
+    # the driver reads questions without subgraphs and never builds graphs or hands rows to from_items
+    monkeypatch.setattr(ray.data, "from_items", no_driver_dataset)
+    monkeypatch.setattr(data, "question_graph", no_driver_dataset)
+    monkeypatch.setattr(data, "build_tables", no_driver_dataset)
+    monkeypatch.setattr(graph_stream, "question_graph", no_driver_dataset)  # the actors import their own copy
+    monkeypatch.setattr(ray_train, "load_split_samples", questions_only)
+
     def config(epochs: int, lr: float = 1e-3) -> TrainJobConfig:
         return TrainJobConfig.model_validate(
             {
@@ -66,6 +87,7 @@ def test_train_export_and_resume(ray_local, synthetic_parquet, encoder_cache, tm
         )
 
     first = train_retriever(config(2))
+    assert reads == [False]
     assert first["resumed"] is False and first["start_epoch"] == 0 and first["epochs_run"] == [0, 1]
     assert first["train_questions"] + first["val_questions"] == first["questions"]
     assert first["val_questions"] == round(0.2 * first["questions"])

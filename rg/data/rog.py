@@ -52,12 +52,14 @@ ROG_PARQUET_SCHEMA = pa.schema(
 _LIST_COLUMNS = ("answer", "q_entity", "a_entity", "choices")
 
 
-def read_rog(path: str | Path) -> Iterator[Sample]:
+def read_rog(path: str | Path, graph: bool = True) -> Iterator[Sample]:
     """Yield the Samples of a RoG-schema file or folder, stopping at the first bad row.
 
     Args:
         path: A ``.parquet``, ``.jsonl`` or ``.jsonl.gz`` file, or a folder of ``.parquet``
             shards (read in sorted file-name order).
+        graph: False leaves the subgraphs out (``triples`` empty; parquet files do not read
+            that column).
 
     Raises:
         BadRowError: at the first row that is not a valid RoG row (names file, line/row, problem).
@@ -65,13 +67,13 @@ def read_rog(path: str | Path) -> Iterator[Sample]:
             lacks a required column.
         FileNotFoundError: if the path does not exist or a folder holds no parquet files.
     """
-    for _, item in iter_rog_rows(path):
+    for _, item in iter_rog_rows(path, graph):
         if isinstance(item, BadRow):
             raise BadRowError(item)
-        yield item
+        yield item if graph or not item.triples else replace(item, triples=())
 
 
-def iter_rog_rows(path: str | Path) -> Iterator[tuple[int, Sample | BadRow]]:
+def iter_rog_rows(path: str | Path, graph: bool = True) -> Iterator[tuple[int, Sample | BadRow]]:
     """Yield ``(row_number, Sample | BadRow)`` for every row, so bad rows can be counted.
 
     ``row_number`` is the 0-based position of the row in the whole input (for a folder, the
@@ -80,13 +82,14 @@ def iter_rog_rows(path: str | Path) -> Iterator[tuple[int, Sample | BadRow]]:
 
     Args:
         path: As for ``read_rog``.
+        graph: False skips the ``graph`` column of parquet files (rows get no triples).
 
     Raises:
         ValueError, FileNotFoundError: for problems with a whole file, as for ``read_rog``.
     """
     row_number = 0
     for file in rog_files(path):
-        rows = _iter_parquet_rows(file) if file.suffix == ".parquet" else _iter_jsonl_rows(file)
+        rows = _iter_parquet_rows(file, graph) if file.suffix == ".parquet" else _iter_jsonl_rows(file)
         for item in rows:
             yield row_number, item
             row_number += 1
@@ -198,10 +201,10 @@ def _parquet_batches(path: Path, batch_size: int = 64, graph: bool = True) -> It
         index += batch.num_rows
 
 
-def _iter_parquet_rows(path: Path) -> Iterator[Sample | BadRow]:
-    for index, batch in _parquet_batches(path):
+def _iter_parquet_rows(path: Path, graph: bool = True) -> Iterator[Sample | BadRow]:
+    for index, batch in _parquet_batches(path, graph=graph):
         for offset, row in enumerate(batch.to_pylist()):
-            yield sample_from_row(row, str(path), index + offset)
+            yield sample_from_row(row if graph else {**row, "graph": []}, str(path), index + offset)
 
 
 def _iter_selected_parquet_rows(path: Path, ids: pa.Array, graph: bool = True) -> Iterator[Sample | BadRow]:

@@ -217,7 +217,7 @@ def load_split_samples(
         wanted = set().union(*(by_side[s] for s in sides))
         read = [islice(read_rog_selected(resolve_data_path(p), wanted, graph), limit) for p in paths]
     else:
-        read = [islice(read_rog(resolve_data_path(p)), limit) for p in paths]
+        read = [islice(read_rog(resolve_data_path(p), graph), limit) for p in paths]
     samples = [sample if graph else replace(sample, triples=()) for stream in read for sample in stream]
     result: dict[str, list[Sample]] = {"all": samples} if "all" in sides else {}
     assigned = split.assign([s.id for s in samples], {s.id: _group_of(s) for s in samples})

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 READ_CPUS = 0.25
 """CPUs reserved per read task; an actor pool must leave at least this much free."""
 
+INPUT_CPUS = 1.0
+"""CPUs an actor pool leaves free for the tasks that feed it (file listing, reading, the id filter)."""
+
 
 def read_input(source: str, limit: int | None, ids: frozenset[str] | None = None) -> "ray.data.Dataset":
     """One input as a streaming Ray Dataset (parquet files or shards, or jsonl/jsonl.gz).

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from rg.data.records import BadRow
 from rg.data.rog import sample_from_row
 from rg.data.sample import Sample
-from rg.data.streaming import read_input
+from rg.data.streaming import INPUT_CPUS, read_input
 from rg.data.splits import QuestionSetConfig, load_split_samples
 from rg.evaluation.job import ENCODER_KINDS, MethodConfig, build_scorer
 from rg.evaluation.qa import (
@@ -160,10 +160,6 @@ def check_resources(cfg: QAEvaluateConfig, cluster_cpus: float) -> None:
         raise ValueError(
             f"actor_cpus = {cfg.actor_cpus} exceeds the cluster's {cluster_cpus:g} CPUs. Fix: lower `actor_cpus`"
         )
-
-
-INPUT_CPUS = 1.0
-"""CPUs an actor pool leaves free for the tasks that feed it (file listing and reading)."""
 
 
 def pool_cpus(cfg: QAEvaluateConfig, size: int, cluster_cpus: float) -> float:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar, Literal, NamedTuple, TypeVar
 
@@ -165,7 +165,7 @@ class Retriever(nn.Module, ABC):
         self.config = config
 
     @classmethod
-    def prepare_config(cls, config: RetrieverConfig, graphs: Sequence[QuestionGraph]) -> RetrieverConfig:
+    def prepare_config(cls, config: RetrieverConfig, graphs: Iterable[QuestionGraph]) -> RetrieverConfig:
         """The config completed with statistics of the training graphs (default: unchanged).
 
         PNA overrides this to fill in its in-degree histogram.

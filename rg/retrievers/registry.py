@@ -11,7 +11,7 @@ checkpoint's recorded kind::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -92,7 +92,7 @@ def retriever_config(kind: str, config: RetrieverConfig | Mapping[str, Any] | No
 def build_retriever(
     kind: str,
     config: RetrieverConfig | Mapping[str, Any] | None = None,
-    train_graphs: Sequence[QuestionGraph] | None = None,
+    train_graphs: Iterable[QuestionGraph] | None = None,
 ) -> Retriever:
     """Build a fresh retriever of ``kind``.
 
@@ -100,7 +100,8 @@ def build_retriever(
         kind: A registered kind (``"mlp"``, ``"pna"``).
         config: Its config, a mapping of config keys, or None for the defaults.
         train_graphs: Training graphs for statistics the model needs (PNA's ``deg``), applied
-            through ``model_class.prepare_config``; None uses the config as given.
+            through ``model_class.prepare_config`` (iterated at most once, so a stream of them will do); None
+            uses the config as given.
 
     Raises:
         UnknownRetrieverError: for an unknown kind (the message lists the known kinds).

@@ -215,6 +215,27 @@ def iter_labels(path: str | FilePath) -> Iterator[Labels]:
         DamagedFileError: naming a file whose parquet footer does not read, and the fix.
         ValueError: if a file lacks a labels column.
     """
+    for parquet in _label_files(path):
+        for batch in parquet.iter_batches(columns=list(LABELS_SCHEMA.names)):
+            for row in batch.to_pylist():
+                yield Labels.from_row(row)
+
+
+def label_ids(path: str | FilePath) -> set[str]:
+    """The question ids that have a row in a labels file or folder, reading only the ``id`` column.
+
+    Raises:
+        As :func:`iter_labels`.
+    """
+    ids: set[str] = set()
+    for parquet in _label_files(path):
+        for batch in parquet.iter_batches(columns=["id"]):
+            ids.update(batch.column("id").to_pylist())
+    return ids
+
+
+def _label_files(path: str | FilePath) -> Iterator[pq.ParquetFile]:
+    """The label parquet files of ``path`` (a file, or a folder's ``*.parquet`` in sorted order), checked."""
     path = FilePath(path)
     if path.is_dir():
         files = sorted(p for p in path.glob("*.parquet") if not p.name.startswith("."))
@@ -236,9 +257,7 @@ def iter_labels(path: str | FilePath) -> Iterator[Labels]:
         missing = [n for n in LABELS_SCHEMA.names if n not in parquet.schema_arrow.names]
         if missing:
             raise ValueError(f"{file}: not a labels file, missing column(s) {missing}")
-        for batch in parquet.iter_batches(columns=list(LABELS_SCHEMA.names)):
-            for row in batch.to_pylist():
-                yield Labels.from_row(row)
+        yield parquet
 
 
 def labels_by_id(path: str | FilePath, wanted: Collection[str] | None = None) -> dict[str, Labels]:

@@ -105,6 +105,69 @@ def _tensor(vectors: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32))
 
 
+def sample_names(sample: Sample) -> tuple[list[str], list[str]]:
+    """The named entities and the relations of ``sample.triples``, each once, in first-appearance order.
+
+    Entities are taken head before tail; unnamed ones (:func:`rg.data.entities.is_unnamed`) are
+    left out. Merging these lists over samples in order gives the rows :func:`build_tables` uses.
+    """
+    entities: dict[str, None] = {}
+    relations: dict[str, None] = {}
+    for head, relation, tail in sample.triples:
+        for name in (head, tail):
+            if not is_unnamed(name):
+                entities.setdefault(name, None)
+        relations.setdefault(relation, None)
+    return list(entities), list(relations)
+
+
+class Vocabulary:
+    """The distinct strings of the tables, collected question by question in first-appearance order.
+
+    :func:`build_tables` fills one from whole samples; the streamed training input
+    (:mod:`rg.training.graph_stream`) fills one from each question's :func:`sample_names`, computed
+    where the subgraph is, so the driver never holds a subgraph. Both give the same rows for the
+    same questions in the same order.
+    """
+
+    def __init__(self) -> None:
+        self.entities: dict[str, int] = {}
+        self.relations: dict[str, int] = {}
+        self.questions: dict[str, int] = {}
+        self.question_texts: list[str] = []
+
+    def add_question(self, sample_id: str, question: str) -> None:
+        """Give the question the next row.
+
+        Raises:
+            ValueError: if ``sample_id`` already has one.
+        """
+        if sample_id in self.questions:
+            raise ValueError(f"sample id {sample_id!r} occurs twice; ids must be unique within the tables")
+        self.questions[sample_id] = len(self.question_texts)
+        self.question_texts.append(question)
+
+    def add_names(self, entities: Iterable[str], relations: Iterable[str]) -> None:
+        """Give each entity name and relation not seen yet the next row of its table."""
+        for name in entities:
+            self.entities.setdefault(name, len(self.entities))
+        for relation in relations:
+            self.relations.setdefault(relation, len(self.relations))
+
+    def embed(self, encoder: Encoder) -> tuple[EmbeddingTables, TextIndex]:
+        """Encode every string once.
+
+        Shapes:
+            -> entities (N_e, D), relations (N_r, D), questions (N_q, D)
+        """
+        tables = EmbeddingTables(
+            entities=_tensor(encoder.encode(list(self.entities))),
+            relations=_tensor(encoder.encode([verbalise_relation(r) for r in self.relations])),
+            questions=_tensor(encoder.encode(self.question_texts)),
+        )
+        return tables, TextIndex(dict(self.entities), dict(self.relations), dict(self.questions), encoder.model_id)
+
+
 def build_tables(samples: Iterable[Sample], encoder: Encoder) -> tuple[EmbeddingTables, TextIndex]:
     """Embed every distinct entity name, relation and question of ``samples`` once.
 
@@ -124,26 +187,11 @@ def build_tables(samples: Iterable[Sample], encoder: Encoder) -> tuple[Embedding
     Shapes:
         -> entities (N_e, D), relations (N_r, D), questions (N_q, D)
     """
-    entities: dict[str, int] = {}
-    relations: dict[str, int] = {}
-    questions: dict[str, int] = {}
-    question_texts: list[str] = []
+    vocabulary = Vocabulary()
     for sample in samples:
-        if sample.id in questions:
-            raise ValueError(f"sample id {sample.id!r} occurs twice; ids must be unique within the tables")
-        questions[sample.id] = len(question_texts)
-        question_texts.append(sample.question)
-        for head, relation, tail in sample.triples:
-            for name in (head, tail):
-                if not is_unnamed(name):
-                    entities.setdefault(name, len(entities))
-            relations.setdefault(relation, len(relations))
-    tables = EmbeddingTables(
-        entities=_tensor(encoder.encode(list(entities))),
-        relations=_tensor(encoder.encode([verbalise_relation(r) for r in relations])),
-        questions=_tensor(encoder.encode(question_texts)),
-    )
-    return tables, TextIndex(entities, relations, questions, encoder.model_id)
+        vocabulary.add_question(sample.id, sample.question)
+        vocabulary.add_names(*sample_names(sample))
+    return vocabulary.embed(encoder)
 
 
 def answer_names(sample: Sample) -> tuple[str, ...]:
@@ -215,13 +263,22 @@ def question_graphs(
     """
     samples = list(samples)
     if labels is not None:
-        missing = [s.id for s in samples if s.id not in labels]
-        if missing:
-            raise KeyError(
-                f"{len(missing)} sample(s) have no labels, e.g. {missing[:5]}; label every question "
-                "(the refine job writes a row per question) or train on `source: weak`"
-            )
+        require_labels([s.id for s in samples], labels)
     return [question_graph(s, index, None if labels is None else labels[s.id]) for s in samples]
+
+
+def require_labels(ids: Iterable[str], labelled: Collection[str]) -> None:
+    """Check that every id in ``ids`` has a labels row in ``labelled``.
+
+    Raises:
+        KeyError: naming how many ids lack labels, a few of them and the fix.
+    """
+    missing = [i for i in ids if i not in labelled]
+    if missing:
+        raise KeyError(
+            f"{len(missing)} sample(s) have no labels, e.g. {missing[:5]}; label every question "
+            "(the refine job writes a row per question) or train on `source: weak`"
+        )
 
 
 class LabelConfig(Config):
@@ -323,8 +380,31 @@ def load_labels(
         if train_ids is None:
             raise ValueError("labels.template_vote needs the training question ids (train_ids) to count the vote on")
         return voted_rows(samples, config.weak, train_ids, search_kb(config.weak))
+    answer_f1 = config.source == "weak" and config.weak.rule == "answer_f1"
+    return join_labels(samples, config, search_kb(config.weak) if answer_f1 else None)
+
+
+def join_labels(
+    samples: Sequence[Sample],
+    config: LabelConfig,
+    kb: KnowledgeGraph | None = None,
+    voted: Mapping[str, tuple[tuple[str, ...], ...]] | None = None,
+) -> dict[str, Labels]:
+    """The labels of one batch of ``samples`` by id: what :func:`load_labels` gives for them.
+
+    Everything that needs more than the batch comes in: the whole KB of ``weak.kb`` (``kb``,
+    loaded once by the caller) and, for ``config.template_vote``, the paths that survived the
+    vote of the training questions (``voted``, from :func:`voted_paths`). With ``source:
+    refined`` only the batch's rows are read from the labels parquet.
+
+    Raises:
+        ValueError: if ``config.template_vote`` is set without ``voted``.
+    """
+    if config.template_vote:
+        if voted is None:
+            raise ValueError("labels.template_vote needs the voted paths of every question (rg.training.data.voted_paths)")
+        return {s.id: _path_row(s.id, path_labels(s, voted.get(s.id, ())), VOTED_SELECTOR) for s in samples}
     if config.source == "weak" and config.weak.rule == "answer_f1":
-        kb = search_kb(config.weak)
         return {s.id: answer_f1_row(s, config.weak, kb) for s in samples}
     if config.source == "weak":
         return {

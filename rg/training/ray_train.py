@@ -1,11 +1,14 @@
 """Distributed retriever training on Ray Train (V2): ``python -m jobs.train``.
 
-The driver reads the questions, splits them into train and validation by a seeded shuffle of
-their ids, embeds every string **once** (:func:`rg.training.data.build_tables` with a
-:class:`~rg.text.TextEncoder` and its on-disk cache), builds the :class:`QuestionGraph` tensors,
-puts the tables into the object store and hands the graphs to a
-:class:`ray.train.torch.TorchTrainer` as Ray Datasets of pickled graphs. Each worker trains its
-shard of the training questions under DDP (gloo on CPU) with the shared loop
+The driver reads the questions **without their subgraphs** (ids, texts, answers), splits them
+into train and validation (a split file, or a seeded shuffle of their ids), and has Ray Data build
+the rest from the input files (:func:`rg.training.graph_stream.stream_training_graphs`): a scan
+pass returns each question's entity and relation names, from which the driver embeds every
+string **once** (a :class:`~rg.text.TextEncoder` and its on-disk cache); a graph pass joins the
+labels per batch and turns each row into a pickled :class:`QuestionGraph`, materialised in the
+object store. The driver holds block references, never the subgraphs or the graphs, and hands
+both datasets to a :class:`ray.train.torch.TorchTrainer`. Each worker trains its shard of the
+training questions (``get_dataset_shard``) under DDP (gloo on CPU) with the shared loop
 :func:`rg.training.loop.fit`, after the workers swap a few questions so that their shards hold
 about as many triples (:func:`rg.training.shards.balance_shards`: a step waits for the slowest
 worker); every worker evaluates the *whole* validation set (it is not split
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import json
 import math
-import pickle
 import tempfile
 import time
 from collections.abc import Sequence
@@ -42,7 +44,7 @@ from rg.data.paths import require_input, resolve_data_path
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta, Ranked, Retriever
 from rg.data.sample import Sample
-from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph
+from rg.retrievers.graphs import EmbeddingTables, GraphBatch
 from rg.retrievers.mlp import MLPConfig
 from rg.retrievers.pna import PNAConfig
 from rg.retrievers.registry import build_retriever, load_retriever
@@ -51,7 +53,8 @@ from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
 from rg.training.run_guard import check_run_config
 from rg.training.shards import balance_shards, equal_steps, shard_rows, with_worker_group
-from rg.training.data import LabelConfig, TextIndex, build_tables, load_labels, question_graphs
+from rg.training.data import LabelConfig, TextIndex
+from rg.training.graph_stream import iter_graphs, stream_training_graphs
 from rg.training.gate_pretrain import GatePretrainConfig, pretrain_walk
 from rg.training.loop import TrainConfig, fit
 
@@ -120,17 +123,6 @@ class TrainJobConfig(Config):
                 "subgraphs); set labels.weak.kb, e.g. {path: ..., format: metaqa}"
             )
         return self
-
-
-def _trainable(graphs: Sequence[QuestionGraph], config: TrainConfig) -> list[QuestionGraph]:
-    """The training graphs :func:`fit` would use (labelled, with triples, with a positive if required)."""
-    return [
-        g
-        for g in graphs
-        if g.labels is not None
-        and g.head.numel() > 0
-        and (g.num_positives > 0 or not config.skip_unlabelled)
-    ]
 
 
 class _LossModule(nn.Module):
@@ -321,7 +313,6 @@ def train_retriever(cfg: TrainJobConfig, callbacks: Sequence[Any] = ()) -> dict[
 
 def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, Any]:
     import ray
-    import ray.data
     import ray.train
     from ray.train.torch import TorchTrainer
 
@@ -332,32 +323,31 @@ def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, An
     storage_path = cfg.storage_path if "://" in cfg.storage_path else str(storage.resolve())
     check_run_config(storage_path, cfg.run_name, cfg)  # before any work: a changed config must not resume
     init_ray(cfg.ray)
-    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit)
+    # questions without their subgraphs: the subgraphs go from the files to Ray Data tasks (rg.training.graph_stream)
+    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=False)
     train_samples, val_samples = sides["train"], sides["val"]
     if not train_samples or not val_samples:
         raise ValueError(
             f"the split gives {len(train_samples)} training and {len(val_samples)} validation questions from "
             f"{cfg.input}; both need at least one (check `input` and `split`)"
         )
-    samples = train_samples + val_samples
 
     encoder = TextEncoder(cfg.encoder)
-    tables, index = build_tables(samples, encoder)
-    labels = load_labels(samples, cfg.labels, train_ids={s.id for s in train_samples})
-    train_graphs = _trainable(question_graphs(train_samples, index, labels), cfg.train)
-    val_graphs = question_graphs(val_samples, index, labels)
-    if len(train_graphs) < cfg.num_workers:
+    graphs = stream_training_graphs(
+        cfg.input, train_samples, val_samples, cfg.labels, encoder, cfg.train.skip_unlabelled
+    )
+    tables, index = graphs.tables, graphs.index
+    if graphs.train_usable < cfg.num_workers:
         raise ValueError(
-            f"only {len(train_graphs)} usable training question(s) for {cfg.num_workers} workers; "
+            f"only {graphs.train_usable} usable training question(s) for {cfg.num_workers} workers; "
             "use more questions (limit), fewer num_workers, or labels with positives"
         )
 
+    train_graphs = iter_graphs(graphs.train)  # read one block at a time, only by a model that needs statistics (PNA)
     model_config = build_retriever(cfg.retriever.kind, cfg.retriever, train_graphs=train_graphs).config
     walk_state, pretrain_report = None, None
     if cfg.walk_pretrain.questions:
         walk_state, pretrain_report = _pretrained_walk(cfg, model_config, val_samples, index, tables, encoder)
-    train_ds = ray.data.from_items([{"graph": pickle.dumps(g)} for g in train_graphs])
-    val_ds = ray.data.from_items([{"graph": pickle.dumps(g)} for g in val_graphs])
     metric = cfg.train.selection_metric
     trainer = TorchTrainer(
         train_loop_per_worker,
@@ -381,7 +371,7 @@ def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, An
             failure_config=ray.train.FailureConfig(max_failures=cfg.max_failures),
             callbacks=list(callbacks),
         ),
-        datasets={"train": train_ds, "val": val_ds},
+        datasets={"train": graphs.train, "val": graphs.val},
         dataset_config=ray.train.DataConfig(datasets_to_split=["train"]),
     )
     result = trainer.fit()
@@ -418,9 +408,9 @@ def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, An
             "kind": cfg.retriever.kind,
             "label_source": cfg.labels.source,
             "encoder_model_id": index.encoder_model_id,
-            "questions": len(samples),
+            "questions": len(train_samples) + len(val_samples),
             "train_questions": len(train_samples),
-            "train_usable": len(train_graphs),
+            "train_usable": graphs.train_usable,
             "val_questions": len(val_samples),
             "num_workers": cfg.num_workers,
             "metric": metric,

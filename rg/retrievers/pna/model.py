@@ -21,7 +21,7 @@ with :func:`rg.retrievers.pna.merge.merge_parallel`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 import torch
 from torch import nn
@@ -62,7 +62,7 @@ def message_edges(
     return edge_index, torch.cat([rel, rel]), torch.cat([flags, ~flags])
 
 
-def degree_histogram(graphs: Sequence[QuestionGraph], reverse_edges: bool = True) -> tuple[int, ...]:
+def degree_histogram(graphs: Iterable[QuestionGraph], reverse_edges: bool = True) -> tuple[int, ...]:
     """PNA's ``deg``: how many entities of ``graphs`` have each in-degree.
 
     In-degrees are counted with :func:`torch_geometric.utils.degree` on the targets of
@@ -138,7 +138,7 @@ class PNARetriever(Retriever):
         )
 
     @classmethod
-    def prepare_config(cls, config: RetrieverConfig, graphs: Sequence[QuestionGraph]) -> RetrieverConfig:
+    def prepare_config(cls, config: RetrieverConfig, graphs: Iterable[QuestionGraph]) -> RetrieverConfig:
         """Fill ``deg`` from the training graphs when it is not set yet."""
         if not isinstance(config, PNAConfig):
             raise TypeError(f"PNARetriever needs a PNAConfig, got {type(config).__name__}")

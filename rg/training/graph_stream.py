@@ -1,0 +1,271 @@
+"""Training graphs built by Ray Data from the input files: the driver never holds a subgraph.
+
+Retriever training (:mod:`rg.training.ray_train`) used to read every Sample with its subgraph
+on the driver, build each :class:`QuestionGraph` there and hand the list to
+``ray.data.from_items``. :func:`stream_training_graphs` does the same work in two passes of Ray
+Data over the input files, each read with an id filter for one split side
+(:func:`rg.data.streaming.read_input`):
+
+1. **Scan** (train side, then validation side): every row gives the named entities and
+   relations of its subgraph in first-appearance order (:func:`rg.training.data.sample_names`)
+   and, with ``labels.template_vote``, its candidate relation paths. The driver merges them in
+   question order (training questions in input order, then validation questions), so the
+   :class:`Vocabulary` and the embedding tables are row for row those of
+   :func:`rg.training.data.build_tables` over the same samples.
+2. **Graphs**: every batch of rows gets its labels joined (:func:`rg.training.data.join_labels`:
+   the refine job's rows for the batch's ids only, or weak labels computed from the rows) and
+   becomes pickled :class:`QuestionGraph` rows; training questions :func:`fit` would skip are
+   dropped. Each side is **materialised in the object store** in input order; the driver keeps
+   block references and row counts.
+
+Why materialise before ``TorchTrainer.fit`` rather than hand the lazy pipeline to ``datasets=``:
+Ray Data inside a training run gets only the CPUs the workers do not reserve, and on a node the
+workers fill (2 workers on 2 CPUs) the graph-building tasks would never be scheduled. Built
+beforehand, the pipeline uses the whole cluster, the driver learns the usable count (and PNA its
+degree histogram) before any worker starts, and the trainer splits the materialised training
+blocks over the workers with ``get_dataset_shard`` as it split ``from_items`` blocks before
+(``DataConfig(datasets_to_split=["train"])``; every worker reads the whole validation set).
+Reading per-worker id lists in the workers instead would repeat the label work in every
+worker and leave the driver without the counts it checks before training.
+
+What stays on the driver is small: the questions without their subgraphs (id, text, answers,
+topics; read with ``graph=False``), the vocabularies and tables, and for a template vote the
+voted relation paths per question.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rg.data.paths import resolve_data_path
+from rg.data.rog import sample_from_row
+from rg.data.sample import Sample
+from rg.data.streaming import INPUT_CPUS, read_input
+from rg.retrievers.graphs import EmbeddingTables, QuestionGraph
+from rg.supervision.answer_paths import DEFAULT_MAX_LEN, search_kb
+from rg.supervision.labels import label_ids
+from rg.training.data import (
+    Encoder,
+    LabelConfig,
+    TextIndex,
+    Vocabulary,
+    join_labels,
+    question_graph,
+    require_labels,
+    sample_names,
+)
+from rg.training.planner_data import PlanTarget, TemplateConsensus, candidate_targets
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import ray.data
+
+BATCH_ROWS = 32
+"""Questions per Ray Data batch in both passes (a 3-hop MetaQA row holds up to 5,000 triples)."""
+
+MAX_ACTORS = 8
+"""Upper bound of each pass's actor pool."""
+
+
+@dataclass(frozen=True)
+class TrainingGraphs:
+    """The training input as the trainer takes it; the graphs themselves are in the object store.
+
+    Attributes:
+        train: Materialised dataset of the usable training questions, one ``graph`` column
+            (a pickled :class:`QuestionGraph`), in input order.
+        val: Materialised dataset of every validation question, likewise.
+        train_usable: Rows of ``train``.
+        tables: The embedding tables of every string of both sides.
+        index: Rows of those strings.
+    """
+
+    train: "ray.data.MaterializedDataset"
+    val: "ray.data.MaterializedDataset"
+    train_usable: int
+    tables: EmbeddingTables
+    index: TextIndex
+
+
+def trainable(graph: QuestionGraph, skip_unlabelled: bool) -> bool:
+    """Whether :func:`rg.training.loop.fit` trains on ``graph``: labelled, with triples, with a positive if required."""
+    return (
+        graph.labels is not None
+        and graph.head.numel() > 0
+        and (graph.num_positives > 0 or not skip_unlabelled)
+    )
+
+
+def stream_training_graphs(
+    inputs: str | Sequence[str],
+    train: Sequence[Sample],
+    val: Sequence[Sample],
+    labels: LabelConfig,
+    encoder: Encoder,
+    skip_unlabelled: bool,
+) -> TrainingGraphs:
+    """Embed the strings and build the graphs of ``train`` and ``val`` with Ray Data (see the module doc).
+
+    Args:
+        inputs: The RoG inputs the questions come from.
+        train: The training questions in input order, read without subgraphs (``graph=False``).
+        val: The validation questions, likewise.
+        labels: The supervision; ``source: refined`` rows are checked for every question here.
+        encoder: Encodes the strings on the driver (its cache makes reruns cheap).
+        skip_unlabelled: Drop training questions without a positive triple (``TrainConfig``).
+
+    Raises:
+        ValueError: if an id occurs twice, or a row is not a valid RoG row.
+        KeyError: if refined labels lack a question (before any graph is built).
+    """
+    import ray
+
+    sources = [inputs] if isinstance(inputs, str) else list(inputs)
+    vocabulary = Vocabulary()
+    for sample in (*train, *val):
+        vocabulary.add_question(sample.id, sample.question)
+    if labels.path is not None:  # the actors read it: give them the driver's absolute path
+        labels = labels.model_copy(update={"path": str(resolve_data_path(labels.path).resolve())})
+    if labels.source == "refined":
+        require_labels([s.id for s in (*train, *val)], label_ids(str(labels.path)))
+    cpus = ray.cluster_resources().get("CPU", 1.0)
+    targets: list[PlanTarget] = []
+    for side in (train, val):
+        scan = _side_dataset(sources, side, _Scan, {"labels": labels}, cpus)
+        for row in _in_order(scan.iter_rows(), [s.id for s in side]):
+            vocabulary.add_names(map(str, row["entities"]), map(str, row["relations"]))
+            if row["target"]:
+                targets.append(pickle.loads(row["target"]))
+    tables, index = vocabulary.embed(encoder)
+    voted = _voted(targets, {s.id for s in train}) if labels.template_vote else None
+    shared = {"index": ray.put(index), "labels": labels, "voted": None if voted is None else ray.put(voted)}
+    train_ds = _side_dataset(sources, train, _GraphRows, {**shared, "skip_unlabelled": skip_unlabelled}, cpus)
+    val_ds = _side_dataset(sources, val, _GraphRows, {**shared, "skip_unlabelled": None}, cpus)
+    train_ds, val_ds = train_ds.materialize(), val_ds.materialize()
+    return TrainingGraphs(train=train_ds, val=val_ds, train_usable=train_ds.count(), tables=tables, index=index)
+
+
+def iter_graphs(ds: "ray.data.Dataset") -> Iterator[QuestionGraph]:
+    """The graphs of a :class:`TrainingGraphs` dataset, one block at a time (e.g. for PNA's degree histogram)."""
+    for row in ds.iter_rows():
+        yield pickle.loads(row["graph"])
+
+
+def _side_dataset(
+    sources: Sequence[str], side: Sequence[Sample], udf: type, kwargs: Mapping[str, Any], cpus: float
+) -> "ray.data.Dataset":
+    """The rows of ``side``'s ids from every input, mapped by an actor pool of ``udf``, in input order."""
+    import ray
+
+    ids = frozenset(s.id for s in side)
+    parts = [read_input(source, None, ids) for source in sources]
+    ds = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
+    batches = max(1, math.ceil(len(ids) / BATCH_ROWS))
+    size = max(1, min(MAX_ACTORS, batches, int(cpus)))
+    ds = ds.map_batches(
+        udf,
+        fn_constructor_kwargs=dict(kwargs),
+        batch_size=BATCH_ROWS,
+        batch_format="pyarrow",
+        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size),  # grows only into CPUs that are free
+        # the actors start first: if they held every CPU, the tasks feeding them could never run
+        num_cpus=max(0.01, min(1.0, (cpus - INPUT_CPUS) / size)),
+    )
+    ds.context.execution_options.preserve_order = True  # blocks in input order: same shards for the same input
+    return ds
+
+
+def _in_order(rows: Iterable[Mapping[str, Any]], order: Sequence[str]) -> Iterator[Mapping[str, Any]]:
+    """``rows`` in the order of their ``id`` in ``order``, holding back only rows that arrive early.
+
+    Raises:
+        ValueError: if an id of ``order`` never arrives, or one arrives twice.
+    """
+    pending: dict[str, Mapping[str, Any]] = {}
+    seen: set[str] = set()
+    position = 0
+    for row in rows:
+        if row["id"] in seen:
+            raise ValueError(f"sample id {row['id']!r} occurs twice; ids must be unique within the tables")
+        seen.add(row["id"])
+        pending[row["id"]] = row
+        while position < len(order) and order[position] in pending:
+            yield pending.pop(order[position])
+            position += 1
+    if position < len(order):
+        raise ValueError(f"question {order[position]!r} was not read back from the inputs; were they changed during the job?")
+
+
+def _voted(targets: Sequence[PlanTarget], train_ids: set[str]) -> dict[str, tuple[tuple[str, ...], ...]]:
+    """Each question's relation paths after the template vote of the training questions (as :func:`voted_paths`)."""
+    consensus = TemplateConsensus.fit(t for t in targets if t.id in train_ids)
+    return {t.id: consensus.vote(t).relation_paths for t in targets}
+
+
+def _samples(batch: "pa.Table") -> list[Sample]:
+    samples = []
+    for row in batch.to_pylist():
+        item = sample_from_row(row, "input", -1)
+        if not isinstance(item, Sample):
+            raise ValueError(f"bad input row: {item.detail}; rebuild or fix the input")
+        samples.append(item)
+    return samples
+
+
+class _Scan:
+    """Ray Data actor of the scan pass: names per question (and candidate paths for a template vote)."""
+
+    def __init__(self, labels: LabelConfig) -> None:
+        self.labels = labels
+        self.kb = search_kb(labels.weak) if labels.template_vote else None
+
+    def __call__(self, batch: "pa.Table") -> "pa.Table":
+        import pyarrow as pa
+
+        samples = _samples(batch)
+        names = [sample_names(s) for s in samples]
+        found: dict[str, bytes] = {}
+        if self.labels.template_vote:
+            weak = self.labels.weak
+            max_len = weak.max_path_len if weak.max_path_len is not None else DEFAULT_MAX_LEN
+            found = {t.id: pickle.dumps(t) for t in candidate_targets(samples, None, weak, max_len, self.kb)[0]}
+        return pa.table(
+            {
+                "id": pa.array([s.id for s in samples], pa.string()),
+                "entities": pa.array([n[0] for n in names], pa.list_(pa.string())),
+                "relations": pa.array([n[1] for n in names], pa.list_(pa.string())),
+                "target": pa.array([found.get(s.id, b"") for s in samples], pa.binary()),
+            }
+        )
+
+
+class _GraphRows:
+    """Ray Data actor of the graph pass: labels joined per batch, one pickled :class:`QuestionGraph` per row.
+
+    ``skip_unlabelled`` None keeps every row (validation); a bool drops the rows :func:`trainable` refuses.
+    """
+
+    def __init__(self, index: Any, labels: LabelConfig, voted: Any, skip_unlabelled: bool | None) -> None:
+        import ray
+
+        self.index: TextIndex = ray.get(index)
+        self.voted = None if voted is None else ray.get(voted)
+        self.labels = labels
+        self.skip_unlabelled = skip_unlabelled
+        answer_f1 = labels.source == "weak" and labels.weak.rule == "answer_f1" and not labels.template_vote
+        self.kb = search_kb(labels.weak) if answer_f1 else None
+
+    def __call__(self, batch: "pa.Table") -> "pa.Table":
+        import pyarrow as pa
+
+        samples = _samples(batch)
+        rows = join_labels(samples, self.labels, self.kb, self.voted)
+        require_labels([s.id for s in samples], rows)
+        graphs = [question_graph(s, self.index, rows[s.id]) for s in samples]
+        if self.skip_unlabelled is not None:
+            graphs = [g for g in graphs if trainable(g, self.skip_unlabelled)]
+        return pa.table({"graph": pa.array([pickle.dumps(g) for g in graphs], pa.binary())})
