@@ -162,9 +162,9 @@ class EntityLinker:
         words = [_words(q) for q in questions]
         exact = [self._exact(q, w) for q, w in zip(questions, words)]
         dense_spans: list[list[_Span]] = []
-        for (tokens, _), mentions in zip(words, exact):
+        for question, parsed, mentions in zip(questions, words, exact):
             wanted = self.config.dense == "remaining" or (self.config.dense == "fallback" and not mentions)
-            dense_spans.append(self._dense_spans(tokens, mentions) if wanted else [])
+            dense_spans.append(self._dense_spans(question, parsed, mentions) if wanted else [])
         flat = [s for spans in dense_spans for s in spans]
         hits = self._search([s.key for s in flat]) if flat else []
         results, at = [], 0
@@ -210,7 +210,9 @@ class EntityLinker:
         return Mention(surface, start, end, cands, len(cands) > 1)
 
     # ------------------------------------------------------------------ dense alignment
-    def _dense_spans(self, tokens: list[str], mentions: list[Mention]) -> list[_Span]:
+    def _dense_spans(self, question: str, parsed: tuple[list[str], list[tuple[int, int]]],
+                     mentions: list[Mention]) -> list[_Span]:
+        tokens, spans = parsed
         covered = {i for m in mentions for i in range(m.start, m.end)}
         out = []
         for n in range(1, min(self.config.max_ngram, len(tokens)) + 1):
@@ -218,7 +220,7 @@ class EntityLinker:
                 window = tokens[i:i + n]
                 if covered.intersection(range(i, i + n)) or window[0] in STOPWORDS or window[-1] in STOPWORDS:
                     continue
-                out.append(_Span(i, i + n, " ".join(window), " ".join(window)))
+                out.append(_Span(i, i + n, question[spans[i][0]:spans[i + n - 1][1]], " ".join(window)))
         return out
 
     def _search(self, keys: list[str]) -> list[list[tuple[float, int]]]:
