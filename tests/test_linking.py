@@ -206,3 +206,22 @@ def test_build_job_links_from_the_raw_question(ray_local, tmp_path: Path) -> Non
     records = [json.loads(line) for line in (tmp_path / "out" / "m" / "linking.jsonl").read_text().splitlines()]
     assert [r["linked"] for r in records] == [["Inception"], [], ["Titanic"]]
     assert (tmp_path / "out" / "linking-index" / "meta.json").is_file()
+
+
+def test_sparql_store_gives_the_same_links(virtuoso, tmp_path: Path) -> None:
+    from rg.stores.ntriples import entity_ids
+    from tests.stores_virtuoso import load_graph
+
+    kg = KnowledgeGraph.from_triples([("Heat", "directed_by", "Michael Mann"), ("Heat", "has_tags", "director"),
+                                      ("Ali", "directed_by", "Michael Mann"), ("L'Été", "in_language", "French")])
+    store = load_graph(virtuoso, kg, "http://rg.test/linking", tmp_path, batch_size=2)
+    ids = dict(zip(kg.entity_names.tolist(), entity_ids(kg).tolist()))
+    names = store_names(store, LinkingConfig().unnamed_pattern)
+    assert sorted((n.entity_id, n.name) for n in names) == sorted((ids[e], e) for e in ids)
+    sparql = EntityLinker(NameIndex.build(names, None, "sparql"), LinkingConfig(dense="off"))
+    memory = EntityLinker(NameIndex.build(store_names(MemoryStore(kg)), None, "memory"), LinkingConfig(dense="off"))
+    for question in ("who directed Heat", "what language is l'ete in", "did Michael Mann direct Ali"):
+        assert sparql.link(question).entities == tuple(ids[e] for e in memory.link(question).entities)
+    assert sparql.link("what language is l'ete in").entities == (ids["L'Été"],)
+    paged = list(store.iter_names(page_size=2))
+    assert sorted(paged) == sorted((ids[e], e) for e in ids) and len(paged) == 6
