@@ -120,6 +120,15 @@ def test_case_hint_drops_lowercase_template_words(encoder: TextEncoder) -> None:
     assert lower.entities == ("director", "Heat")
 
 
+def test_prefer_multiword_drops_lowercase_common_nouns() -> None:
+    kg = KnowledgeGraph.from_triples([("James K. Polk", "office", "President")])
+    index = NameIndex.build(store_names(MemoryStore(kg)), None, "polk")
+    question = "what did james k polk do before he was president"
+    assert EntityLinker(index, LinkingConfig(dense="off")).link(question).entities == ("James K. Polk",)
+    both = EntityLinker(index, LinkingConfig(dense="off", prefer_multiword=False)).link(question)
+    assert both.entities == ("James K. Polk", "President")
+
+
 def test_index_save_load_round_trip(index: NameIndex, encoder: TextEncoder, tmp_path: Path) -> None:
     size = index.save(tmp_path / "idx")
     assert size == index_bytes(tmp_path / "idx") > 0

@@ -32,6 +32,9 @@ class LinkingConfig(Config):
         True, description="In a question where some matched span has a capital letter or a digit, drop the all-lowercase "
                           "spans (template words like `film` that are also tag names). Lower-case-only questions "
                           "are unaffected.")
+    prefer_multiword: bool = Field(
+        True, description="When some matched span has several words, drop the one-word spans written in lowercase "
+                          "(common nouns like `president` next to a full name).")
     top_k: int = Field(5, ge=1, le=100, description="Nearest entity names fetched per n-gram in dense alignment.")
     on_ambiguous: Literal["fail", "all"] = Field(
         "fail", description="A mention naming several KG nodes: `fail` records the question as ambiguous with the "

@@ -11,6 +11,8 @@ embedding similarity) with the LLM's mention extraction replaced by a local algo
    (0.9). With ``case_hint``, when some matched span is written with a capital letter or a digit
    (the question's first letter aside), all-lowercase spans are dropped: in a cased question they
    are template words (*film*, *director*) that happen to be tag names, not the named entity.
+   With ``prefer_multiword``, when some matched span has several words, lowercase one-word
+   spans are dropped too (*president* in "what did james k polk do before he was president").
 2. Dense alignment (``dense: fallback`` when step 1 found nothing, ``remaining`` on the words
    step 1 left): n-grams that neither start nor end with a function word are embedded and
    searched in FAISS; the best non-overlapping (n-gram, name) pairs with cosine ≥ ``threshold``
@@ -194,6 +196,8 @@ class EntityLinker:
                 found.append(((-n, rank, i), cased, mention))
         if self.config.case_hint and any(cased for _, cased, _ in found):
             found = [f for f in found if f[1]]
+        if self.config.prefer_multiword and any(m.end - m.start > 1 for _, _, m in found):
+            found = [f for f in found if f[2].end - f[2].start > 1 or f[1]]
         return _non_overlapping(m for _, _, m in sorted(found, key=lambda f: f[0]))
 
     def _exact_mention(self, surface: str, start: int, end: int, rows: list[int]) -> Mention:
