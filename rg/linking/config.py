@@ -23,7 +23,7 @@ class LinkingConfig(Config):
     index_dir: str | None = Field(
         None, description="Folder of the saved name index (built there once per KG, then reloaded). None: the job "
                           "chooses `<output_dir>/linking-index`; the QA job needs it set.")
-    max_ngram: int = Field(12, ge=1, le=32, description="Longest word n-gram tried as a mention.")
+    max_ngram: int = Field(20, ge=1, le=40, description="Longest word n-gram tried as a mention.")
     dense: Literal["fallback", "remaining", "off"] = Field(
         "fallback", description="Dense alignment: `fallback` only when no exact or alias match was found, "
                                 "`remaining` on every question's words left after exact matches, `off` never.")

@@ -6,10 +6,11 @@ embedding similarity) with the LLM's mention extraction replaced by a local algo
 1. The question is normalised (:func:`rg.privacy.normalise.normalise_with_map`) and every word
    n-gram up to ``max_ngram`` words is looked up in the name index. N-grams made only of
    function words (:data:`STOPWORDS`) count only when they match a name exactly with a capital
-   letter (a film called *It*). Longer mentions win; among one span's candidates the best match
-   tier wins: ``exact`` (the stored name, case and all, 1.0) > ``normalised`` (0.95) > ``alias``
-   (0.9). With ``case_hint``, when some matched span is written with a capital letter or a digit
-   (the question's first letter aside), all-lowercase spans are dropped: in a cased question they
+   letter (a film called *It*). Spans matched ``exact`` or ``cased`` win over the others, then
+   longer spans win; among one span's candidates the best match tier wins: ``exact`` (the stored
+   name written verbatim there, trailing punctuation included, the longest such name; 1.0) >
+   ``cased`` (the same words in the same case; 0.97) > ``normalised`` (0.95) > ``alias`` (0.9). With ``case_hint``, when some matched span is written with a capital letter or a digit
+   (the question's first letter counts only for an exact name that is not a function word), all-lowercase spans are dropped: in a cased question they
    are template words (*film*, *director*) that happen to be tag names, not the named entity.
    With ``prefer_multiword``, when some matched span has several words, lowercase one-word
    spans are dropped too (*president* in "what did james k polk do before he was president").
@@ -26,6 +27,7 @@ The linker sees the question text only; gold answers and dataset topic entities 
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Sequence
 
@@ -36,9 +38,11 @@ from rg.linking.index import NameIndex
 from rg.privacy.normalise import normalise_with_map
 from rg.text.encoder import TextEncoder
 
-Match = Literal["exact", "normalised", "alias", "dense"]
+Match = Literal["exact", "cased", "normalised", "alias", "dense"]
 Failure = Literal["ambiguous", "not_found"]
-TIER_SCORE: dict[str, float] = {"exact": 1.0, "normalised": 0.95, "alias": 0.9}
+TIER_SCORE: dict[str, float] = {"exact": 1.0, "cased": 0.97, "normalised": 0.95, "alias": 0.9}
+TIERS = ("exact", "cased", "normalised", "alias")
+_WORDS = re.compile(r"\w+")
 
 STOPWORDS = frozenset(
     "a an the of in on at to for from by with about as into onto over under and or but nor not no is are was were "
@@ -187,30 +191,43 @@ class EntityLinker:
                 if rows is None:
                     continue
                 surface = question[spans[i][0]:spans[i + n - 1][1]]
-                mention = self._exact_mention(surface, i, i + n, rows)
+                mention = self._exact_mention(question, spans[i][0], surface, i, i + n, rows)
                 if all(t in STOPWORDS for t in tokens[i:i + n]):
-                    if mention.candidates[0].match != "exact" or surface.islower():
+                    if mention.candidates[0].match not in ("exact", "cased") or surface.islower():
                         continue
-                rank = ("exact", "normalised", "alias").index(mention.candidates[0].match)
-                cased = any(c.isupper() or c.isdigit() for c in (surface[1:] if spans[i][0] == 0 else surface))
-                found.append(((-n, rank, i), cased, mention))
+                rank = TIERS.index(mention.candidates[0].match)
+                cased = any(c.isupper() or c.isdigit() for c in (surface[1:] if spans[i][0] == 0 else surface)) or (
+                    spans[i][0] == 0 and rank < 2 and surface[:1].isupper() and tokens[i] not in STOPWORDS)
+                found.append(((rank > 1, -n, rank, i), cased, mention))
         if self.config.case_hint and any(cased for _, cased, _ in found):
             found = [f for f in found if f[1]]
         if self.config.prefer_multiword and any(m.end - m.start > 1 for _, _, m in found):
             found = [f for f in found if f[2].end - f[2].start > 1 or f[1]]
         return _non_overlapping(m for _, _, m in sorted(found, key=lambda f: f[0]))
 
-    def _exact_mention(self, surface: str, start: int, end: int, rows: list[int]) -> Mention:
-        best: dict[str, Candidate] = {}
+    def _exact_mention(self, question: str, at: int, surface: str, start: int, end: int, rows: list[int]) -> Mention:
+        """The span's candidates of its best tier: ``exact`` (the name written verbatim at the span,
+        trailing punctuation included; the longest such name), ``cased`` (the same words in the
+        same case), ``normalised``, ``alias``."""
+        words = _WORDS.findall(surface)
+        best: dict[str, tuple[float, int, Candidate]] = {}
         for row in rows:
             entry = self.index.entries[row]
-            match: Match = "alias" if entry.kind == "alias" else ("exact" if entry.name == surface else "normalised")
+            if entry.kind == "alias":
+                match: Match = "alias"
+            elif question.startswith(entry.name, at):
+                match = "exact"
+            elif _WORDS.findall(entry.name) == words:
+                match = "cased"
+            else:
+                match = "normalised"
+            length = len(entry.name) if match == "exact" else 0
             cand = Candidate(entry.entity_id, entry.name, TIER_SCORE[match], match)
             old = best.get(entry.entity_id)
-            if old is None or cand.score > old.score:
-                best[entry.entity_id] = cand
-        top = max(c.score for c in best.values())
-        cands = tuple(sorted((c for c in best.values() if c.score == top), key=lambda c: c.entity_id))
+            if old is None or (cand.score, length) > old[:2]:
+                best[entry.entity_id] = (cand.score, length, cand)
+        top = max(v[:2] for v in best.values())
+        cands = tuple(sorted((v[2] for v in best.values() if v[:2] == top), key=lambda c: c.entity_id))
         return Mention(surface, start, end, cands, len(cands) > 1)
 
     # ------------------------------------------------------------------ dense alignment
