@@ -120,6 +120,22 @@ def test_case_hint_drops_lowercase_template_words(encoder: TextEncoder) -> None:
     assert lower.entities == ("director", "Heat")
 
 
+def test_verbatim_name_and_case_resolve_punctuation_variants() -> None:
+    kg = KnowledgeGraph.from_triples([("Murder!", "has_tags", "murder"), ("Them!", "directed_by", "Gordon Douglas"),
+                                      ("Them", "directed_by", "David Moreau"), ("Who Am I?", "release_year", "1998")])
+    link = EntityLinker(NameIndex.build(store_names(MemoryStore(kg)), None, "p"), LinkingConfig(dense="off"))
+    murder = link.link("who directed Murder!")
+    assert murder.entities == ("Murder!",) and murder.mentions[0].candidates[0].match == "exact"
+    assert link.link("who directed Murder").mentions[0].candidates[0].match == "cased"
+    assert link.link("who directed Murder").entities == ("Murder!",)
+    assert link.link("who are the actors in Them!").entities == ("Them!",)
+    assert link.link("who are the actors in Them").entities == ("Them",)
+    assert link.link("the actor of Who Am I? also starred in which movies").entities == ("Who Am I?",)
+    assert link.link("who directed murder").entities == ("murder",)  # the tag, verbatim
+    shouted = link.link("who directed MURDER")
+    assert shouted.failure == "ambiguous" and [c.entity_id for c in shouted.mentions[0].candidates] == ["Murder!", "murder"]
+
+
 def test_prefer_multiword_drops_lowercase_common_nouns() -> None:
     kg = KnowledgeGraph.from_triples([("James K. Polk", "office", "President")])
     index = NameIndex.build(store_names(MemoryStore(kg)), None, "polk")
