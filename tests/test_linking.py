@@ -185,6 +185,17 @@ def test_link_questions_records_failures_and_never_sees_answers(index: NameIndex
     assert [r["failure"] for r in records] == [None, "ambiguous", "not_found"]
 
 
+def test_qa_link_samples_replace_topics_and_fail_with_reason(index: NameIndex, encoder: TextEncoder) -> None:
+    from rg.data.sample import Sample
+    from rg.evaluation.qa_job import link_samples
+
+    samples = [Sample("a", "who directed Forrest Gump", (), ("given",), (), (("m.6", "d", "m.2"),)),
+               Sample("b", "who directed Heat", (), ("m.3",), (), ())]
+    kept, failed = link_samples(samples, linker(index, encoder, dense="off"))
+    assert [(s.id, s.q_entities, s.triples) for s in kept] == [("a", ("m.2",), (("m.6", "d", "m.2"),))]
+    assert [(p.id, p.failure) for p in failed] == [("b", "link_ambiguous: 'Heat' names 2 entities: m.3, m.4")]
+
+
 @pytest.mark.parametrize("settings, key", [
     ({"threshold": 1.5}, "linking.threshold"),
     ({"treshold": 0.5}, "did you mean 'threshold'"),
