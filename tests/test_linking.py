@@ -261,3 +261,24 @@ def test_sparql_store_gives_the_same_links(virtuoso, tmp_path: Path) -> None:
     assert sparql.link("what language is l'ete in").entities == (ids["L'Été"],)
     paged = list(store.iter_names(page_size=2))
     assert sorted(paged) == sorted((ids[e], e) for e in ids) and len(paged) == 6
+
+
+def test_qa_job_links_topics_and_records_failures(ray_local, tmp_path: Path) -> None:
+    from rg.data.rog import write_rog_parquet
+    from rg.evaluation.qa_job import evaluate_qa
+    from tests.test_qa_eval import SAMPLES
+
+    parquet = tmp_path / "samples.parquet"
+    write_rog_parquet(list(SAMPLES), parquet)
+    kg = KnowledgeGraph.from_triples([t for s in SAMPLES for t in s.triples])
+    NameIndex.build(store_names(MemoryStore(kg)), None, "qa").save(tmp_path / "index")
+    cfg = validate_config({
+        "input": str(parquet), "output_dir": str(tmp_path / "out"), "retriever": {"kind": "hop_distance"},
+        "evidence": {"max_length": 1}, "num_actors": 1, "actor_cpus": 0.5, "batch_size": 2,
+        "linking": {"index_dir": str(tmp_path / "index"), "dense": "off"},
+    }, QAEvaluateConfig)
+    result = evaluate_qa(cfg, progress=False)
+    rows = {r["id"]: r for r in map(json.loads, result.files.predictions.read_text().splitlines())}
+    assert sorted(rows) == ["a", "b", "c", "d"]  # nothing dropped
+    assert rows["d"]["failure"] == "link_not_found: no n-gram matches an entity name" and rows["d"]["hit"] == 0
+    assert rows["a"]["answers"][0] == "Ann" and rows["a"]["failure"] is None
