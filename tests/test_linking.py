@@ -133,7 +133,8 @@ def test_verbatim_name_and_case_resolve_punctuation_variants() -> None:
     assert link.link("the actor of Who Am I? also starred in which movies").entities == ("Who Am I?",)
     assert link.link("who directed murder").entities == ("murder",)  # the tag, verbatim
     shouted = link.link("who directed MURDER")
-    assert shouted.failure == "ambiguous" and [c.entity_id for c in shouted.mentions[0].candidates] == ["Murder!", "murder"]
+    assert shouted.failure == "ambiguous"
+    assert [c.entity_id for c in shouted.mentions[0].candidates] == ["Murder!", "murder"]
 
 
 def test_prefer_multiword_drops_lowercase_common_nouns() -> None:

@@ -108,8 +108,9 @@ class QAEvaluateConfig(QuestionSetConfig):
     @model_validator(mode="after")
     def _linking_needs_an_index(self) -> "QAEvaluateConfig":
         if self.linking is not None and self.linking.index_dir is None:
-            raise ValueError("linking.index_dir is not set; the QA job links through a saved name index. Fix: set "
-                             "`linking.index_dir` to the folder a build with `linking` wrote (<output_dir>/linking-index)")
+            raise ValueError("linking.index_dir is not set; the QA job links through a saved name index. Fix: "
+                             "set `linking.index_dir` to the folder a build with `linking` wrote "
+                             "(<output_dir>/linking-index)")
         return self
 
     @model_validator(mode="after")

@@ -29,9 +29,9 @@ class LinkingConfig(Config):
                                 "`remaining` on every question's words left after exact matches, `off` never.")
     threshold: float = Field(0.8, gt=0.0, le=1.0, description="Lowest cosine similarity a dense match may have.")
     case_hint: bool = Field(
-        True, description="In a question where some matched span has a capital letter or a digit, drop the all-lowercase "
-                          "spans (template words like `film` that are also tag names). Lower-case-only questions "
-                          "are unaffected.")
+        True, description="In a question where some matched span has a capital letter or a digit, drop the "
+                          "all-lowercase spans (template words like `film` that are also tag names). "
+                          "Lower-case-only questions are unaffected.")
     prefer_multiword: bool = Field(
         True, description="When some matched span has several words, drop the one-word spans written in lowercase "
                           "(common nouns like `president` next to a full name).")

@@ -9,11 +9,13 @@ embedding similarity) with the LLM's mention extraction replaced by a local algo
    letter (a film called *It*). Spans matched ``exact`` or ``cased`` win over the others, then
    longer spans win; among one span's candidates the best match tier wins: ``exact`` (the stored
    name written verbatim there, trailing punctuation included, the longest such name; 1.0) >
-   ``cased`` (the same words in the same case; 0.97) > ``normalised`` (0.95) > ``alias`` (0.9). With ``case_hint``, when some matched span is written with a capital letter or a digit
-   (the question's first letter counts only for an exact name that is not a function word), all-lowercase spans are dropped: in a cased question they
-   are template words (*film*, *director*) that happen to be tag names, not the named entity.
-   With ``prefer_multiword``, when some matched span has several words, lowercase one-word
-   spans are dropped too (*president* in "what did james k polk do before he was president").
+   ``cased`` (the same words in the same case; 0.97) > ``normalised`` (0.95) > ``alias`` (0.9).
+   With ``case_hint``, when some matched span is written with a capital letter or a digit (the
+   question's first letter counts only for an exact name that is not a function word),
+   all-lowercase spans are dropped: in a cased question they are template words (*film*,
+   *director*) that happen to be tag names, not the named entity. With ``prefer_multiword``,
+   when some matched span has several words, lowercase one-word spans are dropped too
+   (*president* in "what did james k polk do before he was president").
 2. Dense alignment (``dense: fallback`` when step 1 found nothing, ``remaining`` on the words
    step 1 left): n-grams that neither start nor end with a function word are embedded and
    searched in FAISS; the best non-overlapping (n-gram, name) pairs with cosine ≥ ``threshold``
@@ -149,8 +151,9 @@ class EntityLinker:
 
     def _check_encoder(self, encoder: TextEncoder) -> None:
         if encoder.model_id != self.index.encoder_id:
-            raise ValueError(f"the name index was embedded with {self.index.encoder_id}, the linker's encoder is "
-                             f"{encoder.model_id}. Fix: set `linking.encoder` to the index's model or rebuild the index")
+            raise ValueError(f"the name index was embedded with {self.index.encoder_id}, the linker's encoder "
+                             f"is {encoder.model_id}. Fix: set `linking.encoder` to the index's model or "
+                             "rebuild the index")
 
     @property
     def encoder(self) -> TextEncoder:

@@ -41,7 +41,8 @@ def link_questions(items: Sequence[Question | BadRow], linker: EntityLinker
                         "mentions": [[m.text, [c.entity_id for c in m.candidates], m.candidates[0].match]
                                      for m in result.mentions]})
         if result.failure is not None:
-            out.append(BadRow(item.id, 0, f"link_{result.failure}", f"{item.question!r}: {result.detail}"))  # type: ignore[arg-type]
+            reason = "link_ambiguous" if result.failure == "ambiguous" else "link_not_found"
+            out.append(BadRow(item.id, 0, reason, f"{item.question!r}: {result.detail}"))
         else:
             out.append(replace(item, q_entities=result.entities))
     return out, records
