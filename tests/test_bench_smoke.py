@@ -308,3 +308,20 @@ def test_driver_memory_smoke(tmp_path: Path) -> None:
                               "driver_data_mb", "peak_over_floor", "quick"])
     assert report["quick"] is True and report["rg_path"].startswith(report["checkout"])
     assert report["driver_peak_rss_mb"] >= report["floor_peak_rss_mb"] > 0
+
+
+def test_linking_smoke(tiny_metaqa: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from bench import linking
+
+    out = tmp_path / "linking.json"
+    report = linking.main(["--quick", "--out", str(out)])
+    check_keys(out, [
+        "accuracy", "questions_per_s", "index_build_seconds", "index_bytes", "quick", "seed", "questions_per_hop",
+        "baseline", "config.dense", "metaqa.index.entries", "metaqa.index.bytes", "metaqa.by_hop.*.accuracy",
+        "metaqa.by_hop.*.failures.ambiguous", "metaqa.by_hop.*.failures.not_found", "metaqa.by_hop.*.failures.wrong",
+        "metaqa.by_hop.*.topic_not_in_kg", "metaqa.by_hop.*.accuracy_reachable", "metaqa.by_hop.*.questions_per_s",
+        "metaqa.failures", "webqsp.skipped", "wall_seconds",
+    ])
+    assert report["metaqa"]["questions"] == 9 and report["accuracy"] == 1.0
+    assert report["metaqa"]["index"]["entries"] == 16  # the 16 entities of the 18-triple KB
+    assert "linking: MetaQA accuracy 1.000" in capsys.readouterr().out

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from tqdm.auto import tqdm
 
 from rg.config import Config, ConfigError
@@ -26,6 +26,7 @@ from rg.data.sources import KBSource, load_kb, read_question_rows
 from rg.data.subgraphs import ShardStats, ShardTask, SubgraphConfig, plan_shards, run_shard
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
+from rg.linking.config import LinkingConfig, linking_setting
 from rg.locks import output_lock
 from rg.runtime import RayConfig, init_ray
 
@@ -66,7 +67,16 @@ class BuildSubgraphsConfig(Config):
     subgraph: SubgraphConfig = Field(default_factory=SubgraphConfig)
     shard_size: int = Field(1000, ge=1, description="Questions per parquet shard (the resume unit).")
     num_actors: int = Field(2, ge=1, description="Actors in the Ray Data pool cutting subgraphs.")
+    linking: LinkingConfig | None = Field(
+        None, description="Link topic entities from the raw question (rg.linking) instead of taking the dataset's; "
+                          "`true` for the defaults. The name index goes to `index_dir` (default "
+                          "`<output_dir>/linking-index`).")
     ray: RayConfig = Field(default_factory=RayConfig)
+
+    @field_validator("linking", mode="before")
+    @classmethod
+    def _linking_true(cls, value: Any) -> Any:
+        return linking_setting(value)
 
     @model_validator(mode="after")
     def _one_input(self) -> "BuildSubgraphsConfig":
@@ -207,11 +217,16 @@ def _build_locked(cfg: BuildSubgraphsConfig, fresh: bool, progress: bool) -> dic
         sources = [QuestionSource(name="synthetic", path=str(dataset / "questions.jsonl"), format="jsonl")]
     assert kb is not None  # guaranteed by the config validator
     kg, kb_bad = load_kb(kb)
+    linker = _linker(cfg, kg, out) if cfg.linking is not None else None
+    linking: dict[str, Any] = {}
 
     pending: list[ShardTask] = []
     totals: dict[str, ShardStats] = {}
     for source in sources:
-        tasks, done = plan_shards(source.name, _read_questions(source), cfg.shard_size, out)
+        items = _read_questions(source)
+        if linker is not None:
+            items, linking[source.name] = _link(items, linker, out / source.name)
+        tasks, done = plan_shards(source.name, items, cfg.shard_size, out)
         pending += tasks
         totals[source.name] = ShardStats(source=source.name)
         for stats in done:
@@ -251,8 +266,38 @@ def _build_locked(cfg: BuildSubgraphsConfig, fresh: bool, progress: bool) -> dic
         "sources": {name: {**s.summary(), "resumed_lines": resumed[name]} for name, s in totals.items()},
         "rebuilt_shards": rebuilt,
     }
+    if linking:
+        report["linking"] = linking
     write_json_atomic(report, out / REPORT_FILE)
     return report
+
+
+def _linker(cfg: BuildSubgraphsConfig, kg: KnowledgeGraph, out: Path):
+    """The entity linker over ``kg``'s names; the index is reloaded when built for these KB files before."""
+    from rg.linking import EntityLinker, load_or_build_index
+    from rg.linking.names import store_names
+    from rg.stores import MemoryStore
+    from rg.text.encoder import TextEncoder
+
+    assert cfg.linking is not None
+    stamps = input_file_stamps(cfg)
+    kb_stamp = {k: v for k, v in stamps.items() if cfg.kb is not None and k == cfg.kb.path}
+    kg_key = json.dumps({"kb": kb_stamp, "synthetic": cfg.synthetic.model_dump() if cfg.synthetic else None,
+                         "unnamed_pattern": cfg.linking.unnamed_pattern}, sort_keys=True)
+    folder = Path(cfg.linking.index_dir) if cfg.linking.index_dir else out / "linking-index"
+    encoder = TextEncoder(cfg.linking.encoder) if cfg.linking.dense != "off" else None
+    store = MemoryStore(kg)
+    index, _ = load_or_build_index(folder, lambda: store_names(store, cfg.linking.unnamed_pattern), encoder, kg_key)
+    return EntityLinker(index, cfg.linking)
+
+
+def _link(items: list, linker, folder: Path) -> tuple[list, dict[str, Any]]:
+    """Link the questions of one source; write ``linking.jsonl`` there and return the items and a summary."""
+    from rg.linking.questions import LINKING_FILE, link_questions, link_summary, write_link_records
+
+    linked, records = link_questions(items, linker)
+    write_link_records(records, folder / LINKING_FILE)
+    return linked, link_summary(records)
 
 
 def format_report(report: dict[str, Any]) -> str:

@@ -36,6 +36,8 @@ BadRowReason = Literal[
     "topic_not_in_kg",
     "no_hops",
     "duplicate_id",
+    "link_ambiguous",
+    "link_not_found",
 ]
 """Why a line or row could not be read; the detail text of a ``BadRow`` says more."""
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from tqdm.auto import tqdm
 
 from rg.data.records import BadRow
@@ -45,6 +45,7 @@ from rg.evaluation.qa_metrics import Gold, QASummary, QuestionScore, score_predi
 from rg.evaluation.qa_report import QAReportFiles, failure_line, markdown_table, run_line, write_qa_results
 from rg.evaluation.scorers import TripleScorer
 from rg.evidence import EvidenceConfig
+from rg.linking.config import LinkingConfig, linking_setting
 from rg.metrics import MatchMode
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
@@ -94,7 +95,23 @@ class QAEvaluateConfig(QuestionSetConfig):
     encoder: EncoderConfig = Field(
         default_factory=EncoderConfig, description="Text encoder of the retriever checkpoint or the cosine baseline."
     )
+    linking: LinkingConfig | None = Field(
+        None, description="Replace each question's topic entities with those linked from its text (rg.linking) "
+                          "through the saved name index at `linking.index_dir` (a build with `linking` writes one).")
     ray: RayConfig = Field(default_factory=RayConfig)
+
+    @field_validator("linking", mode="before")
+    @classmethod
+    def _linking_true(cls, value: Any) -> Any:
+        return linking_setting(value)
+
+    @model_validator(mode="after")
+    def _linking_needs_an_index(self) -> "QAEvaluateConfig":
+        if self.linking is not None and self.linking.index_dir is None:
+            raise ValueError("linking.index_dir is not set; the QA job links through a saved name index. Fix: "
+                             "set `linking.index_dir` to the folder a build with `linking` wrote "
+                             "(<output_dir>/linking-index)")
+        return self
 
     @model_validator(mode="after")
     def _planned_walks_need_a_planner(self) -> "QAEvaluateConfig":
@@ -131,6 +148,11 @@ class _QAActor:
         self.cfg = cfg
         self.scorer = build_qa_scorer(cfg)
         self.reader = build_reader(cfg.reader)
+        self.linker = None
+        if cfg.linking is not None:
+            from rg.linking import EntityLinker, NameIndex
+
+            self.linker = EntityLinker(NameIndex.load(cfg.linking.index_dir), cfg.linking)
 
     async def __call__(self, batch: "pa.Table") -> dict[str, np.ndarray]:
         samples: list[Sample] = []
@@ -144,6 +166,9 @@ class _QAActor:
             else:
                 covered[item.id] = Gold.of(item).covered
                 samples.append(inference_view(item))
+        if self.linker is not None:
+            samples, failed = link_samples(samples, self.linker)
+            bad += failed
         cfg = self.cfg
         predictions = await answer_questions(
             samples, self.scorer, self.reader, top_k=cfg.top_k, chains=cfg.chains, evidence=cfg.evidence,
@@ -152,6 +177,23 @@ class _QAActor:
         done = [*predictions, *bad]
         return {"prediction": np.array([json.dumps(p.to_dict()) for p in done], dtype=object),
                 "covered": np.array([covered.get(p.id, False) for p in done], dtype=bool)}
+
+
+def link_samples(samples: list[Sample], linker) -> tuple[list[Sample], list[Prediction]]:
+    """Replace each inference view's topic entities with those linked from its question text.
+
+    A question that fails to link becomes a failed prediction ``link_ambiguous: ...`` or
+    ``link_not_found: ...`` (scored as a miss, never dropped).
+    """
+    results = linker.link_many([s.question for s in samples])
+    kept, failed = [], []
+    for sample, result in zip(samples, results):
+        if result.failure is not None:
+            failed.append(Prediction(id=sample.id, question=sample.question,
+                                     failure=f"link_{result.failure}: {result.detail}"))
+        else:
+            kept.append(replace(sample, q_entities=result.entities))
+    return kept, failed
 
 
 def check_resources(cfg: QAEvaluateConfig, cluster_cpus: float) -> None:

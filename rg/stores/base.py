@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Literal, Protocol, Sequence, runtime_checkable
+from typing import Iterator, Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -59,6 +59,10 @@ class KGStore(Protocol):
 
     def entity_names(self, ids: Sequence[str]) -> dict[str, str | None]:
         """Name of each id (None for an id without a name)."""
+        ...
+
+    def iter_names(self) -> Iterator[tuple[str, str]]:
+        """Every ``(id, name)`` pair the store holds (what an entity-linking name index is built from)."""
         ...
 
     def has_entity(self, entity_id: str) -> bool:

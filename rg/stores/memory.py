@@ -6,7 +6,7 @@ Entity ids are the graph's entity strings. An optional ``names`` mapping gives d
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -50,6 +50,11 @@ class MemoryStore:
             else:
                 out[eid] = eid if self._names is None else self._names.get(eid, eid)
         return out
+
+    def iter_names(self) -> Iterator[tuple[str, str]]:
+        """Every ``(id, name)`` of the graph's entities, in entity order."""
+        for eid in self.kg.entity_names.tolist():
+            yield eid, eid if self._names is None else self._names.get(eid, eid)
 
     def has_entity(self, entity_id: str) -> bool:
         return self.kg.has_entity(entity_id)

@@ -195,6 +195,35 @@ class SparqlStore:
                 out[eid] = min(names)  # deterministic when an entity has several names
         return out
 
+    def iter_names(self, page_size: int = 10_000, max_pages: int = 100_000) -> Iterator[tuple[str, str]]:
+        """Every ``(id, name)`` of the name relation, in pages ordered by entity and name.
+
+        Args:
+            page_size: Rows per query (keep it below the server's ResultSetMaxRows).
+            max_pages: Bound on the queries made.
+
+        Raises:
+            StoreError: as :meth:`select` does, or ``truncated`` when ``max_pages`` pages did not
+                reach the end.
+        """
+        lang = self.config.name_lang
+        for page in range(max_pages):
+            q = (f"SELECT ?e ?n {self._from()}WHERE {{ ?e {self._name_pred} ?n }} ORDER BY ?e ?n "
+                 f"LIMIT {int(page_size)} OFFSET {int(page) * int(page_size)}")
+            rows = self.select(q, "all_names")
+            for row in rows:
+                term = row["n"]
+                if row["e"]["type"] != "uri" or term["type"] not in ("literal", "typed-literal"):
+                    continue
+                if "xml:lang" in term and term["xml:lang"] != lang:
+                    continue
+                eid = self._id(row["e"]["value"])
+                if eid is not None:
+                    yield eid, term["value"]
+            if len(rows) < page_size:
+                return
+        raise StoreError("truncated", f"more than {max_pages} pages of {page_size} names; raise max_pages")
+
     def has_entity(self, entity_id: str) -> bool:
         return bool(self._incidences([entity_id], "both", None, limit_one=True))
 
