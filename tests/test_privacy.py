@@ -130,12 +130,38 @@ def test_punctuation_inside_a_name_does_not_hide_it():
         assert s.guard.find("ask James-K.-Polk!") == "entity_name"
 
 
+@pytest.mark.parametrize("name", ["61*", "'71", "C++", "What?"])
+def test_names_that_are_nothing_without_their_punctuation_are_still_masked_and_guarded(name):
+    # found in review: folding punctuation made these too weak to match (61* became 61)
+    schema = KGSchema.build([(name, "directed_by", "Billy Crystal")], {name: "film", "Billy Crystal": "person"})
+    with PrivacySession(PrivacyConfig(mode="utility"), schema) as s:
+        masked = s.mask_question(f"who directed {name} in 1961", [name])
+        assert masked.missing == () and masked.text.startswith("who directed TE_1 (film)")
+        assert s.guard.find(f"the film {name.upper()} was") == "entity_name"
+
+
+def test_underscored_ids_are_guarded_in_both_forms_but_relation_labels_are_not():
+    guard = EgressGuard({"entity_id": ["Barack_Obama"], "relation": ["directed_by"]})
+    assert guard.find("ask about barack obama") == "entity_id" and guard.find("uses directed_by") == "relation"
+    assert guard.find("films directed by him") is None  # the question's own words, not the label
+
+
+def test_a_closed_session_guards_nothing_through():
+    with PrivacySession(PrivacyConfig(mode="utility"), SCHEMA) as s:
+        s.entity("Michael Mann")
+        guard = s.guard
+    assert guard.find("a harmless text") == "closed_session" and guard.size == 0
+    with pytest.raises(EgressRefused):
+        guard.check("anything")
+
+
 def test_normalise_equals_the_mapped_form():
     from rg.privacy.normalise import normalise, normalise_with_map
 
     for text in ["Ｍｉｃｈａｅｌ  Mánn\u200b", " \tTÓM\u00a0hanks ", "Straße ǅ ﬁ ¨x", "film→person ×12", "", "\u200f",
                  "James K. Polk", "m.0abc_1 (x)! \x1f", "Jean-Luc Godard's"]:
         assert normalise(text) == normalise_with_map(text)[0]
+        assert normalise(text, punctuation=True) == normalise_with_map(text, punctuation=True)[0]
 
 
 @pytest.mark.parametrize("form", [

@@ -29,7 +29,7 @@ def test_ledger_counts_a_request_exactly():
     ledger.record_refused("analyse", "entity_name")
     ledger.record_structure("analyse", paths=3, nodes=12, edges=15, uniqueness=Uniqueness(11, 2, 1))
     stage = ledger.to_dict()["stages"]["analyse"]
-    assert stage == {"brain_calls": 1, "requests": 2, "refused": {"entity_name": 1},
+    assert stage == {"brain_calls": 1, "requests": 2, "unsent": 0, "refused": {"entity_name": 1},
                      "request_chars": 3 + 1 + len(messages[1]["content"]), "prompt_tokens": 30,
                      "completion_tokens": 4, "pseudonyms": 2, "relations": 1, "paths": 3, "nodes": 12, "edges": 15,
                      "uniqueness_share": 2 / 11, "k": 1}
@@ -51,6 +51,39 @@ def test_totals_fold_questions():
     other = ExposureTotals()
     other.merge(totals)
     assert other.to_dict() == out
+
+
+def test_totals_keep_the_mean_uniqueness_and_the_smallest_k():
+    totals = ExposureTotals()
+    for share, k in ((0.5, 3), (0.1, 2)):
+        ledger = ExposureLedger()
+        ledger.record_structure("explore", nodes=5, edges=4, uniqueness=Uniqueness(10, int(share * 10), k))
+        totals.add(ledger.to_dict())
+    stage = totals.to_dict()["stages"]["explore"]
+    assert stage["uniqueness_share_mean"] == pytest.approx(0.3) and stage["k_min"] == 2
+    assert stage["nodes"] == 10 and stage["per_question"]["edges"] == 4
+
+
+def test_relations_are_counted_as_whole_labels():
+    ledger = ExposureLedger(relation_views={"genre", "has_genre"})
+    ledger.record_sent("s", [{"role": "user", "content": "a -> [has_genre] -> b"}], attempts=1)
+    assert ledger.to_dict()["relations"] == 1  # 'genre' inside 'has_genre' is not a second relation
+
+
+def test_a_call_that_never_got_out_is_unsent_not_exposed():
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with PrivacySession(PrivacyConfig(mode="utility"), schema()) as session:
+        client = brain_client(LLMConfig(base_url=f"http://127.0.0.1:{port}/v1", model="m", side="brain",
+                                        max_retries=1, backoff_s=0.0), session)
+        with pytest.raises(LLMError) as failed:
+            asyncio.run(client.complete([{"role": "user", "content": "ent_0000aaaa"}], stage="s", prompt_id="p@1"))
+        record = session.exposure.to_dict()["stages"]["s"]
+    assert failed.value.reason == "connection"
+    assert (record["brain_calls"], record["requests"], record["unsent"], record["pseudonyms"]) == (0, 0, 1, 0)
 
 
 def test_guarded_client_books_sent_failed_and_refused_calls():
@@ -80,4 +113,6 @@ def test_guarded_client_books_sent_failed_and_refused_calls():
     assert analyse["relations"] == 3 and analyse["prompt_tokens"] > 0  # three relations, each its own cluster
     assert select["brain_calls"] == 1 and select["requests"] == 2 and select["refused"] == {"entity_name": 1}
     assert record["refused"] == {"entity_name": 1} and record["brain_calls"] == 2
-    assert "Ann" not in str(record) and "Zed" not in str(record)
+    # the refused request named Ann Vale: neither the report nor the ledger's own sets hold a raw name
+    held = {p for s in session.exposure.stages.values() for p in (*s.pseudonyms, *s.relations)}
+    assert not any(name in " ".join(held) + str(record) for name in ("Ann", "Vale", "Zed", "Quill", "Port Ruin"))

@@ -280,35 +280,46 @@ class OpenAICompatibleClient:
         bound = self._binding()
         start = time.perf_counter()
         failure: _Failure | None = None
-        for attempts in range(1, self.config.max_retries + 2):
-            if failure is not None:
-                delay = self._backoff(attempts - 2, failure.retry_after_s)
-                logger.debug("LLM attempt %d failed (%s); retrying in %.3fs", attempts - 1, failure.reason, delay)
-                await asyncio.sleep(delay)
-            outcome = await self._attempt(bound, messages)
-            if isinstance(outcome, _Reply):
-                latency = time.perf_counter() - start
-                self._book(stage, outcome.usage, attempts, latency, failed=False)
-                if self.guard is not None:
-                    self.guard.record(messages, stage=stage, attempts=attempts,
-                                      prompt_tokens=outcome.usage.prompt_tokens,
-                                      completion_tokens=outcome.usage.completion_tokens)
-                return Completion(
-                    text=outcome.text,
-                    prompt_tokens=outcome.usage.prompt_tokens,
-                    completion_tokens=outcome.usage.completion_tokens,
-                    latency_s=latency,
-                    retries=attempts - 1,
-                    model=outcome.model,
-                    prompt_id=prompt_id,
-                )
-            failure = outcome
-            if failure.reason not in RETRYABLE:
-                break
+        reached = 0  # attempts that got to the endpoint (what the exposure ledger books)
+        sending = False
+        try:
+            for attempts in range(1, self.config.max_retries + 2):
+                if failure is not None:
+                    delay = self._backoff(attempts - 2, failure.retry_after_s)
+                    logger.debug("LLM attempt %d failed (%s); retrying in %.3fs", attempts - 1, failure.reason, delay)
+                    await asyncio.sleep(delay)
+                sending = True
+                outcome = await self._attempt(bound, messages)
+                sending = False
+                if isinstance(outcome, _Reply) or outcome.reason != "connection":
+                    reached += 1
+                if isinstance(outcome, _Reply):
+                    latency = time.perf_counter() - start
+                    self._book(stage, outcome.usage, attempts, latency, failed=False)
+                    if self.guard is not None:
+                        self.guard.record(messages, stage=stage, attempts=reached,
+                                          prompt_tokens=outcome.usage.prompt_tokens,
+                                          completion_tokens=outcome.usage.completion_tokens)
+                    return Completion(
+                        text=outcome.text,
+                        prompt_tokens=outcome.usage.prompt_tokens,
+                        completion_tokens=outcome.usage.completion_tokens,
+                        latency_s=latency,
+                        retries=attempts - 1,
+                        model=outcome.model,
+                        prompt_id=prompt_id,
+                    )
+                failure = outcome
+                if failure.reason not in RETRYABLE:
+                    break
+        except asyncio.CancelledError:
+            if self.guard is not None:  # a request in flight when cancelled may have been sent
+                self.guard.record(messages, stage=stage, attempts=reached + int(sending))
+            raise
         assert failure is not None  # the loop runs at least once and returns on success
         self._book(stage, failure.usage, attempts, time.perf_counter() - start, failed=True)
         if self.guard is not None:
-            self.guard.record(messages, stage=stage, attempts=attempts)
+            self.guard.record(messages, stage=stage, attempts=reached)
         logger.info("LLM call failed for good: %s: %s (attempts=%d)", failure.reason, failure.message, attempts)
         raise LLMError(
             failure.reason,

@@ -33,6 +33,7 @@ class StageExposure:
     Attributes:
         brain_calls: Logical calls that left the machine (refused ones excluded).
         requests: HTTP requests sent (retries included).
+        unsent: Calls none of whose attempts reached the endpoint (connection refused).
         refused: Calls the egress guard stopped, by category of the raw string matched.
         request_chars: Characters of the message contents sent, once per call.
         prompt_tokens: Prompt tokens the Brain reported.
@@ -47,6 +48,7 @@ class StageExposure:
 
     brain_calls: int = 0
     requests: int = 0
+    unsent: int = 0
     refused: Counter[str] = field(default_factory=Counter)
     request_chars: int = 0
     prompt_tokens: int = 0
@@ -61,7 +63,8 @@ class StageExposure:
     def to_dict(self) -> dict[str, Any]:
         """Counts only: no pseudonym, relation or raw string is written to a report."""
         out: dict[str, Any] = {
-            "brain_calls": self.brain_calls, "requests": self.requests, "refused": dict(self.refused),
+            "brain_calls": self.brain_calls, "requests": self.requests, "unsent": self.unsent,
+            "refused": dict(self.refused),
             "request_chars": self.request_chars, "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens, "pseudonyms": len(self.pseudonyms),
             "relations": len(self.relations), "paths": self.paths, "nodes": self.nodes, "edges": self.edges,
@@ -89,16 +92,22 @@ class ExposureLedger:
 
     def record_sent(self, stage: str, messages: Sequence[Mapping[str, str]], *, attempts: int,
                     prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
-        """Book one call that left the machine (``attempts`` HTTP requests, successful or not)."""
-        text = "\n".join(str(m.get("content", "")) for m in messages)
+        """Book one call that left the machine (``attempts`` HTTP requests that reached the
+        endpoint, successful or not); a call none of whose attempts got out is booked as
+        ``unsent`` and exposes nothing."""
         entry = self.stage(stage)
+        if attempts == 0:
+            entry.unsent += 1
+            return
+        text = "\n".join(str(m.get("content", "")) for m in messages)
         entry.brain_calls += 1
         entry.requests += attempts
         entry.request_chars += len(text)
         entry.prompt_tokens += prompt_tokens
         entry.completion_tokens += completion_tokens
         entry.pseudonyms.update(PSEUDONYM_IN_TEXT.findall(text))
-        entry.relations.update(r for r in self._relation_views if r in text)
+        entry.relations.update(r for r in self._relation_views
+                               if re.search(rf"(?<![\w.]){re.escape(r)}(?![\w.])", text))
 
     def record_refused(self, stage: str, category: str) -> None:
         """Book one call the guard refused (nothing was sent)."""
@@ -136,8 +145,8 @@ class ExposureLedger:
 class ExposureTotals:
     """Exposure of many questions, folded from :meth:`ExposureLedger.to_dict` records."""
 
-    COUNTS = ("brain_calls", "requests", "request_chars", "prompt_tokens", "completion_tokens", "pseudonyms",
-              "relations", "paths", "nodes", "edges")
+    COUNTS = ("brain_calls", "requests", "unsent", "request_chars", "prompt_tokens", "completion_tokens",
+              "pseudonyms", "relations", "paths", "nodes", "edges")
 
     def __init__(self) -> None:
         self.questions = 0
@@ -154,13 +163,21 @@ class ExposureTotals:
             totals = self.stages.setdefault(name, Counter())
             totals["questions"] += 1
             totals.update({k: stage[k] for k in self.COUNTS if k in stage})
+            if "uniqueness_share" in stage:  # measured views: their shares add up, the smallest k is kept
+                totals["k_min"] = min(totals["k_min"], stage["k"]) if totals["measured"] else stage["k"]
+                totals["measured"] += 1
+                totals["uniqueness_share_sum"] += stage["uniqueness_share"]
 
     def merge(self, other: "ExposureTotals") -> None:
         self.questions += other.questions
         self.questions_refused += other.questions_refused
         self.refused.update(other.refused)
         for name, counts in other.stages.items():
-            self.stages.setdefault(name, Counter()).update(counts)
+            mine = self.stages.setdefault(name, Counter())
+            k_min = min((c["k_min"] for c in (mine, counts) if c["measured"]), default=None)
+            mine.update(counts)
+            if k_min is not None:
+                mine["k_min"] = k_min
 
     def to_dict(self) -> dict[str, Any]:
         """Sums per stage and means per question (over all questions folded)."""
@@ -171,7 +188,9 @@ class ExposureTotals:
             "refused": dict(self.refused),
             "stages": {
                 name: {**{k: counts[k] for k in ("questions", *self.COUNTS)},
-                       "per_question": {k: counts[k] / per for k in self.COUNTS}}
+                       "per_question": {k: counts[k] / per for k in self.COUNTS},
+                       **({"uniqueness_share_mean": counts["uniqueness_share_sum"] / counts["measured"],
+                           "k_min": counts["k_min"]} if counts["measured"] else {})}
                 for name, counts in sorted(self.stages.items())
             },
         }

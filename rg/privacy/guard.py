@@ -73,40 +73,75 @@ class EgressGuard:
     def __init__(self, raw: Mapping[str, Iterable[str]] | None = None, public: Iterable[str] = (),
                  exposure: ExposureLedger | None = None) -> None:
         self._automaton = ahocorasick.Automaton()
+        self._marked = ahocorasick.Automaton()  # keys that keep their punctuation (61*, '71, C++)
         self.public = frozenset(public)
         self.exposure = exposure if exposure is not None else ExposureLedger()
         self.skipped: Counter[str] = Counter()
         self.size = 0
+        self._marked_size = 0
         self._seen: set[tuple[str, str]] = set()
+        self._built = False
+        self.closed = False
         for category, strings in (raw or {}).items():
             self.add(category, strings)
 
+    def close(self) -> None:
+        """Forget every raw string; from now on every check refuses (category ``closed_session``)."""
+        self._automaton = ahocorasick.Automaton()
+        self._marked = ahocorasick.Automaton()
+        self._seen = set()
+        self.size = self._marked_size = 0
+        self._built = False
+        self.closed = True
+
     def add(self, category: str, strings: Iterable[str]) -> None:
         """Guard more raw strings of ``category`` (the automaton is rebuilt on the next check)."""
+        if self.closed:
+            raise RuntimeError("this egress guard's session is closed; open a new session per question")
         for string in strings:
             if (category, string) in self._seen:
                 continue
             self._seen.add((category, string))
             key = normalise(string)
-            if not guardable(key, self.public):
-                self.skipped[category] += 1
+            if guardable(key, self.public):
+                self._add(self._automaton, key, category)
+                if "_" in key and category != "relation":  # an id such as barack_obama is also written with
+                    # spaces; a relation label such as directed_by is not looked for as "directed by",
+                    # which is the question's own language
+                    self._add(self._automaton, " ".join(key.replace("_", " ").split()), category)
                 continue
-            if key not in self._automaton:
-                self._automaton.add_word(key, (category, len(key)))
-                self.size += 1
+            marked = normalise(string, punctuation=True)
+            if marked != key and guardable(marked, self.public):  # a name that is nothing without its punctuation
+                self._add(self._marked, marked, category)
+                continue
+            self.skipped[category] += 1
         self._built = False
 
+    def _add(self, automaton: ahocorasick.Automaton, key: str, category: str) -> None:
+        if key and key not in automaton:
+            automaton.add_word(key, (category, len(key)))
+            if automaton is self._marked:
+                self._marked_size += 1
+            else:
+                self.size += 1
+
     def find(self, text: str) -> str | None:
-        """The category of the first raw string found in ``text`` as a whole token, or None."""
-        if self.size == 0:
-            return None
+        """The category of the first raw string found in ``text`` as a whole token, or None
+        (``closed_session`` once the session is closed: nothing passes a closed guard)."""
+        if self.closed:
+            return "closed_session"
         if not self._built:
-            self._automaton.make_automaton()
+            for automaton in (self._automaton, self._marked):
+                if len(automaton):
+                    automaton.make_automaton()
             self._built = True
-        folded = normalise(text)
-        for end, (category, length) in self._automaton.iter(folded):
-            if whole_token(folded, end + 1 - length, end + 1):
-                return category
+        for automaton, punctuation in ((self._automaton, False), (self._marked, True)):
+            if not len(automaton):
+                continue
+            folded = normalise(text, punctuation)
+            for end, (category, length) in automaton.iter(folded):
+                if whole_token(folded, end + 1 - length, end + 1):
+                    return category
         return None
 
     def check(self, text: str) -> None:

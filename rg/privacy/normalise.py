@@ -23,19 +23,20 @@ INVISIBLE = frozenset(
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _fold(char: str) -> str:
-    """One character's normal form: NFKC, case-folded, accents removed (may be empty or several)."""
+def _fold(char: str, punctuation: bool = False) -> str:
+    """One character's normal form: NFKC, case-folded, accents removed (may be empty or several);
+    punctuation becomes a space unless ``punctuation`` keeps it."""
     if char in INVISIBLE:
         return ""
     if char.isspace():
         return " "
     text = unicodedata.normalize("NFKC", char).casefold()
     decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c if is_word_char(c) else " " for c in decomposed
+    return "".join(c if punctuation or is_word_char(c) or c.isspace() else " " for c in decomposed
                    if not unicodedata.combining(c) and c not in INVISIBLE)
 
 
-def normalise_with_map(text: str) -> tuple[str, list[int]]:
+def normalise_with_map(text: str, punctuation: bool = False) -> tuple[str, list[int]]:
     """``text`` normalised, and the original index of each character of the result.
 
     Whitespace runs become one space and leading/trailing whitespace is dropped.
@@ -43,7 +44,7 @@ def normalise_with_map(text: str) -> tuple[str, list[int]]:
     out: list[str] = []
     origin: list[int] = []
     for index, char in enumerate(text):
-        for folded in _fold(char):
+        for folded in _fold(char, punctuation):
             if folded == " " and (not out or out[-1] == " "):
                 continue
             out.append(folded)
@@ -58,13 +59,17 @@ _SPACES = re.compile(r"\s+")
 _ASCII_PUNCTUATION = re.compile(r"[^0-9a-z_\s]")
 
 
-def normalise(text: str) -> str:
+def normalise(text: str, punctuation: bool = False) -> str:
     """``text`` in the form names are compared in (see the module docstring).
 
-    Equal to ``normalise_with_map(text)[0]`` (the same per-character fold, cached per character),
-    without the index map: the guard runs it on every request body.
+    Equal to ``normalise_with_map(text, punctuation)[0]`` (the same per-character fold, cached per
+    character), without the index map: the guard runs it on every request body. ``punctuation``
+    keeps punctuation, for names that are nothing without it (``61*``, ``'71``, ``C++``).
     """
-    text = _ASCII_PUNCTUATION.sub(" ", text.casefold()) if text.isascii() else "".join(map(_fold, text))
+    if text.isascii():
+        text = text.casefold() if punctuation else _ASCII_PUNCTUATION.sub(" ", text.casefold())
+    else:
+        text = "".join(_fold(c, punctuation) for c in text)
     return _SPACES.sub(" ", text).strip()
 
 

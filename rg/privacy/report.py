@@ -293,7 +293,8 @@ def privacy_report(cfg: PrivacyReportConfig, progress: bool = True) -> PrivacyRe
     table = summarise(rows)
     bad = sum("bad_row" in r for r in rows)
     seconds = time.perf_counter() - started
-    questions = {i.name: len({r["id"] for r in rows if r["input"] == i.name}) for i in cfg.inputs}
+    questions = {i.name: len({r["id"] for r in rows if r["input"] == i.name and "bad_row" not in r})
+                 for i in cfg.inputs}
     title = (f"Privacy report: {', '.join(f'{n} ({q} questions)' for n, q in questions.items())}; "
              f"schema {schema_info['types']} types, {schema_info['relation_clusters']} relation clusters")
     text = markdown(table, title)

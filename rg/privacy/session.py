@@ -32,7 +32,7 @@ from rg.privacy.exposure import ExposureLedger
 from rg.privacy.guard import EgressGuard, guardable
 from rg.privacy.normalise import INVISIBLE, normalise, normalise_with_map, whole_token
 from rg.privacy.schema import KGSchema
-from rg.privacy.structure import SanitisedView, SanitiserConfig, group_nodes, prune
+from rg.privacy.structure import SanitisedView, SanitiserConfig, group_nodes, prune, structural_uniqueness
 
 KEY_BYTES = 32
 MID = re.compile(r"^[mg]\.[0-9a-z_]+$")
@@ -133,6 +133,7 @@ class PrivacySession:
         self._forward = {}
         self._inverse = {}
         self.shown_relations.clear()
+        self.guard.close()
         self._views = {}
         self._relation_views = {}
 
@@ -232,32 +233,42 @@ class PrivacySession:
             self.guard.add(category, [raw])
 
     def expose(self, triples: Iterable[tuple[str, str, str]], topics: Sequence[str],
-               sanitiser: SanitiserConfig) -> SanitisedView:
+               sanitiser: SanitiserConfig, stage: str | None = None) -> SanitisedView:
         """The sanitised view of a working subgraph, built the cheap way round for serving.
 
         Every entity of the subgraph is guarded; the subgraph is pruned to the sanitiser's budgets
         on its raw structure (:func:`rg.privacy.structure.prune`), and only what is kept is
         anonymised and grouped, so the cost follows the budget rather than the subgraph. (Pruning
         the raw structure differs from pruning the anonymised view only where coarse literals
-        merge, e.g. two dates of one year.)
+        merge, e.g. two dates of one year.) In ``privacy`` mode every relation label of the
+        subgraph is guarded too. With ``stage``, the view's size and uniqueness are booked in the
+        exposure ledger under that stage.
         """
         self._live_key()
         distinct = list(dict.fromkeys(triples))
         self.guard_entities({e for h, _, t in distinct for e in (h, t)})
+        if self.config.mode == "privacy":
+            self.guard.add("relation", {r for _, r, _ in distinct})
         kept = prune(distinct, frozenset(topics), sanitiser)
         view = list(dict.fromkeys(self.anonymise_triples(kept, topics)))
         anchors = frozenset(self.entity(t, topic=True) for t in topics)
         groups: dict[str, tuple[str, ...]] = {}
         if sanitiser.group:
             view, groups = group_nodes(view, anchors, sanitiser.min_group)
-        return SanitisedView(tuple(view), anchors, groups)
+        shown = SanitisedView(tuple(view), anchors, groups)
+        if stage is not None:
+            uniqueness = structural_uniqueness(shown.triples, anchors, shown.weights(), sanitiser.wl_rounds)
+            self.exposure.record_structure(stage, nodes=len(shown.nodes), edges=len(shown.triples),
+                                           uniqueness=uniqueness)
+        return shown
 
     def mask_question(self, question: str, topics: Sequence[str], names: Iterable[str] = ()) -> MaskedQuestion:
         """Replace topic-entity mentions by ``TE_i (type)`` and other known names by their views.
 
-        Matching ignores case, accents, full-width forms, zero-width characters and whitespace,
-        and takes whole tokens only; longer names win over the names inside them. A name too
-        weak to match (see :func:`rg.privacy.guard.guardable`) is left alone. Full dates in any
+        Matching ignores case, accents, full-width forms, zero-width characters, punctuation and
+        whitespace, and takes whole tokens only; longer names win over the names inside them. A
+        name that is too weak without its punctuation (``61*``) is matched with it; a name too
+        weak either way (see :func:`rg.privacy.guard.guardable`) is left alone. Full dates in any
         of the formats of :data:`DATES_IN_TEXT` become ``year YYYY`` first, and every MID
         (:data:`MID_IN_TEXT`) its pseudonym last.
         """
@@ -265,26 +276,34 @@ class PrivacySession:
         if not self.anonymising:
             return MaskedQuestion(question, {}, ())
         question = coarsen_dates(question)
-        folded, origin = normalise_with_map(question)
+        plain = normalise_with_map(question)
+        marked: tuple[str, list[int]] | None = None  # the question with its punctuation, made when needed
         tags = {f"TE_{i + 1}": self.pseudonym(t) for i, t in enumerate(topics)}
         replacement = {t: f"TE_{i + 1} ({self.type_label(t)})" for i, t in enumerate(topics)}
         for t in topics:
             self.guard.add("entity_name", [t])
         candidates = [(t, True) for t in topics] + [(n, False) for n in names if n not in replacement]
         spans: list[tuple[int, int, str]] = []
-        taken = [False] * len(folded)
+        taken = [False] * len(question)  # in the question's own positions, whichever form matched
         found: set[str] = set()
-        keyed = [(normalise(raw), raw, is_topic) for raw, is_topic in candidates]
-        for key, raw, is_topic in sorted(keyed, key=lambda c: -len(c[0])):
-            if key not in folded or not guardable(key):
-                continue
+        keyed = []
+        for raw, is_topic in candidates:
+            key, form = normalise(raw), plain
+            if not guardable(key):  # a name that is nothing without its punctuation (61*, 'C++')
+                key = normalise(raw, punctuation=True)
+                if not guardable(key):
+                    continue
+                marked = marked or normalise_with_map(question, punctuation=True)
+                form = marked
+            keyed.append((key, form, raw, is_topic))
+        for key, (folded, origin), raw, is_topic in sorted(keyed, key=lambda c: -len(c[0])):
             start = folded.find(key)
             while start >= 0:
                 end = start + len(key)
-                if whole_token(folded, start, end) and not any(taken[start:end]):
-                    taken[start:end] = [True] * (end - start)
-                    view = replacement[raw] if is_topic else self.entity(raw)
-                    spans.append((origin[start], origin[end - 1] + 1, view))
+                first, last = origin[start], origin[end - 1] + 1
+                if whole_token(folded, start, end) and not any(taken[first:last]):
+                    taken[first:last] = [True] * (last - first)
+                    spans.append((first, last, replacement[raw] if is_topic else self.entity(raw)))
                     found.add(raw)
                 start = folded.find(key, start + 1)
         text = question

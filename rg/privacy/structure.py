@@ -22,6 +22,8 @@ that and reduces it, on the anonymised working subgraph (view triples from
 
 from __future__ import annotations
 
+import heapq
+import math
 import re
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -284,26 +286,51 @@ def group_nodes(
 
 
 def prune(triples: Sequence[Triple], anchors: frozenset[str], config: SanitiserConfig) -> list[Triple]:
-    """The triples among the nodes personalised PageRank from the anchors ranks highest, under the budgets.
+    """The part of the view most tied to the anchors, grown best-first under the budgets.
 
-    Nodes not connected to an anchor (within ``config.iterations`` hops) are always dropped: they
-    only expose. Ties are broken by first appearance in ``triples``, so the result is deterministic.
+    Nodes join one at a time from the frontier of what is kept, the one personalised PageRank
+    ranks highest first (ties: first appearance in ``triples``), each by the edge that reached
+    it, so everything kept stays connected to an anchor; then the other edges among the kept
+    nodes, strongest first, fill the edge budget. Nodes not connected to an anchor are never
+    kept: they only expose. Duplicate triples count once.
     """
+    triples = list(dict.fromkeys(triples))
     graph = _Graph(triples, extra=sorted(anchors))
     seeds = [graph.index[a] for a in sorted(anchors)]
     score = personalised_pagerank(graph, seeds, config.restart, config.iterations)
-    candidates = np.flatnonzero(score > 0)
-    candidates = candidates[~np.isin(candidates, seeds)]
-    ranked = candidates[np.lexsort((candidates, -score[candidates]))]
-    budget = len(ranked) if config.max_nodes is None else max(0, config.max_nodes - len(anchors))
+    src = np.concatenate([graph.heads, graph.tails])
+    dst = np.concatenate([graph.tails, graph.heads])
+    edge = np.concatenate([np.arange(len(triples))] * 2)
+    order = np.argsort(src, kind="stable")
+    dst, edge = dst[order], edge[order]
+    bounds = np.searchsorted(src[order], np.arange(len(graph) + 1))
+    node_budget = math.inf if config.max_nodes is None else max(0, config.max_nodes - len(seeds))
+    edge_budget = math.inf if config.max_edges is None else config.max_edges
     kept = np.zeros(len(graph), dtype=bool)
-    kept[ranked[:budget]] = True
     kept[seeds] = True
-    edges = np.flatnonzero(kept[graph.heads] & kept[graph.tails])
-    if config.max_edges is not None and len(edges) > config.max_edges:
-        weakest_end = np.minimum(score[graph.heads[edges]], score[graph.tails[edges]])
-        edges = np.sort(edges[np.lexsort((edges, -weakest_end))[: config.max_edges]])
-    return [triples[e] for e in edges.tolist()]
+    tree: list[int] = []
+    frontier: list[tuple[float, int, int]] = []
+
+    def reach(node: int) -> None:
+        for other, via in zip(dst[bounds[node]:bounds[node + 1]].tolist(), edge[bounds[node]:bounds[node + 1]].tolist()):
+            if not kept[other]:
+                heapq.heappush(frontier, (-score[other], other, via))
+
+    for seed in seeds:
+        reach(seed)
+    while frontier and len(tree) < min(node_budget, edge_budget):
+        _, node, via = heapq.heappop(frontier)
+        if kept[node]:
+            continue
+        kept[node] = True
+        tree.append(via)
+        reach(node)
+    others = np.flatnonzero(kept[graph.heads] & kept[graph.tails])
+    others = others[~np.isin(others, tree)]
+    room = len(others) if math.isinf(edge_budget) else max(0, int(edge_budget) - len(tree))
+    weakest_end = np.minimum(score[graph.heads[others]], score[graph.tails[others]])
+    extra = others[np.lexsort((others, -weakest_end))][:room]
+    return [triples[e] for e in sorted([*tree, *extra.tolist()])]
 
 
 def sanitise(triples: Iterable[Triple], anchors: Collection[str], config: SanitiserConfig) -> SanitisedView:
@@ -313,7 +340,7 @@ def sanitise(triples: Iterable[Triple], anchors: Collection[str], config: Saniti
     entities whose structure the Brain sees at all, and grouping then hides them among each other.
     """
     anchors = frozenset(anchors)
-    view = prune(list(dict.fromkeys(triples)), anchors, config)
+    view = prune(list(triples), anchors, config)
     groups: dict[str, tuple[str, ...]] = {}
     if config.group:
         view, groups = group_nodes(view, anchors, config.min_group)
