@@ -4,8 +4,9 @@
     python -m jobs.build_subgraphs --config configs/build_metaqa.yaml --set subgraph.max_triples=null
     ray job submit --working-dir . -- python -m jobs.build_subgraphs --config configs/build_metaqa.yaml
 
-Re-running with the same config resumes: shards already written are skipped. ``--fresh``
-starts over. Prints a coverage table; the full report is ``<output_dir>/build_report.json``.
+Re-running with the same config resumes: shards already written are skipped, and shards with
+questions a KG store failed to serve (``kg: {kind: sparql}`` with the endpoint down) are built
+again; the job exits 1 while any remain. ``--fresh`` starts over. Prints a coverage table; the full report is ``<output_dir>/build_report.json``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = build_subgraphs(cfg, fresh=args.fresh, progress=not args.no_progress)
     print(format_report(report))
     print(f"done in {time.perf_counter() - start:.1f} s")
-    return 0
+    return 1 if report["unfinished"] else 0
 
 
 if __name__ == "__main__":

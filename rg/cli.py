@@ -80,7 +80,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from rg.data.records import BadRowError
     from rg.data.storage import StorageRootError
     from rg.llm.config import MissingAPIKeyError
-    from rg.stores.sparql import StoreError
+    from rg.stores.base import StoreError
     from rg.stores.virtuoso import VirtuosoError
     from rg.locks import OutputLockedError
     from rg.supervision.job import EndpointDownError

@@ -41,7 +41,7 @@ def test_wrong_type_and_value_name_the_key(tmp_path):
 
 
 def test_cross_field_rule_and_missing_key(tmp_path):
-    with pytest.raises(ConfigError, match="either `synthetic` or `kb`"):
+    with pytest.raises(ConfigError, match=r"exactly one of `synthetic`, `kb` and `kg`, got \[.synthetic., .kb.\]"):
         load_config(write(tmp_path, BASE + "kb: {path: x, format: tsv}\n"), BuildSubgraphsConfig)
     with pytest.raises(ConfigError, match=r"output_dir: required key is missing"):
         load_config(write(tmp_path, "kind: build_subgraphs\nsynthetic: {}\n"), BuildSubgraphsConfig)

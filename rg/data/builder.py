@@ -4,6 +4,12 @@ The driver reads the question files (cheap), plans shards and skips those alread
 Ray Data sends the pending shards through a pool of actors that share one copy of the KG from
 the object store, each actor writing its shard's parquet and stats. The driver follows progress
 per question and merges the per-shard statistics into a coverage report.
+
+With ``kg:`` instead of ``kb:`` the subgraphs are cut through a KG store
+(:mod:`rg.data.store_subgraphs`): ``kind: memory`` shares one in-memory store from the object
+store, ``kind: sparql`` gives every actor its own connection to the endpoint (Virtuoso), so the
+KG never enters this process. Questions a stopped or failing endpoint could not serve are
+reported as unfinished, and the same command builds them once the endpoint answers again.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from rg.data.sources import KBSource, load_kb, read_question_rows
 from rg.data.subgraphs import ShardStats, ShardTask, SubgraphConfig, plan_shards, run_shard
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
+from rg.stores.base import KGStore
 from rg.linking.config import LinkingConfig, linking_setting
+from rg.stores.config import MemoryStoreConfig, SparqlStoreConfig, StoreConfig
 from rg.locks import output_lock
 from rg.runtime import RayConfig, init_ray
 
@@ -55,7 +63,9 @@ class BuildSubgraphsConfig(Config):
     """``python -m jobs.build_subgraphs``: cut per-question subgraphs into parquet shards.
 
     Either ``synthetic`` (generate the embedded default KG and questions into
-    ``output_dir/dataset``) or ``kb`` + ``questions`` (files you bring).
+    ``output_dir/dataset``), ``kb`` + ``questions`` (files you bring, cut by the in-memory graph
+    engine) or ``kg`` + ``questions`` (a KG store: ``{kind: memory, kb: ...}`` or
+    ``{kind: sparql, endpoint: ..., graph: ...}``).
     """
 
     KIND: ClassVar[str] = "build_subgraphs"
@@ -63,6 +73,9 @@ class BuildSubgraphsConfig(Config):
     output_dir: str = Field(description="Where shards, the report and (synthetic) the dataset go.")
     synthetic: SyntheticConfig | None = Field(None, description="Generate the synthetic dataset.")
     kb: KBSource | None = None
+    kg: StoreConfig | None = Field(
+        None, description="Cut subgraphs through a KG store instead of `kb`: {kind: memory, kb: {...}} or "
+                          "{kind: sparql, endpoint: http://127.0.0.1:8890/sparql, graph: ...} (rg.stores).")
     questions: list[QuestionSource] = Field(default_factory=list)
     subgraph: SubgraphConfig = Field(default_factory=SubgraphConfig)
     shard_size: int = Field(1000, ge=1, description="Questions per parquet shard (the resume unit).")
@@ -80,10 +93,14 @@ class BuildSubgraphsConfig(Config):
 
     @model_validator(mode="after")
     def _one_input(self) -> "BuildSubgraphsConfig":
-        if self.synthetic is not None and (self.kb is not None or self.questions):
-            raise ValueError("set either `synthetic` or `kb` + `questions`, not both")
-        if self.synthetic is None and (self.kb is None or not self.questions):
-            raise ValueError("set `kb` and at least one entry in `questions` (or `synthetic`)")
+        given = [name for name, value in (("synthetic", self.synthetic), ("kb", self.kb), ("kg", self.kg))
+                 if value is not None]
+        if len(given) != 1:
+            raise ValueError(f"set exactly one of `synthetic`, `kb` and `kg`, got {given or 'none'}")
+        if self.synthetic is not None and self.questions:
+            raise ValueError("`synthetic` generates its own questions: remove `questions`")
+        if self.synthetic is None and not self.questions:
+            raise ValueError(f"`{given[0]}` needs at least one entry in `questions`")
         names = [q.name for q in self.questions]
         if len(set(names)) != len(names):
             raise ValueError(f"question source names must be unique, got {names}")
@@ -108,6 +125,8 @@ def input_file_stamps(cfg: BuildSubgraphsConfig) -> dict[str, list[int] | None]:
     if cfg.synthetic is not None:
         return {}
     paths = [cfg.kb.path] if cfg.kb is not None else []
+    if isinstance(cfg.kg, MemoryStoreConfig):
+        paths.append(cfg.kg.kb.path)
     paths += [q.path for q in cfg.questions]
     stamps: dict[str, list[int] | None] = {}
     for text in paths:
@@ -121,12 +140,18 @@ def input_file_stamps(cfg: BuildSubgraphsConfig) -> dict[str, list[int] | None]:
 
 
 class _ShardBuilder:
-    """Ray Data actor: holds the KG (from the object store) and builds one shard per row."""
+    """Ray Data actor: holds the KG or an in-memory store (from the object store), or its own
+    connection to a SPARQL store, and builds one shard per row."""
 
-    def __init__(self, kg_ref: list, config: SubgraphConfig) -> None:
+    def __init__(self, kg_ref: list, config: SubgraphConfig, sparql: SparqlStoreConfig | None = None) -> None:
         import ray
 
-        self.kg: KnowledgeGraph = ray.get(kg_ref[0])
+        if sparql is not None:
+            from rg.stores.sparql import SparqlStore
+
+            self.kg: KnowledgeGraph | KGStore = SparqlStore(sparql)
+        else:
+            self.kg = ray.get(kg_ref[0])
         self.config = config
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -215,8 +240,7 @@ def _build_locked(cfg: BuildSubgraphsConfig, fresh: bool, progress: bool) -> dic
         generate(cfg.synthetic).write(dataset)
         kb = KBSource(path=str(dataset / "kg.txt"), format="tsv")
         sources = [QuestionSource(name="synthetic", path=str(dataset / "questions.jsonl"), format="jsonl")]
-    assert kb is not None  # guaranteed by the config validator
-    kg, kb_bad = load_kb(kb)
+    kg, kg_report = _open_kg(cfg, kb)
     linker = _linker(cfg, kg, out) if cfg.linking is not None else None
     linking: dict[str, Any] = {}
 
@@ -239,14 +263,15 @@ def _build_locked(cfg: BuildSubgraphsConfig, fresh: bool, progress: bool) -> dic
 
     if pending:
         init_ray(cfg.ray)
-        kg_ref = ray.put(kg)
+        sparql = cfg.kg if isinstance(cfg.kg, SparqlStoreConfig) else None
+        kg_ref = None if sparql is not None else ray.put(kg)
         ds = ray.data.from_items([{"task": t.to_json()} for t in pending], override_num_blocks=len(pending))
         ds = ds.map_batches(
             _ShardBuilder,
             batch_size=1,
             batch_format="numpy",
             compute=ray.data.ActorPoolStrategy(size=min(cfg.num_actors, len(pending))),
-            fn_constructor_kwargs={"kg_ref": [kg_ref], "config": cfg.subgraph},
+            fn_constructor_kwargs={"kg_ref": [kg_ref], "config": cfg.subgraph, "sparql": sparql},
         )
         bar = tqdm(total=sum(len(t.items) for t in pending), unit="q", desc="subgraphs", disable=not progress)
         for row in ds.iter_rows():
@@ -259,12 +284,12 @@ def _build_locked(cfg: BuildSubgraphsConfig, fresh: bool, progress: bool) -> dic
         bar.close()
 
     report = {
-        "kb": {"path": kb.path, "triples": kg.num_triples, "entities": kg.num_entities,
-               "relations": kg.num_relations, "bad_lines": kb_bad},
+        "kb": kg_report,
         "subgraph": cfg.subgraph.model_dump(),
         "output_dir": str(out.resolve()),
         "sources": {name: {**s.summary(), "resumed_lines": resumed[name]} for name, s in totals.items()},
         "rebuilt_shards": rebuilt,
+        "unfinished": sum(s.unfinished for s in totals.values()),
     }
     if linking:
         report["linking"] = linking
@@ -272,8 +297,33 @@ def _build_locked(cfg: BuildSubgraphsConfig, fresh: bool, progress: bool) -> dic
     return report
 
 
-def _linker(cfg: BuildSubgraphsConfig, kg: KnowledgeGraph, out: Path):
-    """The entity linker over ``kg``'s names; the index is reloaded when built for these KB files before."""
+def _open_kg(cfg: BuildSubgraphsConfig, kb: KBSource | None) -> tuple[KnowledgeGraph | KGStore, dict[str, Any]]:
+    """The graph the shards are cut from (``kb``: the engine's graph; ``kg``: a store) and its report entry.
+
+    Raises:
+        StoreError: a SPARQL endpoint that does not answer (checked once here, before any work).
+    """
+    if isinstance(cfg.kg, SparqlStoreConfig):
+        from rg.stores.sparql import SparqlStore
+
+        store = SparqlStore(cfg.kg)
+        store.ping()
+        return store, {"store": "sparql", "endpoint": cfg.kg.endpoint, "graph": cfg.kg.graph}
+    source = cfg.kg.kb if isinstance(cfg.kg, MemoryStoreConfig) else kb
+    assert source is not None  # guaranteed by the config validator
+    kg, bad = load_kb(source)
+    report = {"path": source.path, "triples": kg.num_triples, "entities": kg.num_entities,
+              "relations": kg.num_relations, "bad_lines": bad}
+    if cfg.kg is None:
+        return kg, report
+    from rg.stores.memory import MemoryStore
+
+    return MemoryStore(kg), {"store": "memory", **report}
+
+
+def _linker(cfg: BuildSubgraphsConfig, kg: KnowledgeGraph | KGStore, out: Path):
+    """The entity linker over the KG's names; the index is reloaded when built for the same KG before
+    (the same KB files, or the same SPARQL endpoint and graph: ``--fresh`` rebuilds it)."""
     from rg.linking import EntityLinker, load_or_build_index
     from rg.linking.names import store_names
     from rg.stores import MemoryStore
@@ -281,12 +331,17 @@ def _linker(cfg: BuildSubgraphsConfig, kg: KnowledgeGraph, out: Path):
 
     assert cfg.linking is not None
     stamps = input_file_stamps(cfg)
-    kb_stamp = {k: v for k, v in stamps.items() if cfg.kb is not None and k == cfg.kb.path}
-    kg_key = json.dumps({"kb": kb_stamp, "synthetic": cfg.synthetic.model_dump() if cfg.synthetic else None,
+    kb_paths = {cfg.kb.path} if cfg.kb is not None else set()
+    if isinstance(cfg.kg, MemoryStoreConfig):
+        kb_paths.add(cfg.kg.kb.path)
+    sparql = cfg.kg.model_dump(include={"endpoint", "graph", "namespace", "name_relation", "name_lang"}) \
+        if isinstance(cfg.kg, SparqlStoreConfig) else None
+    kg_key = json.dumps({"kb": {k: v for k, v in stamps.items() if k in kb_paths}, "sparql": sparql,
+                         "synthetic": cfg.synthetic.model_dump() if cfg.synthetic else None,
                          "unnamed_pattern": cfg.linking.unnamed_pattern}, sort_keys=True)
     folder = Path(cfg.linking.index_dir) if cfg.linking.index_dir else out / "linking-index"
     encoder = TextEncoder(cfg.linking.encoder) if cfg.linking.dense != "off" else None
-    store = MemoryStore(kg)
+    store = MemoryStore(kg) if isinstance(kg, KnowledgeGraph) else kg
     index, _ = load_or_build_index(folder, lambda: store_names(store, cfg.linking.unnamed_pattern), encoder, kg_key)
     return EntityLinker(index, cfg.linking)
 
@@ -304,7 +359,13 @@ def format_report(report: dict[str, Any]) -> str:
     """A plain-text coverage table of a build report."""
     cap = report["subgraph"]["max_triples"]
     head = f"{'source':<14}{'lines':>8}{'built':>8}{'bad':>6}{'covered':>17}{'truncated':>10}{'cap cost':>9}{'mean T':>9}{'max T':>8}"
-    lines = [f"KB: {report['kb']['triples']:,} triples, {report['kb']['entities']:,} entities; cap = {cap}", head]
+    kg = report["kb"]
+    if kg.get("store") == "sparql":
+        where = f"KG: SPARQL store {kg['endpoint']} (graph {kg['graph']})"
+    else:
+        store = " (memory store)" if kg.get("store") == "memory" else ""
+        where = f"KB{store}: {kg['triples']:,} triples, {kg['entities']:,} entities"
+    lines = [f"{where}; cap = {cap}", head]
     for name, s in report["sources"].items():
         cov = f"{s['covered']:,}/{s['lines']:,}"
         mean = f"{s['mean_triples']:.0f}" if s["mean_triples"] is not None else "-"
@@ -316,5 +377,8 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(f"{'':<14}bad: {reason} × {n}")
     for item in report.get("rebuilt_shards", []):
         lines.append(f"rebuilt damaged shard {item['shard']}: {item['reason']}")
+    if report.get("unfinished"):
+        lines.append(f"{report['unfinished']:,} questions were not built on store errors (bad: store_* above); "
+                     "run the same command again once the store answers to build them")
     lines.append(f"shards and report: {report['output_dir']}")
     return "\n".join(lines)

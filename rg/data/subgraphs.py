@@ -9,6 +9,13 @@ self-repairing. Lines that cannot
 become a Sample (malformed, topic entity absent from the KG, no hop count) are counted by reason
 in the stats, never dropped silently. This module is Ray-free; :mod:`rg.data.builder` runs it
 on Ray Data.
+
+Cut through a KG store (:mod:`rg.data.store_subgraphs`), a question whose store query failed for a
+transient reason (server down, timeout, 5xx; after the store's bounded retries) is counted under
+``store_<reason>`` and as *unfinished*: the shard is written, so nothing else is lost, but it is
+not trusted as finished, and the next run builds it again. After
+:data:`STORE_FAILURES_IN_A_ROW` such failures in a row the rest of the shard is marked the same way
+without asking the store, so a build against a stopped server ends in bounded time.
 """
 
 from __future__ import annotations
@@ -29,9 +36,13 @@ from rg.data.rog import write_rog_parquet
 from rg.data.sample import Question, Sample
 from rg.graph import KnowledgeGraph
 from rg.graph.search import CutOrder
+from rg.stores.base import KGStore, StoreError
 
 MAX_EXAMPLES = 5
 """Bad-row descriptions kept per shard and reason (counts are always complete)."""
+
+STORE_FAILURES_IN_A_ROW = 3
+"""Transient store failures in a row after which a shard's remaining questions are not tried."""
 
 
 class SubgraphConfig(Config):
@@ -136,6 +147,7 @@ class ShardStats:
     truncated: int = 0
     triples_total: int = 0
     triples_max: int = 0
+    unfinished: int = 0
     bad: dict[str, int] = field(default_factory=dict)
     bad_examples: list[str] = field(default_factory=list)
 
@@ -166,6 +178,7 @@ class ShardStats:
             truncated=self.truncated + other.truncated,
             triples_total=self.triples_total + other.triples_total,
             triples_max=max(self.triples_max, other.triples_max),
+            unfinished=self.unfinished + other.unfinished,
             bad=dict(sorted(bad.items())),
             bad_examples=(self.bad_examples + other.bad_examples)[: 4 * MAX_EXAMPLES],
         )
@@ -254,22 +267,45 @@ def finished_shard(parquet: Path, stats_path: Path) -> tuple[ShardStats | None, 
     problem = check_parquet(parquet, None if stats is None else stats.built)
     if problem is not None:
         return None, problem
+    if stats is not None and stats.unfinished:
+        failed = ", ".join(f"{k} × {n}" for k, n in stats.bad.items() if k.startswith("store_"))
+        return None, f"{stats.unfinished} questions were not built on store errors ({failed}); built again"
     return stats, None
 
 
-def run_shard(kg: KnowledgeGraph, task: ShardTask, config: SubgraphConfig) -> ShardStats:
-    """Build every question of ``task``, write its parquet then its stats file (both durable and atomic)."""
+def run_shard(kg: KnowledgeGraph | KGStore, task: ShardTask, config: SubgraphConfig) -> ShardStats:
+    """Build every question of ``task`` from ``kg`` (the in-memory graph or a KG store), write its
+    parquet then its stats file (both durable and atomic)."""
+    from rg.data.store_subgraphs import build_store_sample
+
+    build = build_sample if isinstance(kg, KnowledgeGraph) else build_store_sample
     stats = ShardStats(source=task.source, shards=1, lines=len(task.items))
     samples = []
+    failing: StoreError | None = None
+    in_a_row = 0
     for item in task.items:
         if isinstance(item, BadRow):
             stats.add_bad(item)
             continue
+        if in_a_row >= STORE_FAILURES_IN_A_ROW and failing is not None:
+            stats.unfinished += 1
+            stats.add_bad(BadRow(item.id, 0, f"store_{failing.reason}",  # type: ignore[arg-type]
+                                 f"{item.id}: not tried after {in_a_row} store failures in a row ({failing})"))
+            continue
         try:
-            built = build_sample(kg, item, config)
+            built = build(kg, item, config)  # type: ignore[arg-type]
         except Unbuildable as err:
             stats.add_bad(BadRow(item.id, 0, err.reason, err.detail))  # type: ignore[arg-type]
             continue
+        except StoreError as err:
+            if not err.transient:
+                stats.add_bad(BadRow(item.id, 0, f"store_{err.reason}", f"{item.id}: {err}"))  # type: ignore[arg-type]
+                continue
+            failing, in_a_row = err, in_a_row + 1
+            stats.unfinished += 1
+            stats.add_bad(BadRow(item.id, 0, f"store_{err.reason}", f"{item.id}: {err}"))  # type: ignore[arg-type]
+            continue
+        in_a_row = 0
         stats.add_built(built)
         samples.append(built.sample)
     parquet = Path(task.parquet_path)

@@ -4,9 +4,9 @@ See ``docs/stores.md``. Importing this package does not import ``requests``; the
 and the Virtuoso control module are imported from their own modules.
 """
 
-from rg.stores.base import KGStore, StoreSubgraph, content_keys, path_key
+from rg.stores.base import KGStore, StoreError, StoreSubgraph, content_keys, path_key
 from rg.stores.config import MemoryStoreConfig, SparqlStoreConfig, StoreConfig, build_store
 from rg.stores.memory import MemoryStore
 
-__all__ = ["KGStore", "MemoryStore", "MemoryStoreConfig", "SparqlStoreConfig", "StoreConfig", "StoreSubgraph",
-           "build_store", "content_keys", "path_key"]
+__all__ = ["KGStore", "MemoryStore", "MemoryStoreConfig", "SparqlStoreConfig", "StoreConfig", "StoreError",
+           "StoreSubgraph", "build_store", "content_keys", "path_key"]

@@ -27,6 +27,24 @@ Direction = Literal["out", "in", "both"]
 Triple = tuple[str, str, str]
 
 
+class StoreError(RuntimeError):
+    """A store query failed for good (after its bounded retries); ``reason`` is a short machine-readable cause.
+
+    ``unreachable``, ``timeout`` and ``http_<status>`` (429, 5xx) are *transient*: the same query
+    may succeed once the store is back, so jobs record the question as unfinished and redo it on
+    the next run. ``bad_query``, ``bad_result`` and ``truncated`` would fail again.
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+    @property
+    def transient(self) -> bool:
+        return self.reason in ("unreachable", "timeout") or self.reason.startswith("http_")
+
+
 @dataclass(frozen=True)
 class StoreSubgraph:
     """A k-hop subgraph returned by a store.

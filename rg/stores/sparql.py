@@ -33,21 +33,14 @@ import requests
 
 from rg.graph import KnowledgeGraph, Path, split_relation
 from rg.graph.search import CutOrder
-from rg.stores.base import Direction, StoreSubgraph, Triple, content_keys, sorted_paths, subgraph_of
+from rg.stores.base import Direction, StoreError, StoreSubgraph, Triple, content_keys, sorted_paths, subgraph_of
 from rg.stores.config import SparqlStoreConfig
 from rg.stores.ledger import QueryLedger, QueryRecord
 from rg.stores.sparql_text import iri, iri_local, literal, local_name, values_block
 
 RETRY_STATUS = {429, 500, 502, 503, 504}
 
-
-class StoreError(RuntimeError):
-    """A query failed for good; ``reason`` is a short machine-readable cause."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
+__all__ = ["SparqlStore", "StoreError"]
 
 
 Incidence = tuple[Triple, str, str]
@@ -98,6 +91,14 @@ class SparqlStore:
         """
         return self._post(query, kind, bindings, "application/sparql-results+json",
                           lambda text: json.loads(text)["results"]["bindings"])
+
+    def ping(self) -> None:
+        """Ask the endpoint ``ASK {}`` (with the usual retries): a cheap check that it answers.
+
+        Raises:
+            StoreError: as :meth:`_post` does.
+        """
+        self._post("ASK {}", "ping", 0, "application/sparql-results+json", lambda text: [json.loads(text)["boolean"]])
 
     def select_iris(self, query: str, kind: str, bindings: int = 0) -> list[list[str]]:
         """Run a SELECT query whose every bound value is an IRI; return rows of IRI strings.
