@@ -15,6 +15,9 @@ loads the MetaQA KB exported in the Freebase layout, and stops it by its PID at 
 - **comparisons**: per hop set, k-hop subgraphs (uncapped below 3 hops, and capped at 5000),
   all shortest paths topic → answer (``out`` and ``both``, up to 3 answers) and the groundings
   of the relation paths of those shortest paths, asked of both stores (SPARQL with its cache).
+  ``answer_f1_paths``: the answer-F1 weak relation paths (up to the hop count, topic → up to 3
+  answers) searched through the store (:mod:`rg.supervision.store_paths`, what
+  ``labels.weak.kg`` runs) and on the in-memory graph, compared as scored sets.
   ``identical`` is true when every compared result matched.
 """
 
@@ -38,6 +41,8 @@ from rg.stores.memory import MemoryStore
 from rg.stores.ntriples import entity_ids, relabel, write_ntriples
 from rg.stores.sparql import SparqlStore
 from rg.stores.virtuoso import VirtuosoServer
+from rg.supervision.answer_paths import score_relation_paths
+from rg.supervision.store_paths import score_store_paths
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sparql.json"
 CAP = 5000
@@ -76,6 +81,11 @@ def with_groundings(mem: MemoryStore, cases: list[SearchCase]) -> list[SearchCas
         paths = {p.relation_path for s in c.seeds for a in c.answers for p in mem.shortest_paths(s, a, "both", c.hops)}
         out.append(SearchCase(c.seeds, c.hops, c.answers, tuple(sorted(paths))[:5]))
     return out
+
+
+def scored_set(paths) -> list[tuple]:
+    """Scored paths as a sorted list (the two searches may order ties differently)."""
+    return sorted((p.relation_path, round(p.f1, 9), round(p.precision, 9), round(p.recall, 9)) for p in paths)
 
 
 def time_khop(store, cases: list[SearchCase]) -> tuple[list, float]:
@@ -154,8 +164,19 @@ def run(server: VirtuosoServer, mem: MemoryStore, cases: dict[int, list[SearchCa
         t0 = time.perf_counter()
         compare_stores(mem, cached, with_groundings(mem, hop_cases), caps=(None, CAP) if hop < 3 else (CAP,),
                        directions=("both",), out=comparisons)
+        seconds = time.perf_counter() - t0
+        memory_s = store_s = 0.0
+        for c in hop_cases:
+            t0 = time.perf_counter()
+            expected = scored_set(score_relation_paths(mem.kg, c.seeds, c.answers, hop))
+            t1 = time.perf_counter()
+            got = scored_set(score_store_paths(cached, c.seeds, c.answers, hop))
+            memory_s, store_s = memory_s + t1 - t0, store_s + time.perf_counter() - t1
+            comparisons.check("answer_f1_paths", expected, got, f"answer-F1 paths from {c.seeds}")
         by_hop[str(hop)] = {"questions": len(hop_cases), "comparisons": comparisons.total - before,
-                            "seconds": round(time.perf_counter() - t0, 1)}
+                            "seconds": round(seconds, 1),
+                            "answer_f1_ms_per_question": {"memory": round(1000 * memory_s / len(hop_cases), 1),
+                                                          "sparql": round(1000 * store_s / len(hop_cases), 1)}}
     queries = [r for r in batched.ledger.records]
     return {
         "batching_speedup": round(single_s / batched_subset_s, 2) if batched_subset_s else None,

@@ -10,8 +10,8 @@ module scores each relation path of up to ``max_len`` steps from the topic entit
 between that set and the answer set, and keeps the best: the path that reaches all the answers
 and little else. Topic entities are left out of both sets (a reader never answers with one).
 
-With ``WeakConfig.kb`` the paths are searched on the whole KG rather than the question's
-subgraph: a subgraph cut to a triple budget can lose the answers of the right path and let a
+With ``WeakConfig.kb`` (or ``WeakConfig.kg``, a KG store: :mod:`rg.supervision.store_paths`)
+the paths are searched on the whole KG rather than the question's subgraph: a subgraph cut to a triple budget can lose the answers of the right path and let a
 wrong path score best, while on the whole KG the set a path reaches is exact (MetaQA's 129k
 triples take about 10 ms per 3-hop question). Triple labels still come from the walks of the
 chosen paths inside the subgraph.
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,6 +36,9 @@ from rg.graph.kg import KnowledgeGraph
 from rg.graph.search import relation_steps
 from rg.graph.path import Path
 from rg.supervision.weak import WeakConfig, answer_entities, topic_entities
+
+if TYPE_CHECKING:
+    from rg.stores.base import KGStore
 
 DEFAULT_MAX_LEN = 3
 """Relations per path searched when ``WeakConfig.max_path_len`` is None."""
@@ -94,8 +98,16 @@ def score_relation_paths(
     return [found[i] for i in order]
 
 
-def search_kb(weak: WeakConfig) -> KnowledgeGraph | None:
-    """The whole KG that ``weak.kb`` names, loaded once per job (None when it names none)."""
+def search_kb(weak: WeakConfig) -> "KnowledgeGraph | KGStore | None":
+    """The whole KG that ``weak.kb`` or ``weak.kg`` names, opened once per job (None when neither is set).
+
+    ``kb`` and ``kg: {kind: memory}`` load the graph into this process; ``kg: {kind: sparql}``
+    returns a :class:`~rg.stores.sparql.SparqlStore` the search queries.
+    """
+    if weak.kg is not None:
+        from rg.stores.config import SparqlStoreConfig, build_store
+
+        return build_store(weak.kg) if isinstance(weak.kg, SparqlStoreConfig) else load_kb(weak.kg.kb)[0]
     return None if weak.kb is None else load_kb(weak.kb)[0]
 
 
@@ -104,7 +116,7 @@ def answer_f1_paths(
     max_len: int = DEFAULT_MAX_LEN,
     tolerance: float = 0.0,
     kg: KnowledgeGraph | None = None,
-    kb: KnowledgeGraph | None = None,
+    kb: "KnowledgeGraph | KGStore | None" = None,
 ) -> tuple[tuple[str, ...], ...]:
     """The relation paths of a question whose reached set best matches its answers.
 
@@ -113,13 +125,19 @@ def answer_f1_paths(
         max_len: Most relations per path.
         tolerance: Keep every path whose F1 is within this of the best (0: ties with the best).
         kg: The graph of ``sample.triples`` when the caller has it already.
-        kb: Search on this whole KG instead of the question's subgraph (:func:`search_kb`).
+        kb: Search on this whole KG instead of the question's subgraph (:func:`search_kb`): the
+            in-memory graph, or a KG store (:func:`rg.supervision.store_paths.score_store_paths`).
 
     Returns:
         Relation paths, best first (empty when no path from a topic entity reaches an answer).
     """
-    graph = kb if kb is not None else kg if kg is not None else KnowledgeGraph.from_triples(sample.triples)
-    scored = score_relation_paths(graph, topic_entities(sample, graph), answer_entities(sample, graph), max_len)
+    if kb is not None and not isinstance(kb, KnowledgeGraph):
+        from rg.supervision.store_paths import score_store_paths
+
+        scored = score_store_paths(kb, sample.q_entities, sample.a_entities or sample.answers, max_len)
+    else:
+        graph = kb if kb is not None else kg if kg is not None else KnowledgeGraph.from_triples(sample.triples)
+        scored = score_relation_paths(graph, topic_entities(sample, graph), answer_entities(sample, graph), max_len)
     if not scored:
         return ()
     floor = scored[0].f1 - tolerance

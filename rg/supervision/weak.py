@@ -31,6 +31,7 @@ from pydantic import Field, model_validator
 from rg.config import Config
 from rg.data.sample import Sample
 from rg.data.sources import KBSource
+from rg.stores.config import StoreConfig
 from rg.graph import KnowledgeGraph, Path
 
 WeakMode = Literal["directed", "mixed", "none"]
@@ -80,10 +81,21 @@ class WeakConfig(Config):
         ),
     )
 
+    kg: StoreConfig | None = Field(
+        None,
+        description=(
+            "Like `kb`, through a KG store (rg.stores): {kind: memory, kb: {...}} or {kind: sparql, endpoint: "
+            "http://127.0.0.1:8890/sparql, graph: ...}, so the whole KG can stay in a triple store."
+        ),
+    )
+
     @model_validator(mode="after")
     def _kb_needs_answer_f1(self) -> "WeakConfig":
-        if self.kb is not None and self.rule != "answer_f1":
-            raise ValueError("`kb` is read by rule 'answer_f1' only; set rule: answer_f1 or remove kb")
+        for key in ("kb", "kg"):
+            if getattr(self, key) is not None and self.rule != "answer_f1":
+                raise ValueError(f"`{key}` is read by rule 'answer_f1' only; set rule: answer_f1 or remove {key}")
+        if self.kb is not None and self.kg is not None:
+            raise ValueError("set `kb` or `kg`, not both (kg: {kind: memory, kb: ...} reads the same file)")
         return self
 
 
