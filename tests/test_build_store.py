@@ -205,6 +205,7 @@ def test_virtuoso_stopped_mid_build_then_restarted_loses_and_doubles_nothing(ray
         assert s["lines"] == s["built"] + s["bad_total"] == 200
         assert first["unfinished"] == sum(failed.values()) > 0 and set(failed) <= {"store_unreachable", "store_timeout"}
         assert 5 <= s["built"] < 200
+        assert f"{first['unfinished']:,} questions were not built on store errors" in format_report(first)
         built_before = _samples(tmp_path / "out" / "syn")
 
         server.start(timeout=120)
