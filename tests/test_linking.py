@@ -283,3 +283,16 @@ def test_qa_job_links_topics_and_records_failures(ray_local, tmp_path: Path) -> 
     assert sorted(rows) == ["a", "b", "c", "d"]  # nothing dropped
     assert rows["d"]["failure"] == "link_not_found: no n-gram matches an entity name" and rows["d"]["hit"] == 0
     assert rows["a"]["answers"][0] == "Ann" and rows["a"]["failure"] is None
+
+
+def test_yaml_off_is_dense_off(tmp_path) -> None:
+    from rg.config import load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("output_dir: out\nkb: {path: kb.txt, format: metaqa}\n"
+                    "questions: [{name: q, path: q.txt, format: metaqa, hops: 1}]\nlinking: {dense: off}\n")
+    assert load_config(path, BuildSubgraphsConfig).linking.dense == "off"
+    with pytest.raises(ConfigError, match="linking.dense"):
+        validate_config({"output_dir": "out", "kb": {"path": "kb.txt", "format": "metaqa"},
+                         "questions": [{"name": "q", "path": "q.txt", "format": "metaqa", "hops": 1}],
+                         "linking": {"dense": True}}, BuildSubgraphsConfig)

@@ -44,6 +44,12 @@ class LinkingConfig(Config):
                                 "(Freebase m./g. ids); None indexes every entity.")
     encoder: EncoderConfig = Field(default_factory=EncoderConfig, description="Text encoder of names and mentions.")
 
+    @field_validator("dense", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads an unquoted `off` as false: `dense: off` and `--set linking.dense=off` mean "off"
+        return "off" if value is False else value
+
     @field_validator("unnamed_pattern")
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
