@@ -108,6 +108,7 @@ def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tm
     assert after.evaluation is None
 
 
+@pytest.mark.slow  # two Ray Train runs
 def test_the_same_seed_trains_the_same_planner_both_ways(ray_local, two_inputs, tmp_path):
     inputs, _ = two_inputs
     update = {"labels": {"source": "weak", "weak": {"rule": "answer_f1"}}, "evaluation": {"side": "val", "beam_widths": [1]}}
