@@ -67,7 +67,7 @@ def _rows(ds) -> list:
 
 
 @pytest.mark.parametrize("mode", ["shortest", "answer_f1", "kb_vote_mask", "refined"])
-def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path, mode):
+def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path, monkeypatch, mode):
     inputs, kb = two_inputs
     update = {
         "shortest": {"labels": {"source": "weak"}},
@@ -86,7 +86,22 @@ def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tm
         write_labels(load_labels(labelled, LabelConfig()).values(), tmp_path / "labels" / "part-0.parquet")
 
     before = _driver_input(config(inputs, tmp_path, "driver", **update))
+    # the streamed path never reads a subgraph on the driver, nor calls from_items
+    import ray.data
+
+    import rg.training.planner_ray as planner_ray
+
+    def questions_only(*args, **kwargs):
+        assert kwargs.get("graph") is False, "the driver read samples with their subgraphs"
+        return load_split_samples(*args, **kwargs)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("ray.data.from_items called on the streamed path")
+
+    monkeypatch.setattr(planner_ray, "load_split_samples", questions_only)
+    monkeypatch.setattr(ray.data, "from_items", refuse)
     after = _streamed_input(config(inputs, tmp_path, "ray_data", **update))
+    monkeypatch.undo()
 
     assert (after.train_questions, after.val_questions) == (before.train_questions, before.val_questions)
     assert after.train_stats.to_dict() == before.train_stats.to_dict()
