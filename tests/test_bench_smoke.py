@@ -310,6 +310,21 @@ def test_driver_memory_smoke(tmp_path: Path) -> None:
     assert report["driver_peak_rss_mb"] >= report["floor_peak_rss_mb"] > 0
 
 
+@pytest.mark.slow
+def test_driver_memory_before_after_smoke(tmp_path: Path) -> None:
+    """bench.driver_memory --quick --kind train_planner --before examples_on=driver: the baseline run and the current one."""
+    from bench import driver_memory
+
+    out = tmp_path / "driver_memory.json"
+    argv = ["--quick", "--kind", "train_planner", "--before", "examples_on=driver", "--out", str(out)]
+    assert driver_memory.main(argv) == 0
+    report = check_keys(out, ["command", "commit", "floor_peak_rss_mb", "driver_peak_rss_mb", "baseline",
+                              "before.driver_peak_rss_mb", "before.driver_data_mb", "before.command",
+                              "after.driver_peak_rss_mb", "before_over_after", "data_before_over_after"])
+    assert "examples_on=driver" in report["before"]["command"] and "examples_on=driver" not in report["after"]["command"]
+    assert report["before"]["driver_peak_rss_mb"] >= report["floor_peak_rss_mb"] > 0
+
+
 def test_linking_smoke(tiny_metaqa: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from bench import linking
 

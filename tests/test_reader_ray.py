@@ -65,3 +65,21 @@ def test_two_workers_train_export_resume_and_answer(ray_local, synthetic_parquet
     predictions = asyncio.run(answer_questions(samples, HopDistanceScorer(), reader, top_k=30))
     assert [p.reader for p in predictions] == ["tuned:smollm2-135m+lora"] * 3
     assert all(p.ok and 1 <= len(p.answers) <= 2 for p in predictions)
+
+
+def test_streamed_examples_equal_the_driver_built_ones(ray_local, synthetic_parquet, tmp_path):
+    """Ray Data actors score, build evidence and tokenise what the driver used to (examples_on: driver), in order."""
+    import pickle
+
+    from rg.models.registry import resolve_model
+    from rg.training.reader_ray import _driver_input, _streamed_input
+
+    cfg = config(synthetic_parquet, tmp_path, epochs=1).model_copy(update={"max_train_questions": 14})
+    base = resolve_model(cfg.reader.base)
+    before = _driver_input(cfg.model_copy(update={"examples_on": "driver"}), base)
+    after = _streamed_input(cfg, base)
+    counts = lambda d: (d.train_questions, d.val_questions, d.train_examples, d.skipped, d.prompt_tokens)  # noqa: E731
+    assert counts(after) == counts(before) and before.train_questions == 14 and before.train_examples >= 2
+    rows = lambda ds, column: [pickle.loads(r[column]) for r in ds.iter_rows()]  # noqa: E731
+    assert rows(after.train, "example") == rows(before.train, "example")
+    assert rows(after.val, "item") == rows(before.val, "item") and before.val_questions == 4

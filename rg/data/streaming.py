@@ -1,29 +1,45 @@
 """RoG inputs streamed with Ray Data: files verified first, only the wanted ids, nothing on the driver.
 
-Jobs that process many questions (refine, QA evaluation) read their inputs with
+Jobs that process many questions (refine, training, QA evaluation) read their inputs with
 ``ray.data.read_parquet`` (or ``read_json``) and an id filter instead of loading samples on the
 driver and handing them to ``from_items``: the subgraphs (``graph`` column), which dominate the
 size of a 3-hop input, go straight from the files to the workers. Parquet files are checked first
 (:mod:`rg.data.integrity`), so a damaged or empty input fails with one line naming it.
+
+The training jobs (:mod:`rg.training.graph_stream`, :mod:`rg.training.planner_stream`,
+:mod:`rg.training.reader_ray`) share three helpers: :func:`read_side` maps the rows of one split
+side through an actor pool in input order, :func:`in_order` puts rows that arrive out of order
+back in question order (and refuses a duplicate or a lost id), and :func:`batch_samples` turns a
+batch of RoG rows back into :class:`Sample` records.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rg.data.integrity import EmptyInputError, require_parquet
 from rg.data.paths import resolve_data_path
-from rg.data.rog import iter_rog_rows, rog_files
+from rg.data.rog import iter_rog_rows, rog_files, sample_from_row
 from rg.data.sample import Sample
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import ray
+    import ray.data
 
 READ_CPUS = 0.25
 """CPUs reserved per read task; an actor pool must leave at least this much free."""
 
 INPUT_CPUS = 1.0
 """CPUs an actor pool leaves free for the tasks that feed it (file listing, reading, the id filter)."""
+
+BATCH_ROWS = 32
+"""Questions per Ray Data batch of :func:`read_side` (a 3-hop MetaQA row holds up to 5,000 triples)."""
+
+MAX_ACTORS = 8
+"""Upper bound of the actor pool of :func:`read_side` and :func:`map_in_order`."""
 
 
 def read_input(source: str, limit: int | None, ids: frozenset[str] | None = None) -> "ray.data.Dataset":
@@ -82,3 +98,81 @@ def first_ids(files: list[str], limit: int, ids: frozenset[str] | None) -> froze
         if len(out) >= limit:
             break
     return frozenset(out[:limit])
+
+
+def read_side(
+    sources: Sequence[str], ids: Collection[str], udf: type, kwargs: Mapping[str, Any], batch_rows: int = BATCH_ROWS
+) -> "ray.data.Dataset":
+    """The rows of the questions ``ids`` from every input, mapped by an actor pool of ``udf``, in input order.
+
+    Args:
+        sources: RoG files or folders, read in this order.
+        ids: The questions to keep (e.g. one split side).
+        udf: A Ray Data callable class taking a ``pyarrow.Table`` batch of RoG rows.
+        kwargs: Its constructor's keyword arguments.
+        batch_rows: Rows per batch.
+    """
+    ids = frozenset(ids)
+    parts = [read_input(source, None, ids) for source in sources]
+    ds = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
+    return map_in_order(ds, len(ids), udf, kwargs, batch_rows)
+
+
+def map_in_order(
+    ds: "ray.data.Dataset", rows: int, udf: type, kwargs: Mapping[str, Any], batch_rows: int = BATCH_ROWS
+) -> "ray.data.Dataset":
+    """``ds`` (about ``rows`` rows) mapped in ``pyarrow`` batches by an actor pool of ``udf``, blocks kept in order.
+
+    The pool grows only into CPUs that are free, and its actors leave :data:`INPUT_CPUS` to the
+    tasks that feed them: if the actors held every CPU, those tasks could never run.
+    """
+    import ray
+
+    cpus = ray.cluster_resources().get("CPU", 1.0)
+    size = max(1, min(MAX_ACTORS, math.ceil(max(rows, 1) / batch_rows), int(cpus)))
+    ds = ds.map_batches(
+        udf,
+        fn_constructor_kwargs=dict(kwargs),
+        batch_size=batch_rows,
+        batch_format="pyarrow",
+        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size),
+        num_cpus=max(0.01, min(1.0, (cpus - INPUT_CPUS) / size)),
+    )
+    ds.context.execution_options.preserve_order = True  # blocks in input order: same shards for the same input
+    return ds
+
+
+def in_order(rows: Iterable[Mapping[str, Any]], order: Sequence[str]) -> Iterator[Mapping[str, Any]]:
+    """``rows`` in the order of their ``id`` in ``order``, holding back only rows that arrive early.
+
+    Raises:
+        ValueError: if an id of ``order`` never arrives, or one arrives twice.
+    """
+    pending: dict[str, Mapping[str, Any]] = {}
+    seen: set[str] = set()
+    position = 0
+    for row in rows:
+        if row["id"] in seen:
+            raise ValueError(f"sample id {row['id']!r} occurs twice; ids must be unique within the tables")
+        seen.add(row["id"])
+        pending[row["id"]] = row
+        while position < len(order) and order[position] in pending:
+            yield pending.pop(order[position])
+            position += 1
+    if position < len(order):
+        raise ValueError(f"question {order[position]!r} was not read back from the inputs; were they changed during the job?")
+
+
+def batch_samples(batch: "pa.Table") -> list[Sample]:
+    """The :class:`Sample` of every RoG row of a Ray Data batch.
+
+    Raises:
+        ValueError: for a row that is not a valid RoG row (naming why).
+    """
+    samples = []
+    for row in batch.to_pylist():
+        item = sample_from_row(row, "input", -1)
+        if not isinstance(item, Sample):
+            raise ValueError(f"bad input row: {item.detail}; rebuild or fix the input")
+        samples.append(item)
+    return samples

@@ -35,16 +35,14 @@ voted relation paths per question.
 
 from __future__ import annotations
 
-import math
 import pickle
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rg.data.paths import resolve_data_path
-from rg.data.rog import sample_from_row
 from rg.data.sample import Sample
-from rg.data.streaming import INPUT_CPUS, read_input
+from rg.data.streaming import batch_samples, in_order, read_side
 from rg.retrievers.graphs import EmbeddingTables, QuestionGraph
 from rg.supervision.answer_paths import DEFAULT_MAX_LEN, search_kb
 from rg.supervision.labels import label_ids
@@ -63,13 +61,6 @@ from rg.training.planner_data import PlanTarget, TemplateConsensus, candidate_ta
 if TYPE_CHECKING:
     import pyarrow as pa
     import ray.data
-
-BATCH_ROWS = 32
-"""Questions per Ray Data batch in both passes (a 3-hop MetaQA row holds up to 5,000 triples)."""
-
-MAX_ACTORS = 8
-"""Upper bound of each pass's actor pool."""
-
 
 @dataclass(frozen=True)
 class TrainingGraphs:
@@ -132,19 +123,18 @@ def stream_training_graphs(
         labels = labels.model_copy(update={"path": str(resolve_data_path(labels.path).resolve())})
     if labels.source == "refined":
         require_labels([s.id for s in (*train, *val)], label_ids(str(labels.path)))
-    cpus = ray.cluster_resources().get("CPU", 1.0)
     targets: list[PlanTarget] = []
     for side in (train, val):
-        scan = _side_dataset(sources, side, _Scan, {"labels": labels}, cpus)
-        for row in _in_order(scan.iter_rows(), [s.id for s in side]):
+        scan = read_side(sources, [s.id for s in side], _Scan, {"labels": labels})
+        for row in in_order(scan.iter_rows(), [s.id for s in side]):
             vocabulary.add_names(map(str, row["entities"]), map(str, row["relations"]))
             if row["target"]:
                 targets.append(pickle.loads(row["target"]))
     tables, index = vocabulary.embed(encoder)
     voted = _voted(targets, {s.id for s in train}) if labels.template_vote else None
     shared = {"index": ray.put(index), "labels": labels, "voted": None if voted is None else ray.put(voted)}
-    train_ds = _side_dataset(sources, train, _GraphRows, {**shared, "skip_unlabelled": skip_unlabelled}, cpus)
-    val_ds = _side_dataset(sources, val, _GraphRows, {**shared, "skip_unlabelled": None}, cpus)
+    train_ds = read_side(sources, [s.id for s in train], _GraphRows, {**shared, "skip_unlabelled": skip_unlabelled})
+    val_ds = read_side(sources, [s.id for s in val], _GraphRows, {**shared, "skip_unlabelled": None})
     train_ds, val_ds = train_ds.materialize(), val_ds.materialize()
     return TrainingGraphs(train=train_ds, val=val_ds, train_usable=train_ds.count(), tables=tables, index=index)
 
@@ -155,65 +145,10 @@ def iter_graphs(ds: "ray.data.Dataset") -> Iterator[QuestionGraph]:
         yield pickle.loads(row["graph"])
 
 
-def _side_dataset(
-    sources: Sequence[str], side: Sequence[Sample], udf: type, kwargs: Mapping[str, Any], cpus: float
-) -> "ray.data.Dataset":
-    """The rows of ``side``'s ids from every input, mapped by an actor pool of ``udf``, in input order."""
-    import ray
-
-    ids = frozenset(s.id for s in side)
-    parts = [read_input(source, None, ids) for source in sources]
-    ds = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
-    batches = max(1, math.ceil(len(ids) / BATCH_ROWS))
-    size = max(1, min(MAX_ACTORS, batches, int(cpus)))
-    ds = ds.map_batches(
-        udf,
-        fn_constructor_kwargs=dict(kwargs),
-        batch_size=BATCH_ROWS,
-        batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size),  # grows only into CPUs that are free
-        # the actors start first: if they held every CPU, the tasks feeding them could never run
-        num_cpus=max(0.01, min(1.0, (cpus - INPUT_CPUS) / size)),
-    )
-    ds.context.execution_options.preserve_order = True  # blocks in input order: same shards for the same input
-    return ds
-
-
-def _in_order(rows: Iterable[Mapping[str, Any]], order: Sequence[str]) -> Iterator[Mapping[str, Any]]:
-    """``rows`` in the order of their ``id`` in ``order``, holding back only rows that arrive early.
-
-    Raises:
-        ValueError: if an id of ``order`` never arrives, or one arrives twice.
-    """
-    pending: dict[str, Mapping[str, Any]] = {}
-    seen: set[str] = set()
-    position = 0
-    for row in rows:
-        if row["id"] in seen:
-            raise ValueError(f"sample id {row['id']!r} occurs twice; ids must be unique within the tables")
-        seen.add(row["id"])
-        pending[row["id"]] = row
-        while position < len(order) and order[position] in pending:
-            yield pending.pop(order[position])
-            position += 1
-    if position < len(order):
-        raise ValueError(f"question {order[position]!r} was not read back from the inputs; were they changed during the job?")
-
-
 def _voted(targets: Sequence[PlanTarget], train_ids: set[str]) -> dict[str, tuple[tuple[str, ...], ...]]:
     """Each question's relation paths after the template vote of the training questions (as :func:`voted_paths`)."""
     consensus = TemplateConsensus.fit(t for t in targets if t.id in train_ids)
     return {t.id: consensus.vote(t).relation_paths for t in targets}
-
-
-def _samples(batch: "pa.Table") -> list[Sample]:
-    samples = []
-    for row in batch.to_pylist():
-        item = sample_from_row(row, "input", -1)
-        if not isinstance(item, Sample):
-            raise ValueError(f"bad input row: {item.detail}; rebuild or fix the input")
-        samples.append(item)
-    return samples
 
 
 class _Scan:
@@ -226,7 +161,7 @@ class _Scan:
     def __call__(self, batch: "pa.Table") -> "pa.Table":
         import pyarrow as pa
 
-        samples = _samples(batch)
+        samples = batch_samples(batch)
         names = [sample_names(s) for s in samples]
         found: dict[str, bytes] = {}
         if self.labels.template_vote:
@@ -262,7 +197,7 @@ class _GraphRows:
     def __call__(self, batch: "pa.Table") -> "pa.Table":
         import pyarrow as pa
 
-        samples = _samples(batch)
+        samples = batch_samples(batch)
         rows = join_labels(samples, self.labels, self.kb, self.voted)
         require_labels([s.id for s in samples], rows)
         graphs = [question_graph(s, self.index, rows[s.id]) for s in samples]

@@ -81,6 +81,11 @@ class TargetStats:
     capped: int = 0
     outvoted: int = 0
 
+    @property
+    def questions_with_target(self) -> int:
+        """Questions with at least one target path (of any source)."""
+        return sum(self.by_source.values())
+
     def to_dict(self) -> dict[str, int]:
         return {**{f"questions_{k}": v for k, v in sorted(self.by_source.items())},
                 "questions_without_path": self.no_path, "paths_too_long": self.too_long,

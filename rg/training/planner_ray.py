@@ -1,10 +1,15 @@
 """Distributed planner training on Ray Train (V2): ``python -m jobs.train`` with ``kind: train_planner``.
 
-The driver reads the train and validation questions (:class:`~rg.data.splits.SplitConfig`),
-derives the target relation paths (refined labels, else weak shortest paths;
-:mod:`rg.training.planner_data`), builds the planner once — tokenizer trained on the training
-questions, base model, untrained LoRA adapter — and ships it to the workers as the bytes of a
-checkpoint folder, with the tokenised examples as Ray Datasets. Each worker trains its shard of
+The driver reads the train and validation questions without their subgraphs
+(:class:`~rg.data.splits.SplitConfig`); Ray Data derives their target relation paths from the
+input files (refined labels, else weak paths; :mod:`rg.training.planner_data`) and the driver
+keeps what is global (relation names, the training questions' prompts, counts, the template
+vote; :mod:`rg.training.planner_stream`). The driver builds the planner once — tokenizer trained
+on the training questions, base model, untrained LoRA adapter — and ships it to the workers as
+the bytes of a checkpoint folder; Ray Data tokenises the examples into the object store, and the
+trainer hands them to the workers as Ray Datasets. (``examples_on: driver`` is the former path,
+kept as the baseline of ``bench.driver_memory`` and of the equivalence tests: every sample with
+its subgraph on the driver, examples built there and handed to ``ray.data.from_items``.) Each worker trains its shard of
 the training examples under DDP (gloo on CPU) with the shared loop
 :func:`rg.training.planner_loop.fit_planner`, evaluates the whole validation set and reports
 each epoch; rank 0 attaches a checkpoint holding the planner (adapter via peft
@@ -33,6 +38,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -54,6 +60,7 @@ from rg.training.run_guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows, with_worker_group
 from rg.training.data import LabelConfig
 from rg.training.planner_data import (
+    TargetStats,
     TemplateConsensus,
     candidate_targets,
     reference_paths,
@@ -61,6 +68,7 @@ from rg.training.planner_data import (
     target_rows,
 )
 from rg.training.planner_loop import SELECTION_METRIC, PlannerFitConfig, fit_planner
+from rg.training.planner_stream import scan_targets, stream_planner_examples
 
 REPORT_FILE = "train_report.json"
 PLANNER_DIR = "planner"
@@ -118,6 +126,13 @@ class PlannerTrainConfig(Config):
     max_failures: int = Field(0, ge=-1, description="Worker-group restarts on failure (-1: unlimited).")
     output_dir: str = Field(description="The best planner is exported here (planner/) with train_report.json.")
     evaluation: PlannerEvalConfig = Field(default_factory=PlannerEvalConfig, description="Scoring after training.")
+    examples_on: Literal["ray_data", "driver"] = Field(
+        "ray_data",
+        description="Where the targets and examples are built: 'ray_data' streams the input files through Ray Data "
+        "and keeps only vocabulary, prompts and counts on the driver; 'driver' is the former path (every sample with "
+        "its subgraph read on the driver, examples handed to ray.data.from_items), kept as the baseline of "
+        "bench.driver_memory. Both give the same examples.",
+    )
     ray: RayConfig = Field(default_factory=RayConfig, description="Where Ray runs.")
 
 
@@ -221,6 +236,97 @@ def score_planner(planner: PlannerModel, samples: Sequence[Sample], gold: dict, 
     return {"side": cfg.side, "questions": len(samples), "scores": [r.to_dict() for r in rows]}
 
 
+@dataclass(frozen=True)
+class _TrainInput:
+    """What :func:`train_planner` trains on, from either path of ``examples_on``."""
+
+    planner: PlannerModel
+    train: Any  # ray.data.Dataset of pickled examples ("example" column)
+    val: Any
+    train_questions: int
+    val_questions: int
+    train_examples: int
+    val_examples: int
+    train_stats: TargetStats
+    val_stats: TargetStats
+    evaluation: tuple[list[Sample], dict[str, Labels] | None] | None
+    """The evaluation side's samples and labels when the driver holds them already, else None."""
+
+
+def _require_targets(train_targets: int, val_targets: int) -> None:
+    if not train_targets or not val_targets:
+        raise ValueError(
+            f"{train_targets} training and {val_targets} validation questions have a target path; "
+            "both need some: check `input`, `split` and `labels`"
+        )
+
+
+def _require_examples(cfg: PlannerTrainConfig, train_examples: int) -> None:
+    if train_examples < cfg.num_workers:
+        raise ValueError(f"{train_examples} training example(s) for {cfg.num_workers} workers; use more questions")
+
+
+def _streamed_input(cfg: PlannerTrainConfig) -> _TrainInput:
+    """Targets and examples built by Ray Data from the input files (:mod:`rg.training.planner_stream`)."""
+    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=False)
+    train, val = sides["train"], sides["val"]
+    del sides
+    scan = scan_targets(cfg.input, train, val, cfg.labels, cfg.planner.max_path_len, cfg.target_consensus,
+                        lambda question, topics: prompt_question(cfg.planner, question, topics))
+    _require_targets(scan.train_stats.questions_with_target, scan.val_stats.questions_with_target)
+    torch.manual_seed(cfg.train.seed)
+    planner = PlannerModel.build(cfg.planner, scan.questions, scan.relations)
+    examples = stream_planner_examples(scan, train, val, planner.encoder, cfg.max_paths_per_question)
+    _require_examples(cfg, examples.train_examples)
+    return _TrainInput(planner, examples.train, examples.val, len(train), len(val), examples.train_examples,
+                       examples.val_examples, scan.train_stats, scan.val_stats, None)
+
+
+def _driver_input(cfg: PlannerTrainConfig) -> _TrainInput:
+    """The former path (``examples_on: driver``): every sample with its subgraph on the driver, then ``from_items``."""
+    import ray.data
+
+    sides = ("train", "val") + (("test",) if cfg.evaluation.side == "test" else ())
+    by_side = load_split_samples(cfg.input, cfg.split, sides, cfg.limit)
+    train_samples, val_samples = by_side["train"], by_side["val"]
+    labels = _labels(cfg, train_samples + val_samples)
+    max_len = cfg.planner.max_path_len
+    kb = search_kb(cfg.labels.weak)
+    train_targets, train_stats = candidate_targets(train_samples, labels, cfg.labels.weak, max_len, kb)
+    val_targets, val_stats = candidate_targets(val_samples, labels, cfg.labels.weak, max_len, kb)
+    # the vote counts training questions only; validation targets are voted by the same counts
+    consensus = TemplateConsensus.fit(train_targets) if cfg.target_consensus else None
+    train_targets = select_targets(train_targets, train_stats, cfg.max_paths_per_question, consensus)
+    val_targets = select_targets(val_targets, val_stats, cfg.max_paths_per_question, consensus)
+    _require_targets(len(train_targets), len(val_targets))
+
+    torch.manual_seed(cfg.train.seed)
+    questions = [prompt_question(cfg.planner, t.question, t.topics) for t in train_targets]
+    planner = PlannerModel.build(cfg.planner, questions, _relations(train_samples + val_samples))
+    train_examples = planner.examples(target_rows(train_targets, planner.prompt_question))
+    val_examples = planner.examples(target_rows(val_targets, planner.prompt_question))
+    _require_examples(cfg, len(train_examples))
+    evaluation = None if cfg.evaluation.side is None else (by_side[cfg.evaluation.side], labels)
+    return _TrainInput(
+        planner,
+        ray.data.from_items([{"example": pickle.dumps(e)} for e in train_examples]),
+        ray.data.from_items([{"example": pickle.dumps(e)} for e in val_examples]),
+        len(train_samples), len(val_samples), len(train_examples), len(val_examples), train_stats, val_stats,
+        evaluation,
+    )
+
+
+def _evaluation_side(cfg: PlannerTrainConfig) -> tuple[list[Sample], dict[str, Labels] | None]:
+    """The evaluation side's samples with their subgraphs, read after training, and the labels its references use.
+
+    As on the driver path, labels rows are read for training and validation questions only, so
+    a test side's references never come from labels.
+    """
+    side = str(cfg.evaluation.side)
+    samples = load_split_samples(cfg.input, cfg.split, (side,), cfg.limit)[side]
+    return samples, _labels(cfg, samples if side == "val" else [])
+
+
 def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     """Train ``cfg.planner`` on Ray Train, export the best checkpoint, score it and return the report.
 
@@ -238,7 +344,6 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
         RuntimeError: if the run produced no checkpoint.
     """
     import ray
-    import ray.data
     import ray.train
     from ray.train.torch import TorchTrainer
 
@@ -246,31 +351,8 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
     storage = cfg.storage_path if "://" in cfg.storage_path else str(resolve_data_path(cfg.storage_path).resolve())
     check_run_config(storage, cfg.run_name, cfg)  # before any work: a changed config must not resume
     init_ray(cfg.ray)
-    sides = ("train", "val") + (("test",) if cfg.evaluation.side == "test" else ())
-    by_side = load_split_samples(cfg.input, cfg.split, sides, cfg.limit)
-    train_samples, val_samples = by_side["train"], by_side["val"]
-    labels = _labels(cfg, train_samples + val_samples)
-    max_len = cfg.planner.max_path_len
-    kb = search_kb(cfg.labels.weak)
-    train_targets, train_stats = candidate_targets(train_samples, labels, cfg.labels.weak, max_len, kb)
-    val_targets, val_stats = candidate_targets(val_samples, labels, cfg.labels.weak, max_len, kb)
-    # the vote counts training questions only; validation targets are voted by the same counts
-    consensus = TemplateConsensus.fit(train_targets) if cfg.target_consensus else None
-    train_targets = select_targets(train_targets, train_stats, cfg.max_paths_per_question, consensus)
-    val_targets = select_targets(val_targets, val_stats, cfg.max_paths_per_question, consensus)
-    if not train_targets or not val_targets:
-        raise ValueError(
-            f"{len(train_targets)} training and {len(val_targets)} validation questions have a target path; "
-            "both need some: check `input`, `split` and `labels`"
-        )
-
-    torch.manual_seed(cfg.train.seed)
-    questions = [prompt_question(cfg.planner, t.question, t.topics) for t in train_targets]
-    planner = PlannerModel.build(cfg.planner, questions, _relations(train_samples + val_samples))
-    train_examples = planner.examples(target_rows(train_targets, planner.prompt_question))
-    val_examples = planner.examples(target_rows(val_targets, planner.prompt_question))
-    if len(train_examples) < cfg.num_workers:
-        raise ValueError(f"{len(train_examples)} training example(s) for {cfg.num_workers} workers; use more questions")
+    data = _driver_input(cfg) if cfg.examples_on == "driver" else _streamed_input(cfg)
+    planner, train_stats, val_stats = data.planner, data.train_stats, data.val_stats
     meta = CheckpointMeta(
         label_source=cfg.labels.source, extra={"run_name": cfg.run_name, "targets": train_stats.to_dict()}
     )
@@ -292,10 +374,7 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
             failure_config=ray.train.FailureConfig(max_failures=cfg.max_failures),
             callbacks=list(callbacks),
         ),
-        datasets={
-            "train": ray.data.from_items([{"example": pickle.dumps(e)} for e in train_examples]),
-            "val": ray.data.from_items([{"example": pickle.dumps(e)} for e in val_examples]),
-        },
+        datasets={"train": data.train, "val": data.val},
         dataset_config=ray.train.DataConfig(datasets_to_split=["train"]),
     )
     result = trainer.fit()
@@ -316,7 +395,8 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
 
     evaluation = None
     if cfg.evaluation.side is not None:
-        samples = by_side[cfg.evaluation.side]
+        samples, labels = data.evaluation if data.evaluation is not None else _evaluation_side(cfg)
+        kb = search_kb(cfg.labels.weak)
         references = reference_paths(samples, labels, cfg.labels.weak, cfg.planner.max_path_len, kb)
         evaluation = score_planner(exported, samples, references, cfg.evaluation)
 
@@ -327,12 +407,13 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
         "label_source": cfg.labels.source,
         "weak_rule": cfg.labels.weak.rule,
         "weak_search": "subgraph" if cfg.labels.weak.kb is None else cfg.labels.weak.kb.path,
-        "train_questions": len(train_samples),
-        "val_questions": len(val_samples),
+        "examples_on": cfg.examples_on,
+        "train_questions": data.train_questions,
+        "val_questions": data.val_questions,
         "train_targets": train_stats.to_dict(),
         "val_targets": val_stats.to_dict(),
-        "train_examples": len(train_examples),
-        "val_examples": len(val_examples),
+        "train_examples": data.train_examples,
+        "val_examples": data.val_examples,
         "vocab_size": len(exported.tokenizer),
         "relation_tokens": len(exported.vocab.label_to_id),
         "adapter_parameters": exported.adapter_parameters,

@@ -1,10 +1,15 @@
 """Training the tuned reader on Ray Train: ``python -m jobs.train`` with ``kind: train_reader``.
 
-The driver reads the train and validation questions, scores their subgraphs with a trained
-retriever (the same scorer and evidence settings as the QA evaluation), builds each question's
-evidence chains and the training examples (:mod:`rg.training.reader_loop`), and ships them to the
-workers as Ray Datasets (gold answers go only into the training targets and the validation
-metric). Each worker loads the base model from the registry, adds the LoRA adapter, trains its
+The driver reads the train and validation questions without their subgraphs; Ray Data streams
+their rows from the input files (an id filter per side, :func:`rg.data.streaming.read_side`) to
+a pool of actors that score the subgraphs with a trained retriever (the same scorer and evidence
+settings as the QA evaluation, which scores in its actors too), build each question's evidence
+chains and the training examples (:mod:`rg.training.reader_loop`); both sides are materialised in
+the object store before training (for the reasons :mod:`rg.training.graph_stream` gives) and
+handed to the workers as Ray Datasets (gold answers go only into the training targets and the
+validation metric). ``examples_on: driver`` is the former path, kept as the baseline of
+``bench.driver_memory`` and of the equivalence tests: every sample with its subgraph scored on
+the driver and handed to ``ray.data.from_items``. Each worker loads the base model from the registry, adds the LoRA adapter, trains its
 shard of the examples under DDP (gloo on CPU), reads its shard of the validation questions with
 the constrained decoder, and the Hits@1 counts are summed across workers; rank 0 checkpoints
 the adapter, the optimizer state, the epoch and the history each epoch. A resubmitted run
@@ -22,8 +27,9 @@ import pickle
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 from pydantic import Field
@@ -31,6 +37,7 @@ from pydantic import Field
 from rg.config import Config
 from rg.data.paths import resolve_data_path
 from rg.data.splits import SplitConfig, load_split_samples
+from rg.data.streaming import batch_samples, read_side
 from rg.evaluation.job import MethodConfig, build_scorer
 from rg.evaluation.qa import question_evidence
 from rg.evidence import EvidenceConfig
@@ -50,6 +57,9 @@ from rg.training.reader_loop import (
 )
 from rg.training.run_guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows, with_worker_group
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 REPORT_FILE = "train_report.json"
 READER_DIR = "reader"
@@ -85,6 +95,13 @@ class ReaderTrainConfig(Config):
     run_name: str = Field(min_length=1, description="Stable name of the Ray Train run; resubmitting resumes it.")
     storage_path: str = Field("outputs/ray_results", description="Where Ray Train persists checkpoints.")
     output_dir: str = Field(description="The best reader is exported here (reader/) with train_report.json.")
+    examples_on: Literal["ray_data", "driver"] = Field(
+        "ray_data",
+        description="Where evidence and examples are built: 'ray_data' streams the input files through Ray Data "
+        "actors (the driver keeps the questions without subgraphs and counts); 'driver' is the former path (every "
+        "sample with its subgraph scored on the driver, examples handed to ray.data.from_items), kept as the "
+        "baseline of bench.driver_memory. Both give the same examples.",
+    )
     ray: RayConfig = Field(default_factory=RayConfig, description="Where Ray runs.")
 
 
@@ -165,26 +182,30 @@ def reader_items(cfg: ReaderTrainConfig, samples, scorer) -> list[ReaderItem]:
     return items
 
 
-def train_reader(cfg: ReaderTrainConfig, callbacks=()) -> dict[str, Any]:
-    """Build evidence, train the reader on Ray Train, export the best epoch; returns the report.
+@dataclass(frozen=True)
+class _TrainInput:
+    """What :func:`train_reader` trains on, from either path of ``examples_on``."""
 
-    Raises:
-        ValueError: when no training question has a gold answer in its evidence.
-        RuntimeError: if the run produced no checkpoint.
-    """
-    import ray
+    train: Any  # ray.data.Dataset: "example" column (pickled Example)
+    val: Any  # ray.data.Dataset: "item" column (pickled ReaderItem)
+    train_questions: int
+    val_questions: int
+    train_examples: int
+    skipped: int
+    prompt_tokens: int
+
+
+def _require_examples(cfg: ReaderTrainConfig, examples: int, skipped: int) -> None:
+    if examples < cfg.num_workers:
+        raise ValueError(f"{examples} training example(s) for {cfg.num_workers} workers ({skipped} questions had "
+                         "no gold answer among their evidence's chain ends); use more questions or a larger top_k")
+
+
+def _driver_input(cfg: ReaderTrainConfig, base_folder: Path) -> _TrainInput:
+    """The former path (``examples_on: driver``): every sample with its subgraph scored on the driver, then ``from_items``."""
     import ray.data
-    import ray.train
-    from ray.train.torch import TorchTrainer
     from transformers import AutoTokenizer
 
-    from rg.models.registry import resolve_model
-
-    started = time.perf_counter()
-    storage = cfg.storage_path if "://" in cfg.storage_path else str(resolve_data_path(cfg.storage_path).resolve())
-    check_run_config(storage, cfg.run_name, cfg)
-    base_folder = resolve_model(cfg.reader.base)  # convert once here, not in every worker
-    init_ray(cfg.ray)
     sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit)
     train_samples = sides["train"][: cfg.max_train_questions]
     val_samples = sides["val"][: cfg.max_val_questions]
@@ -194,9 +215,92 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=()) -> dict[str, Any]:
     tokenizer = AutoTokenizer.from_pretrained(base_folder, local_files_only=True)
     eos = int(tokenizer.convert_tokens_to_ids(tokenizer.eos_token))
     examples, skipped = reader_examples(train_items, tokenizer, cfg.reader, eos)
-    if len(examples) < cfg.num_workers:
-        raise ValueError(f"{len(examples)} training example(s) for {cfg.num_workers} workers ({skipped} questions had "
-                         "no gold answer among their evidence's chain ends); use more questions or a larger top_k")
+    _require_examples(cfg, len(examples), skipped)
+    return _TrainInput(
+        ray.data.from_items([{"example": pickle.dumps(e)} for e in examples]),
+        ray.data.from_items([{"item": pickle.dumps(i)} for i in val_items]),
+        len(train_samples), len(val_samples), len(examples), skipped, sum(len(e.input_ids) for e in examples),
+    )
+
+
+def _streamed_input(cfg: ReaderTrainConfig, base_folder: Path) -> _TrainInput:
+    """Evidence and examples built by Ray Data actors from the input files; the driver keeps counts."""
+    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=False)
+    train_ids = [s.id for s in sides["train"][: cfg.max_train_questions]]
+    val_ids = [s.id for s in sides["val"][: cfg.max_val_questions]]
+    del sides
+    sources = [cfg.input] if isinstance(cfg.input, str) else list(cfg.input)
+    actor_cfg = _absolute_paths(cfg)  # the actors read them: give them the driver's absolute paths
+    kwargs = {"cfg": actor_cfg, "base_folder": str(base_folder)}
+    train = read_side(sources, train_ids, _ReaderRows, {**kwargs, "train": True}).materialize()
+    val = read_side(sources, val_ids, _ReaderRows, {**kwargs, "train": False}).materialize()
+    examples = train.count()
+    skipped = len(train_ids) - examples
+    _require_examples(cfg, examples, skipped)
+    tokens = int(train.sum("prompt_tokens")) if examples else 0
+    return _TrainInput(train, val, len(train_ids), len(val_ids), examples, skipped, tokens)
+
+
+def _absolute_paths(cfg: ReaderTrainConfig) -> ReaderTrainConfig:
+    retriever = cfg.retriever
+    if retriever.path is not None:
+        retriever = retriever.model_copy(update={"path": str(resolve_data_path(retriever.path).resolve())})
+    encoder = cfg.encoder
+    if encoder.cache_dir is not None:
+        encoder = encoder.model_copy(update={"cache_dir": str(resolve_data_path(encoder.cache_dir).resolve())})
+    return cfg.model_copy(update={"retriever": retriever, "encoder": encoder})
+
+
+class _ReaderRows:
+    """Ray Data actor: a batch of RoG rows scored, turned into evidence, and (training side) tokenised.
+
+    The training side gives one ``example`` row per question with a gold answer among its
+    evidence (as :func:`reader_examples` keeps them) and its ``prompt_tokens``; the validation
+    side one ``item`` row (a pickled :class:`ReaderItem`) per question.
+    """
+
+    def __init__(self, cfg: ReaderTrainConfig, base_folder: str, train: bool) -> None:
+        from transformers import AutoTokenizer
+
+        self.cfg = cfg
+        self.train = train
+        needs_encoder = cfg.retriever.kind in ("retriever", "cosine")
+        self.scorer = build_scorer(cfg.retriever, TextEncoder(cfg.encoder) if needs_encoder else None)
+        self.tokenizer = AutoTokenizer.from_pretrained(base_folder, local_files_only=True)
+        self.eos = int(self.tokenizer.convert_tokens_to_ids(self.tokenizer.eos_token))
+
+    def __call__(self, batch: "pa.Table") -> "pa.Table":
+        import pyarrow as pa
+
+        items = reader_items(self.cfg, batch_samples(batch), self.scorer)
+        if not self.train:
+            return pa.table({"item": pa.array([pickle.dumps(i) for i in items], pa.binary())})
+        examples, _ = reader_examples(items, self.tokenizer, self.cfg.reader, self.eos)
+        return pa.table({
+            "example": pa.array([pickle.dumps(e) for e in examples], pa.binary()),
+            "prompt_tokens": pa.array([len(e.input_ids) for e in examples], pa.int64()),
+        })
+
+
+def train_reader(cfg: ReaderTrainConfig, callbacks=()) -> dict[str, Any]:
+    """Build evidence, train the reader on Ray Train, export the best epoch; returns the report.
+
+    Raises:
+        ValueError: when no training question has a gold answer in its evidence.
+        RuntimeError: if the run produced no checkpoint.
+    """
+    import ray
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    from rg.models.registry import resolve_model
+
+    started = time.perf_counter()
+    storage = cfg.storage_path if "://" in cfg.storage_path else str(resolve_data_path(cfg.storage_path).resolve())
+    check_run_config(storage, cfg.run_name, cfg)
+    base_folder = resolve_model(cfg.reader.base)  # convert once here, not in every worker
+    init_ray(cfg.ray)
+    data = _driver_input(cfg, base_folder) if cfg.examples_on == "driver" else _streamed_input(cfg, base_folder)
 
     trainer = TorchTrainer(
         reader_loop_per_worker,
@@ -209,8 +313,7 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=()) -> dict[str, Any]:
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1, checkpoint_score_attribute=SELECTION_METRIC,
                                                          checkpoint_score_order="max"),
         ),
-        datasets={"train": ray.data.from_items([{"example": pickle.dumps(e)} for e in examples]),
-                  "val": ray.data.from_items([{"item": pickle.dumps(i)} for i in val_items])},
+        datasets={"train": data.train, "val": data.val},
         dataset_config=ray.train.DataConfig(datasets_to_split=["train", "val"]),
     )
     result = trainer.fit()
@@ -232,11 +335,12 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=()) -> dict[str, Any]:
         "run_name": cfg.run_name,
         "base": cfg.reader.base,
         "retriever": cfg.retriever.name or f"{cfg.retriever.kind}:{cfg.retriever.path}",
-        "train_questions": len(train_samples),
-        "val_questions": len(val_samples),
-        "train_examples": len(examples),
-        "train_questions_without_gold_in_evidence": skipped,
-        "mean_prompt_tokens": sum(len(e.input_ids) for e in examples) / len(examples),
+        "examples_on": cfg.examples_on,
+        "train_questions": data.train_questions,
+        "val_questions": data.val_questions,
+        "train_examples": data.train_examples,
+        "train_questions_without_gold_in_evidence": data.skipped,
+        "mean_prompt_tokens": data.prompt_tokens / data.train_examples,
         "num_workers": cfg.num_workers,
         "metric": SELECTION_METRIC,
         "best_epoch": int(state["epoch"]),

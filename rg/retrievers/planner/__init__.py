@@ -22,7 +22,7 @@ from rg.retrievers.planner.config import (
 )
 from rg.retrievers.planner.decode import Beam, beam_search
 from rg.retrievers.planner.evaluate import PlannerScores, evaluate_planner, score_plans
-from rg.retrievers.planner.model import Example, PlannerModel, load_planner, read_planner_meta
+from rg.retrievers.planner.model import Example, PlanEncoder, PlannerModel, load_planner, read_planner_meta
 from rg.retrievers.planner.plan import Plan, PlannedPath, ground_path, plan_questions
 from rg.retrievers.planner.prompt import PLAN_RELATION_PATHS, PLANNER_PROMPTS, PlanPrompt, planner_prompt
 from rg.retrievers.planner.tokenizer import PathVocab, relation_labels, train_tokenizer
@@ -41,6 +41,7 @@ __all__ = [
     "PlanPrompt",
     "PlannedPath",
     "PlannerConfig",
+    "PlanEncoder",
     "PlannerModel",
     "PlannerScores",
     "RelationTrie",

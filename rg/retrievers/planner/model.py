@@ -117,6 +117,55 @@ def _lora(config: PlannerConfig):
     )
 
 
+class PlanEncoder:
+    """What turns questions and relation paths into a planner's token ids: its config and tokenizer, no model.
+
+    :class:`PlannerModel` encodes through one; the streamed training input
+    (:mod:`rg.training.planner_stream`) ships one to Ray Data tasks, which tokenise the examples
+    where the targets are.
+
+    Args:
+        config: The planner config (prompt id, ``max_prompt_tokens``, ``max_path_len``, ``mask_topics``).
+        tokenizer: The planner's tokenizer (relation and path tokens included).
+    """
+
+    def __init__(self, config: PlannerConfig, tokenizer) -> None:
+        self.config = config
+        self.tokenizer = tokenizer
+        self.vocab = PathVocab.from_tokenizer(tokenizer)
+        self.prompt: PlanPrompt = planner_prompt(config.prompt_id)
+
+    def prompt_question(self, question: str, topics: Sequence[str]) -> str:
+        """The question as the prompt shows it (:func:`prompt_question`)."""
+        return prompt_question(self.config, question, topics)
+
+    def prompt_ids(self, questions: Sequence[str]) -> list[list[int]]:
+        """``<s> prompt <PATH>`` ids per question, cut to ``max_prompt_tokens``."""
+        if not questions:
+            return []
+        texts = [self.prompt.render(q) for q in questions]
+        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        head = [] if self.vocab.bos is None else [self.vocab.bos]
+        room = self.config.max_prompt_tokens - len(head) - 1
+        return [head + list(ids[:room]) + [self.vocab.start] for ids in encoded]
+
+    def examples(self, rows: Sequence[tuple[str, str, Sequence[str]]]) -> list[Example]:
+        """Tokenise ``(id, question, relation_path)`` rows into training examples.
+
+        Raises:
+            KeyError: for a relation without a token.
+            ValueError: for a path longer than ``max_path_len``.
+        """
+        prompts = self.prompt_ids([question for _, question, _ in rows])
+        out = []
+        for (qid, _, path), prompt in zip(rows, prompts):
+            if len(path) > self.config.max_path_len:
+                raise ValueError(f"{qid}: path of {len(path)} relations exceeds max_path_len {self.config.max_path_len}")
+            target = self.vocab.encode(path)
+            out.append(Example(qid, tuple(prompt + target), tuple([IGNORE_INDEX] * len(prompt) + target)))
+        return out
+
+
 class PlannerModel(nn.Module):
     """A causal LM with a LoRA adapter that writes relation paths (RoG's planner).
 
@@ -138,8 +187,9 @@ class PlannerModel(nn.Module):
         self.tokenizer = tokenizer
         self.lm = lm
         self.relations = tuple(relations)
-        self.vocab = PathVocab.from_tokenizer(tokenizer)
-        self.prompt: PlanPrompt = planner_prompt(config.prompt_id)
+        self.encoder = PlanEncoder(config, tokenizer)  # the text-to-ids side alone, picklable without the model
+        self.vocab = self.encoder.vocab
+        self.prompt: PlanPrompt = self.encoder.prompt
         self._base_state = base_state
         self._merged = False
 
@@ -239,30 +289,12 @@ class PlannerModel(nn.Module):
         return prompt_question(self.config, question, topics)
 
     def prompt_ids(self, questions: Sequence[str]) -> list[list[int]]:
-        """``<s> prompt <PATH>`` ids per question, cut to ``max_prompt_tokens``."""
-        if not questions:
-            return []
-        texts = [self.prompt.render(q) for q in questions]
-        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
-        head = [] if self.vocab.bos is None else [self.vocab.bos]
-        room = self.config.max_prompt_tokens - len(head) - 1
-        return [head + list(ids[:room]) + [self.vocab.start] for ids in encoded]
+        """``<s> prompt <PATH>`` ids per question, cut to ``max_prompt_tokens`` (:meth:`PlanEncoder.prompt_ids`)."""
+        return self.encoder.prompt_ids(questions)
 
     def examples(self, rows: Sequence[tuple[str, str, Sequence[str]]]) -> list[Example]:
-        """Tokenise ``(id, question, relation_path)`` rows into training examples.
-
-        Raises:
-            KeyError: for a relation without a token.
-            ValueError: for a path longer than ``max_path_len``.
-        """
-        prompts = self.prompt_ids([question for _, question, _ in rows])
-        out = []
-        for (qid, _, path), prompt in zip(rows, prompts):
-            if len(path) > self.config.max_path_len:
-                raise ValueError(f"{qid}: path of {len(path)} relations exceeds max_path_len {self.config.max_path_len}")
-            target = self.vocab.encode(path)
-            out.append(Example(qid, tuple(prompt + target), tuple([IGNORE_INDEX] * len(prompt) + target)))
-        return out
+        """Tokenise ``(id, question, relation_path)`` rows into training examples (:meth:`PlanEncoder.examples`)."""
+        return self.encoder.examples(rows)
 
     # ----------------------------------------------------------------------------- training
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

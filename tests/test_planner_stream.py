@@ -1,0 +1,145 @@
+"""Streamed planner input (rg.training.planner_stream): what Ray Data builds from the files equals
+what the driver used to build from whole samples (``examples_on: driver``) — target counts,
+tokenizer, initial weights and every training and validation example, in order — for each kind
+of target, over two input files; and the same seed trains the same planner both ways."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rg.data.rog import write_rog_parquet
+from rg.data.splits import load_split_samples
+from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+from rg.data.synthetic import SyntheticConfig, generate
+from rg.graph.kg import KnowledgeGraph
+from rg.supervision.labels import write_labels
+from rg.training.data import LabelConfig, load_labels
+from rg.training.planner_ray import PlannerTrainConfig, _driver_input, _streamed_input, train_planner
+
+
+@pytest.fixture(scope="module")
+def two_inputs(tmp_path_factory):
+    """60 synthetic questions (subgraphs capped at 150 triples) in two RoG parquet files, and the KB as TSV."""
+    syn = generate(SyntheticConfig(questions=60))
+    kg = KnowledgeGraph.from_triples(syn.triples)
+    samples = []
+    for question in syn.questions:
+        try:
+            samples.append(build_sample(kg, question, SubgraphConfig(max_triples=150)).sample)
+        except Unbuildable:
+            continue
+    folder = tmp_path_factory.mktemp("planner_stream")
+    first, second = folder / "a.parquet", folder / "b.parquet"
+    write_rog_parquet(samples[: len(samples) // 2], first)
+    write_rog_parquet(samples[len(samples) // 2 :], second)
+    kb = folder / "kb.tsv"
+    kb.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in syn.triples))
+    return [str(first), str(second)], str(kb)
+
+
+def config(inputs, tmp_path, examples_on: str, **update) -> PlannerTrainConfig:
+    data = {
+        "input": inputs,
+        "split": {"val_fraction": 0.25, "seed": 3},
+        "limit": 25,
+        "planner": {"tiny": {"layers": 1, "hidden": 32, "heads": 4, "max_positions": 48}, "max_prompt_tokens": 32,
+                    "max_path_len": 3},
+        "train": {"epochs": 1, "batch_size": 8, "lr": 0.005, "seed": 7},
+        "max_paths_per_question": 2,
+        "num_workers": 1,
+        "run_name": f"planner_stream_{examples_on}",
+        "storage_path": str(tmp_path / examples_on / "ray_results"),
+        "output_dir": str(tmp_path / examples_on / "out"),
+        "evaluation": {"side": None},
+        "examples_on": examples_on,
+    }
+    for key, value in update.items():
+        data[key] = value
+    return PlannerTrainConfig.model_validate(data)
+
+
+def _rows(ds) -> list:
+    return [pickle.loads(row["example"]) for row in ds.iter_rows()]
+
+
+@pytest.mark.parametrize("mode", ["shortest", "answer_f1", "kb_vote_mask", "refined"])
+def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path, monkeypatch, mode):
+    inputs, kb = two_inputs
+    update = {
+        "shortest": {"labels": {"source": "weak"}},
+        "answer_f1": {"labels": {"source": "weak", "weak": {"rule": "answer_f1"}}},
+        "kb_vote_mask": {
+            "labels": {"source": "weak", "weak": {"rule": "answer_f1", "kb": {"path": kb, "format": "tsv"}}},
+            "target_consensus": True,
+            "planner": {"tiny": {"layers": 1, "hidden": 32, "heads": 4, "max_positions": 48},
+                        "max_prompt_tokens": 32, "max_path_len": 2, "mask_topics": True},
+        },
+        "refined": {"labels": {"source": "refined", "path": str(tmp_path / "labels"), "weak": {"rule": "answer_f1"}}},
+    }[mode]
+    if mode == "refined":  # rows for some questions only: the others fall back to weak paths
+        some = load_split_samples(inputs, config(inputs, tmp_path, "driver").split, ("train", "val"), limit=25)
+        labelled = some["train"][::2] + some["val"][::2]
+        write_labels(load_labels(labelled, LabelConfig()).values(), tmp_path / "labels" / "part-0.parquet")
+
+    before = _driver_input(config(inputs, tmp_path, "driver", **update))
+    # the streamed path never reads a subgraph on the driver, nor calls from_items
+    import ray.data
+
+    import rg.training.planner_ray as planner_ray
+
+    def questions_only(*args, **kwargs):
+        assert kwargs.get("graph") is False, "the driver read samples with their subgraphs"
+        return load_split_samples(*args, **kwargs)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("ray.data.from_items called on the streamed path")
+
+    monkeypatch.setattr(planner_ray, "load_split_samples", questions_only)
+    monkeypatch.setattr(ray.data, "from_items", refuse)
+    after = _streamed_input(config(inputs, tmp_path, "ray_data", **update))
+    monkeypatch.undo()
+
+    assert (after.train_questions, after.val_questions) == (before.train_questions, before.val_questions)
+    assert after.train_stats.to_dict() == before.train_stats.to_dict()
+    assert after.val_stats.to_dict() == before.val_stats.to_dict()
+    if mode == "kb_vote_mask":
+        assert before.train_stats.outvoted > 0 and before.train_stats.capped > 0
+    if mode == "refined":
+        assert before.train_stats.by_source["weak"] > 0 and before.train_stats.by_source["answer_f1"] > 0
+    assert after.planner.tokenizer.get_vocab() == before.planner.tokenizer.get_vocab()
+    assert after.planner.relations == before.planner.relations
+    state_before, state_after = before.planner.state_dict(), after.planner.state_dict()
+    assert state_after.keys() == state_before.keys()
+    assert all(torch.equal(state_after[k], state_before[k]) for k in state_before)
+    train_before, train_after = _rows(before.train), _rows(after.train)
+    assert after.train_examples == len(train_after) == len(train_before) > 0
+    assert train_after == train_before
+    assert _rows(after.val) == _rows(before.val) and after.val_examples == before.val_examples
+    assert after.train.columns() == ["example"]
+    assert after.evaluation is None
+
+
+@pytest.mark.slow  # two Ray Train runs
+def test_the_same_seed_trains_the_same_planner_both_ways(ray_local, two_inputs, tmp_path):
+    inputs, _ = two_inputs
+    update = {"labels": {"source": "weak", "weak": {"rule": "answer_f1"}}, "evaluation": {"side": "val", "beam_widths": [1]}}
+    reports = {way: train_planner(config(inputs, tmp_path, way, **update)) for way in ("driver", "ray_data")}
+    before, after = reports["driver"], reports["ray_data"]
+    for key in ("train_questions", "val_questions", "train_targets", "val_targets", "train_examples", "val_examples",
+                "vocab_size", "relation_tokens", "history", "evaluation"):
+        if key == "history":
+            assert [r["train_loss"] for r in after[key]] == [r["train_loss"] for r in before[key]]
+            assert [r["val_loss"] for r in after[key]] == [r["val_loss"] for r in before[key]]
+        elif key == "evaluation":
+            drop = ("questions_per_s", "seconds", "cpu_seconds")
+            strip = lambda rows: [{k: v for k, v in r.items() if k not in drop} for r in rows]  # noqa: E731
+            assert strip(after[key]["scores"]) == strip(before[key]["scores"])
+        else:
+            assert after[key] == before[key], key
+    adapters = [load_file(f"{r['planner_dir']}/adapter/adapter_model.safetensors") for r in (before, after)]
+    assert adapters[0].keys() == adapters[1].keys()
+    assert all(torch.equal(adapters[0][k], adapters[1][k]) for k in adapters[0])
