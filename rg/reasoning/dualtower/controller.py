@@ -20,6 +20,7 @@ re-asks malformed replies (bounded), and then the Hand goes on alone.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Sequence
 from typing import Protocol
@@ -53,6 +54,16 @@ from rg.reasoning.dualtower.similarity import Similarity
 from rg.reasoning.dualtower.tree import ReasoningTree, TreeNode, next_step
 from rg.reasoning.retriever_reader import RetrieverReader
 from rg.retrievers.planner.model import PlannerModel
+
+def tag_topics(question: str, topics: Sequence[str]) -> str:
+    """Plaintext mode: topic mentions written ``TE_i (name)``, as the anonymising modes write
+    ``TE_i (type)``, so both Brains read the same question shape (longer names first)."""
+    order = sorted(range(len(topics)), key=lambda i: -len(topics[i]))
+    for i in order:
+        question = re.sub(rf"(?<!\w){re.escape(topics[i])}(?!\w)", f"TE_{i + 1} ({topics[i]})", question,
+                          flags=re.IGNORECASE)
+    return question
+
 
 STAGES = ("link", "subgraph", "anonymise", "explore", "brain", "verify", "read")
 
@@ -166,16 +177,17 @@ class DualTowerController:
         view = self.hand.view(q.session, raw, topics)
         anchors = self.hand.anchors(q.session, view, topics)
         masked = q.session.mask_question(q.question, topics)
+        text = masked.text if q.session.anonymising else tag_topics(q.question, topics)
         tags = tuple(f"TE_{i + 1}" for i in range(len(topics)))
         hints = self.hand.hints(view, anchors)
         q.timed("anonymise", started)
 
         brain = self.brains(q.session, q.ledger)
-        analysis = await self._analyse(q, brain, masked.text, tags, anchors, hints)
+        analysis = await self._analyse(q, brain, text, tags, anchors, hints)
         tree = ReasoningTree.build(analysis.indicators[: self.config.brain.indicators], self.config.d_max)
         verified: list[Grounded] = []
         for node in tree.nodes:
-            verified += await self._verify_node(q, brain, node, analysis.depth, masked.text, view.triples, anchors,
+            verified += await self._verify_node(q, brain, node, analysis.depth, text, view.triples, anchors,
                                                 tags, kg, topics, view)
         started = time.perf_counter()
         evidence = self.hand.evidence(kg, topics, verified)

@@ -36,10 +36,10 @@ ANALYSE = PromptTemplate(
     """,
     example="""
         Input: {"question": "who wrote the films directed by TE_1 (person)", "topics": [{"tag": "TE_1",
-        "node": "ent_5b1c (person)"}], "relation_paths": [["directed_by^-1", "written_by"]], "max_depth": 3}
+        "node": "ent_5b1c (person)"}], "relation_paths": [["rel_a^-1", "rel_b"]], "max_depth": 3}
         Reply: {"sub_questions": ["which films did TE_1 direct", "who wrote those films"], "indicators":
-        [{"text": "TE_1 -[directed_by^-1]-> ?film -[written_by]-> ANSWER", "relations": ["directed_by^-1",
-        "written_by"], "depth": 2, "answer_type": "person"}], "depth": 2}
+        [{"text": "TE_1 -[rel_a^-1]-> ?film -[rel_b]-> ANSWER", "relations": ["rel_a^-1", "rel_b"],
+        "depth": 2, "answer_type": "person"}], "depth": 2}
     """,
     task_format="Input: {payload}\nReply:",
 )
@@ -56,14 +56,16 @@ SELECT = PromptTemplate(
         Reply with one JSON object and nothing else: {"ids": [best id, next id, ...]}
     """,
     example="""
-        Input: {"question": "who directed TE_1 (film)", "indicator": "TE_1 -[directed_by]-> ANSWER",
-        "candidates": [{"id": 1, "text": "TE_1 → [written_by] → ent_a1 (person)", "branches": [["written_by"]]},
-        {"id": 2, "text": "TE_1 → [directed_by] → ent_b2 (person)", "branches": [["directed_by"]]}], "keep": 1}
+        Input: {"question": "who directed TE_1 (film)", "indicator": "TE_1 -[rel_d]-> ANSWER",
+        "candidates": [{"id": 1, "text": "TE_1 → [rel_w] → ent_a1 (person)", "branches": [["rel_w"]]},
+        {"id": 2, "text": "TE_1 → [rel_d] → ent_b2 (person)", "branches": [["rel_d"]]}], "keep": 1}
         Reply: {"ids": [2]}
     """,
     task_format="Input: {payload}\nReply:",
 )
 
+# The examples name relations neutrally (rel_a, rel_d): in privacy mode every raw relation label of the
+# working subgraph is guarded, and an example naming a real one would make the guard refuse the request.
 BRAIN_PROMPTS = PromptRegistry((ANALYSE, SELECT))
 """The Brain's templates by id."""
 

@@ -19,6 +19,7 @@ import numpy as np
 from rg.text.encoder import TextEncoder
 
 _WORD = re.compile(r"[a-z0-9]+")
+_TAG = re.compile(r"\bte_\d+\b")
 IGNORED = frozenset({"te", "answer", "ent", "x", "x1", "x2", "x3", "the", "of"})
 
 
@@ -48,8 +49,8 @@ class EncoderSimilarity:
 
 
 def words(text: str) -> frozenset[str]:
-    """Lower-case words of ``text`` (labels split at punctuation), minus placeholders."""
-    return frozenset(w for w in _WORD.findall(text.lower()) if w not in IGNORED)
+    """Lower-case words of ``text`` (labels split at punctuation), minus topic tags and placeholders."""
+    return frozenset(w for w in _WORD.findall(_TAG.sub(" ", text.lower())) if w not in IGNORED)
 
 
 class LexicalSimilarity:
