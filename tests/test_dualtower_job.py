@@ -50,3 +50,23 @@ def test_the_actor_answers_inference_views_with_the_controller(checkpoint, tmp_p
     assert all(p.scorer == "dualtower" and p.reader.startswith("dualtower:planner:") for p in predictions)
     assert all(1 <= p.usage.calls <= 2 for p in predictions)  # Brain calls per question
     assert list(out["covered"]) == [True] * 4
+
+
+def test_the_job_runs_the_dualtower_reasoner_through_ray_data(ray_local, checkpoint, tmp_path):
+    from rg.data.rog import write_rog_parquet
+    from rg.data.sample import Sample
+    from rg.evaluation.qa_job import evaluate_qa
+
+    samples = [Sample(f"q{i}", q, (a,), topics, (a,), TRIPLES) for i, (q, topics, a) in enumerate(QUESTIONS)]
+    write_rog_parquet(samples, tmp_path / "samples.parquet")
+    schema().save(tmp_path)
+    cfg = validate_config({"input": str(tmp_path / "samples.parquet"), "output_dir": str(tmp_path / "out"),
+                           "side": "all", "reasoner": "dualtower", "schema_dir": str(tmp_path),
+                           "dualtower": {"brain": {"planner": str(checkpoint)}, "similarity": "lexical"},
+                           "num_actors": 1, "actor_cpus": 0.5, "batch_size": 4}, QAEvaluateConfig)
+    result = evaluate_qa(cfg, progress=False)
+    assert result.summary.overall.n == len(QUESTIONS) and result.summary.overall.hits_at_1 == 1.0
+    assert result.run["reasoner"] == "dualtower" and 1.0 <= result.run["brain_calls_per_question"] <= 2.0
+    rows = [json.loads(line) for line in result.files.predictions.read_text().splitlines()]
+    assert [r["id"] for r in rows] == [f"q{i}" for i in range(len(QUESTIONS))]
+    assert all(r["scorer"] == "dualtower" for r in rows)
