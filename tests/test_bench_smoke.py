@@ -191,6 +191,21 @@ def test_planner_smoke(tmp_path: Path) -> None:
     assert all(s["groundable_fraction"] == 1.0 for s in constrained if s["paths_per_question"] > 0)
 
 
+def test_dualtower_smoke(tmp_path: Path) -> None:
+    from bench import dualtower
+
+    out = tmp_path / "dualtower.json"
+    argv = ["--questions", "4", "--train", "30", "--epochs", "1", "--llm-questions", "1", "--out", str(out)]
+    assert dualtower.main(argv) == 0
+    report = check_keys(out, [
+        "hits1_plaintext", "hits1_privacy", "hits1_utility", "hits1_privacy_sanitised", "brain_calls_per_question",
+        "questions_per_s", "modes.*.seconds_per_question_by_stage", "anchors", "llm_brain_tokens.per_question",
+    ])
+    assert [m["mode"] for m in report["modes"]] == list(dualtower.MODES)
+    assert all(m["questions"] == 4 and m["questions_with_faults"] == 0 for m in report["modes"])
+    assert report["llm_brain_tokens"]["per_question"]["brain"]["prompt_tokens"] > 0
+
+
 def test_retriever_smoke(tmp_path: Path) -> None:
     from bench import retriever
     from rg.data.rog import write_rog_parquet

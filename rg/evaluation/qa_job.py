@@ -21,7 +21,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -47,6 +47,7 @@ from rg.evaluation.scorers import TripleScorer
 from rg.evidence import EvidenceConfig
 from rg.linking.config import LinkingConfig, linking_setting
 from rg.metrics import MatchMode
+from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
 
@@ -63,10 +64,21 @@ class QAEvaluateConfig(QuestionSetConfig):
     KIND: ClassVar[str] = "evaluate_qa"
 
     output_dir: str = Field(description="Where qa.json / .md / .png and predictions.jsonl go.")
-    retriever: MethodConfig = Field(
-        description="Triple scorer: `{kind: retriever, path: <checkpoint folder>}`, `{kind: planner, path: "
-        "<planner folder>, decode: {beam_width, mode}}` or a baseline (`{kind: cosine}`, `{kind: hop_distance}`)."
+    reasoner: Literal["retriever", "dualtower"] = Field(
+        "retriever",
+        description="'retriever': a triple scorer, evidence chains and a reader (ReG). 'dualtower': PrivGemo's "
+        "Hand/Brain controller (`dualtower`) on each question's subgraph; `retriever` is then unused.",
     )
+    retriever: MethodConfig | None = Field(
+        None,
+        description="Triple scorer: `{kind: retriever, path: <checkpoint folder>}`, `{kind: planner, path: "
+        "<planner folder>, decode: {beam_width, mode}}` or a baseline (`{kind: cosine}`, `{kind: hop_distance}`).",
+    )
+    dualtower: DualTowerConfig | None = Field(
+        None, description="reasoner dualtower: the controller (brain, privacy mode, W_max, D_max, W1, α).")
+    schema_dir: str | None = Field(
+        None, description="reasoner dualtower: folder of the KG's privacy_schema.json (a privacy report writes one); "
+        "None derives types and relation clusters from each question's subgraph.")
     top_k: int | None = Field(100, ge=1, description="Retrieved triples per question (None: all, ranked).")
     min_triple_score: float | None = Field(
         None,
@@ -114,7 +126,20 @@ class QAEvaluateConfig(QuestionSetConfig):
         return self
 
     @model_validator(mode="after")
+    def _reasoner_has_its_parts(self) -> "QAEvaluateConfig":
+        if self.reasoner == "retriever" and self.retriever is None:
+            raise ValueError("retriever is not set; reasoner 'retriever' needs a triple scorer. Fix: set "
+                             "`retriever: {kind: retriever, path: ...}` (or a baseline), or `reasoner: dualtower`")
+        if self.reasoner == "dualtower" and self.dualtower is None:
+            raise ValueError("reasoner is 'dualtower' but `dualtower` is not set. Fix: give `dualtower: {brain: "
+                             "{kind: local, planner: <planner folder>}}` (see configs/dualtower_synthetic.yaml)")
+        return self
+
+    @model_validator(mode="after")
     def _planned_walks_need_a_planner(self) -> "QAEvaluateConfig":
+        if self.reasoner == "dualtower":
+            return self
+        assert self.retriever is not None  # checked above
         if self.evidence.walks == "planned" and self.retriever.kind != "planner":
             raise ValueError(
                 f"evidence.walks 'planned' grounds a planner's decoded paths, but retriever.kind is "
@@ -134,6 +159,8 @@ class QAResult:
 
 def build_qa_scorer(cfg: QAEvaluateConfig) -> TripleScorer:
     """The configured scorer; the text encoder is loaded only for methods that need it."""
+    if cfg.retriever is None:
+        raise ValueError("this evaluation has no triple scorer (reasoner: dualtower); set `retriever`")
     needs_encoder = cfg.retriever.kind in ENCODER_KINDS
     return build_scorer(cfg.retriever, TextEncoder(cfg.encoder) if needs_encoder else None)
 
@@ -146,8 +173,15 @@ class _QAActor:
 
         torch.set_num_threads(max(1, int(cfg.actor_cpus)))  # one process per actor: match its CPU share
         self.cfg = cfg
-        self.scorer = build_qa_scorer(cfg)
-        self.reader = build_reader(cfg.reader)
+        self.dualtower = None
+        if cfg.reasoner == "dualtower":
+            from rg.evaluation.dualtower_qa import DualTowerQA
+
+            assert cfg.dualtower is not None  # checked by the config
+            self.dualtower = DualTowerQA(cfg.dualtower, cfg.schema_dir)
+        else:
+            self.scorer = build_qa_scorer(cfg)
+            self.reader = build_reader(cfg.reader)
         self.linker = None
         if cfg.linking is not None:
             from rg.linking import EntityLinker, NameIndex
@@ -170,10 +204,13 @@ class _QAActor:
             samples, failed = link_samples(samples, self.linker)
             bad += failed
         cfg = self.cfg
-        predictions = await answer_questions(
-            samples, self.scorer, self.reader, top_k=cfg.top_k, chains=cfg.chains, evidence=cfg.evidence,
-            min_score=cfg.min_triple_score,
-        )
+        if self.dualtower is not None:
+            predictions = await self.dualtower.answer(samples)
+        else:
+            predictions = await answer_questions(
+                samples, self.scorer, self.reader, top_k=cfg.top_k, chains=cfg.chains, evidence=cfg.evidence,
+                min_score=cfg.min_triple_score,
+            )
         done = [*predictions, *bad]
         return {"prediction": np.array([json.dumps(p.to_dict()) for p in done], dtype=object),
                 "covered": np.array([covered.get(p.id, False) for p in done], dtype=bool)}
@@ -296,7 +333,8 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         "input": cfg.input,
         "side": cfg.side,
         "questions": len(scores),
-        "scorer": first.scorer or cfg.retriever.kind,
+        "scorer": first.scorer or (cfg.retriever.kind if cfg.retriever is not None else cfg.reasoner),
+        "reasoner": cfg.reasoner,
         "reader": first.reader or cfg.reader.kind,
         "chains": cfg.chains,
         "top_k": cfg.top_k,
@@ -308,6 +346,9 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         "seconds": seconds,
         "questions_per_s": len(scores) / seconds if seconds > 0 else None,
     }
+    if cfg.dualtower is not None and cfg.reasoner == "dualtower":
+        run["dualtower"] = cfg.dualtower.model_dump(mode="json", exclude={"brain": {"llm": {"api_key"}}})
+        run["brain_calls_per_question"] = sum(s.prediction.usage.calls for s in scores) / len(scores)
     files = write_qa_results(summary, scores, cfg.output_dir, run, _title(cfg, run))
     return QAResult(summary=summary, files=files, run=run)
 

@@ -1,0 +1,184 @@
+"""The dual-tower controller end to end: accuracy per privacy mode, Brain calls, latency per stage.
+
+    python -m bench.dualtower --quick
+    python -m bench.dualtower [--questions 200] [--train 600] [--epochs 20] [--out PATH]
+
+On a fixed sample of the synthetic KG (the embedded default; MetaQA in a full run is not wired
+yet), a tiny relation-path planner is trained on masked training questions — once on the raw
+relation labels (plaintext and utility modes) and once on the privacy view's relation clusters —
+and the controller answers the held-out questions with the local Brain in ``plaintext``,
+``utility``, ``privacy`` and ``privacy`` + sanitisation (supernodes) modes. Reported per mode:
+Hits@1, Brain calls per question, questions/s and the seconds per stage (link, subgraph,
+anonymise, explore, Brain, verify, read). PrivGemo reports 4.6–6.5 Brain calls per question and
+ToG 13.5–21.7 LLM calls per question; they are quoted as anchors, not measured here. A few
+questions also run against the scripted LLM Brain at 127.0.0.1, for the prompt and completion
+tokens per side of the real prompts (the server counts whitespace tokens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rg.data.sample import Sample
+from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+from rg.data.synthetic import SyntheticConfig, generate
+from rg.graph import KnowledgeGraph
+from rg.llm.scripted_server import Respond, Script, ScriptedServer
+from rg.metrics import normalize_answer
+from rg.privacy import KGSchema
+from rg.reasoning.dualtower import DualTowerConfig, build_controller, view_relation_path
+from rg.reasoning.dualtower.controller import STAGES
+from rg.retrievers.planner import PlannerConfig, PlannerModel
+from rg.retrievers.planner.prompt import mask_topics
+from rg.training.planner_data import plan_targets, target_rows
+from rg.training.planner_loop import PlannerFitConfig, fit_planner
+
+ANCHORS = {"privgemo_brain_calls_per_question": [4.6, 6.5], "tog_llm_calls_per_question": [13.5, 21.7]}
+MODES = {
+    "plaintext": {"privacy": {"mode": "plaintext"}},
+    "utility": {"privacy": {"mode": "utility"}},
+    "privacy": {"privacy": {"mode": "privacy"}},
+    "privacy_sanitised": {"privacy": {"mode": "privacy"}, "sanitiser": {"group": True, "max_nodes": 200}},
+}
+
+
+def samples(questions: int, seed: int) -> tuple[list[Sample], KGSchema]:
+    syn = generate(SyntheticConfig(questions=questions, seed=seed))
+    kg = KnowledgeGraph.from_triples(syn.triples)
+    out = []
+    for question in syn.questions:
+        try:
+            out.append(build_sample(kg, question, SubgraphConfig(max_triples=300)).sample)
+        except Unbuildable:
+            continue
+    return out, KGSchema.build(syn.triples, syn.entity_types)
+
+
+def train(train_set: Sequence[Sample], view, epochs: int) -> PlannerModel:
+    """A tiny masked-topic planner on the weak relation paths, relations mapped by ``view``."""
+    targets, _ = plan_targets(train_set, max_paths=1, max_len=3)
+    rows = [(i, q, tuple(view(p))) for i, q, p in target_rows(targets, mask_topics)]
+    relations = {label.removesuffix("^-1") for _, _, p in rows for label in p}
+    config = PlannerConfig(tiny={"layers": 1, "hidden": 64, "heads": 4, "max_positions": 64},
+                           lora={"dropout": 0.0}, max_prompt_tokens=40, mask_topics=True)
+    torch.manual_seed(0)
+    planner = PlannerModel.build(config, [q for _, q, _ in rows], relations)
+    examples = planner.examples(rows)
+    result = fit_planner(planner, examples, [], PlannerFitConfig(epochs=epochs, batch_size=32, lr=0.01))
+    planner.load_trainable_state(result.best_state)
+    return planner.eval()
+
+
+def hit1(answers: Sequence[str], gold: Sequence[str]) -> bool:
+    return bool(answers) and normalize_answer(answers[0]) in {normalize_answer(g) for g in gold}
+
+
+def run_mode(name: str, overrides: dict[str, Any], planner: PlannerModel, schema: KGSchema,
+             test: Sequence[Sample]) -> dict[str, Any]:
+    config = DualTowerConfig(**overrides, similarity="lexical", brain={"kind": "local"})
+    controller = build_controller(config, schema, planner=planner)
+    stages = {s: 0.0 for s in STAGES}
+    hits = calls = faults = 0
+    started = time.perf_counter()
+    for sample in test:
+        result = controller.answer(sample.question, sample.q_entities, sample.triples)
+        hits += hit1(result.answers, sample.answers)
+        calls += result.brain_calls
+        faults += bool(result.faults)
+        for stage, seconds in result.timings.items():
+            stages[stage] += seconds
+    seconds = time.perf_counter() - started
+    n = max(len(test), 1)
+    return {"mode": name, "questions": len(test), "hits1": hits / n, "brain_calls_per_question": calls / n,
+            "questions_with_faults": faults, "questions_per_s": len(test) / seconds if seconds else None,
+            "seconds_per_question_by_stage": {s: v / n for s, v in stages.items()}}
+
+
+def scripted_brain(body: dict[str, Any]) -> str:
+    user = body["messages"][-1]["content"]
+    shown = json.loads(user.rsplit("Input: ", 1)[1].rsplit("\nReply:", 1)[0])
+    if shown["kind"] == "analysis":
+        path = shown["relation_paths"][0] if shown["relation_paths"] else []
+        return json.dumps({"sub_questions": [shown["question"]], "depth": max(1, len(path)), "indicators": [
+            {"text": "TE_1 " + " ".join(f"-[{r}]->" for r in path) + " ANSWER", "relations": path,
+             "depth": max(1, len(path))}]})
+    return json.dumps({"ids": [c["id"] for c in shown["candidates"]][: shown["keep"]]})
+
+
+def llm_tokens(schema: KGSchema, test: Sequence[Sample]) -> dict[str, Any]:
+    """Tokens per side of real prompts against the scripted Brain (utility mode)."""
+    with ScriptedServer(Script.always(Respond(scripted_brain))) as server:
+        config = DualTowerConfig(similarity="lexical", brain={"kind": "llm", "llm": {
+            "base_url": server.base_url, "model": "scripted", "side": "brain", "backoff_s": 0.0, "max_backoff_s": 0.0}})
+        controller = build_controller(config, schema)
+        totals = {"brain": {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0},
+                  "hand": {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}}
+        for sample in test:
+            usage = controller.answer(sample.question, sample.q_entities, sample.triples).usage
+            for sides in usage["stages"].values():
+                for side, counts in sides.items():
+                    for key in totals[side]:
+                        totals[side][key] += counts[key]
+    n = max(len(test), 1)
+    return {"questions": len(test), "per_question": {s: {k: v / n for k, v in c.items()} for s, c in totals.items()}}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.dualtower", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="A small sample (under a minute on an idle laptop).")
+    parser.add_argument("--questions", type=int, default=200, help="Held-out questions answered per mode.")
+    parser.add_argument("--train", type=int, default=600, help="Training questions of the planner Brains.")
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--llm-questions", type=int, default=10, help="Questions run against the scripted LLM Brain.")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="bench/results/dualtower.json")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.questions, args.train, args.epochs, args.llm_questions = 20, 120, 8, 3
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    pool, schema = samples(args.questions + args.train, args.seed)
+    random.Random(args.seed).shuffle(pool)
+    test, train_set = pool[: args.questions], pool[args.questions:]
+    raw = train(train_set, lambda p: p, args.epochs)
+    clustered = train(train_set, lambda p: view_relation_path(p, schema, "privacy"), args.epochs)
+    modes = [run_mode(name, overrides, clustered if name.startswith("privacy") else raw, schema, test)
+             for name, overrides in MODES.items()]
+    by_mode = {m["mode"]: m for m in modes}
+    result = {
+        "benchmark": "dualtower", "data": "synthetic", "quick": args.quick, "seed": args.seed,
+        "train_questions": len(train_set), "test_questions": len(test), "brain": "local (planner)",
+        "similarity": "lexical",
+        "hits1_plaintext": by_mode["plaintext"]["hits1"], "hits1_utility": by_mode["utility"]["hits1"],
+        "hits1_privacy": by_mode["privacy"]["hits1"], "hits1_privacy_sanitised": by_mode["privacy_sanitised"]["hits1"],
+        "brain_calls_per_question": by_mode["utility"]["brain_calls_per_question"],
+        "questions_per_s": by_mode["utility"]["questions_per_s"],
+        "modes": modes, "anchors": ANCHORS,
+        "llm_brain_tokens": llm_tokens(schema, test[: args.llm_questions]),
+        "seconds": time.perf_counter() - started, "python": platform.python_version(),
+        "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        "load_average_before_after": [load_before[0], os.getloadavg()[0]],
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"dualtower: Hits@1 plaintext {result['hits1_plaintext']:.2f} utility {result['hits1_utility']:.2f} "
+          f"privacy {result['hits1_privacy']:.2f} privacy+sanitised {result['hits1_privacy_sanitised']:.2f}; "
+          f"{result['brain_calls_per_question']:.2f} Brain calls/question (PrivGemo 4.6-6.5, ToG 13.5-21.7); "
+          f"{result['questions_per_s']:.2f} questions/s -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

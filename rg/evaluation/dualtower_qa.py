@@ -1,0 +1,82 @@
+"""The dual-tower reasoner inside the QA evaluation (``reasoner: dualtower`` of ``evaluate_qa``).
+
+Each Ray Data actor builds one :class:`DualTowerQA` (the planner and encoder are loaded once) and
+answers its batch's inference views concurrently on its event loop (LLM Brain calls overlap).
+Every question goes through :meth:`rg.reasoning.dualtower.DualTowerController.aanswer` on its own
+subgraph; the result becomes a :class:`rg.evaluation.qa.Prediction` whose usage holds the Brain
+calls and tokens, and whose failure says why nothing was verified or which Brain faults sent it
+down the Hand-only path. Gold answers never reach the controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from rg.data.sample import Sample
+from rg.evaluation.qa import Prediction
+from rg.llm.usage import Usage, UsageLedger
+from rg.privacy.schema import SCHEMA_FILE, KGSchema
+from rg.reasoning.dualtower import DualTowerConfig, DualTowerResult, build_controller
+from rg.retrievers.planner.model import load_planner
+from rg.text.encoder import TextEncoder
+
+SCORER = "dualtower"
+
+
+def load_schema(folder: str | None) -> KGSchema | None:
+    """The KG's schema saved in ``folder`` (e.g. a privacy report's output_dir); None when not given.
+
+    Raises:
+        FileNotFoundError: naming the key and the fix.
+    """
+    if folder is None:
+        return None
+    if not (Path(folder) / SCHEMA_FILE).exists():
+        raise FileNotFoundError(f"schema_dir {folder} holds no {SCHEMA_FILE}. Fix: run the privacy report on the "
+                                "same KG (it writes one) or set schema_dir: null to derive types per question")
+    return KGSchema.load(folder)
+
+
+class DualTowerQA:
+    """Answers inference views with the dual-tower controller.
+
+    Args:
+        config: The controller's settings.
+        schema_dir: Folder of the KG's saved schema; None derives one from each question's subgraph.
+    """
+
+    def __init__(self, config: DualTowerConfig, schema_dir: str | None = None) -> None:
+        self.config = config
+        self.schema = load_schema(schema_dir)
+        self.planner = load_planner(config.brain.planner) if config.brain.kind == "local" and config.brain.planner else None
+        self.encoder = TextEncoder() if config.similarity == "encoder" else None
+        self._shared = self._controller(self.schema) if self.schema is not None else None
+
+    def _controller(self, schema: KGSchema):
+        return build_controller(self.config, schema, planner=self.planner, encoder=self.encoder)
+
+    async def answer(self, samples: list[Sample]) -> list[Prediction]:
+        return list(await asyncio.gather(*(self._one(s) for s in samples)))
+
+    async def _one(self, sample: Sample) -> Prediction:
+        started = time.perf_counter()
+        controller = self._shared or self._controller(KGSchema.build(sample.triples))
+        result = await controller.aanswer(sample.question, sample.q_entities, sample.triples)
+        return prediction(sample, result, time.perf_counter() - started)
+
+
+def prediction(sample: Sample, result: DualTowerResult, seconds: float) -> Prediction:
+    """The evaluation's record of one controller result."""
+    usage = UsageLedger.from_dict(result.usage).total() if result.usage.get("stages") else Usage()
+    failure = None
+    if not result.answers:
+        failure = result.fallback or "no_candidates"
+    elif result.faults:
+        failure = None  # answered by the Hand alone; the faults are in the usage failures
+    return Prediction(id=sample.id, question=sample.question, answers=result.answers,
+                      ranked=tuple({"text": a, "score": None} for a in result.answers),
+                      reader=f"{SCORER}:{result.brain}", scorer=SCORER, chains=True, failure=failure, usage=usage,
+                      triples=len(sample.triples), evidence_lines=len(result.evidence),
+                      evidence_topics=len(result.topics), evidence_walks=SCORER, seconds=seconds)

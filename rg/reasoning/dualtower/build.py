@@ -1,0 +1,49 @@
+"""Build a :class:`DualTowerController` from its typed config (the one place choices are made)."""
+
+from __future__ import annotations
+
+from rg.linking.linker import EntityLinker
+from rg.privacy.schema import KGSchema
+from rg.reasoning.dualtower.config import DualTowerConfig
+from rg.reasoning.dualtower.controller import DualTowerController, LLMBrainFactory, LocalBrainFactory
+from rg.reasoning.dualtower.hand import Hand
+from rg.reasoning.dualtower.memory import ExperienceMemory
+from rg.reasoning.dualtower.similarity import EncoderSimilarity, LexicalSimilarity, Similarity
+from rg.retrievers.planner.model import PlannerModel, load_planner
+from rg.stores.base import KGStore
+from rg.text.encoder import TextEncoder
+
+
+def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStore | None = None,
+                     linker: EntityLinker | None = None, planner: PlannerModel | None = None,
+                     encoder: TextEncoder | None = None, memory: ExperienceMemory | None = None) -> DualTowerController:
+    """The controller ``config`` describes.
+
+    Args:
+        config: The settings.
+        schema: The KG's schema (types and relation clusters).
+        store: The raw KG (None: questions bring their triples).
+        linker: Topic-entity linker for questions that come without topics.
+        planner: kind ``local``: an already loaded planner (else ``brain.planner`` is loaded).
+        encoder: similarity ``encoder``: an already loaded encoder (else the default is loaded).
+        memory: The experience memory (none: the memory term is 0).
+
+    Raises:
+        ValueError: for a local Brain with neither ``planner`` nor ``brain.planner``, naming the fix.
+    """
+    if config.brain.kind == "local":
+        if planner is None:
+            if config.brain.planner is None:
+                raise ValueError("brain.kind is 'local' but brain.planner is not set. Fix: set brain.planner to a "
+                                 "planner checkpoint folder (jobs.train with a planner config writes one)")
+            planner = load_planner(config.brain.planner)
+        brains = LocalBrainFactory(planner, config.brain.beams, config.brain.indicators)
+    else:
+        assert config.brain.llm is not None  # checked by BrainConfig
+        brains = LLMBrainFactory(config.brain.llm, config.brain.reasks)
+    similarity: Similarity
+    if config.similarity == "encoder":
+        similarity = EncoderSimilarity(encoder if encoder is not None else TextEncoder())
+    else:
+        similarity = LexicalSimilarity()
+    return DualTowerController(config, schema, Hand(config, store, linker), brains, similarity, memory)

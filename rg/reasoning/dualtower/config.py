@@ -1,0 +1,121 @@
+"""Settings of the dual-tower (Hand/Brain) controller, validated once (PrivGemo §4.2–4.3).
+
+One :class:`DualTowerConfig` holds the paper's search limits (W_max = 3, D_max = 3, W1 = 80,
+α = 0.6), the Brain (``local``: the relation-path planner on the anonymised payload; ``llm``: an
+OpenAI-compatible endpoint reached only through :func:`rg.privacy.brain_client`), the privacy
+boundary (mode and structure sanitiser) and the Hand's subgraph, exploration and reader
+settings. Cross-field rules fail at load time naming the key and the fix.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, model_validator
+
+from rg.config import Config
+from rg.llm.config import LLMConfig
+from rg.privacy.config import PrivacyConfig
+from rg.privacy.structure import SanitiserConfig
+from rg.reasoning.retriever_reader import RetrieverReaderConfig
+
+BrainKind = Literal["local", "llm"]
+SimilarityKind = Literal["encoder", "lexical"]
+
+
+class BrainConfig(Config):
+    """The Brain: which implementation, and how its faults are bounded."""
+
+    kind: BrainKind = Field(
+        "local",
+        description="'local': the trained relation-path planner acting on the anonymised payload; "
+        "'llm': an OpenAI-compatible endpoint (`llm`, side: brain).",
+    )
+    planner: Optional[str] = Field(
+        None, description="kind local: the planner checkpoint folder (jobs.train with a planner config writes one)."
+    )
+    llm: Optional[LLMConfig] = Field(None, description="kind llm: the Brain endpoint; its `side` must be 'brain'.")
+    reasks: int = Field(
+        1, ge=0, le=3,
+        description="Re-asks after a reply that is not valid JSON of the expected shape (bounded); then the "
+        "Hand-only path is taken and the fault recorded.",
+    )
+    beams: int = Field(3, ge=1, le=10, description="kind local: relation paths decoded per question analysis.")
+    indicators: int = Field(
+        1, ge=1, le=5, description="Most indicators (reasoning-tree nodes) taken from one question analysis."
+    )
+    max_hint_paths: int = Field(
+        200, ge=0, le=5000,
+        description="Schema hints of the analysis payload: anonymised relation paths from the topic entities "
+        "(no entities), at most this many.",
+    )
+
+    @model_validator(mode="after")
+    def _kind_has_its_source(self) -> "BrainConfig":
+        if self.kind == "llm":
+            if self.llm is None:
+                raise ValueError("brain.kind is 'llm' but brain.llm is not set. Fix: give brain.llm "
+                                 "(base_url, model, side: brain) or set brain.kind: local")
+            if self.llm.side != "brain":
+                raise ValueError(f"brain.llm.side is {self.llm.side!r}; the Brain is untrusted and its calls are "
+                                 "booked and guarded as such. Fix: set brain.llm.side: brain")
+        if self.kind == "local" and self.llm is not None:
+            raise ValueError("brain.llm is set but brain.kind is 'local'. Fix: set brain.kind: llm or drop brain.llm")
+        return self
+
+
+class DualTowerConfig(Config):
+    """The dual-tower controller (PrivGemo Algorithms 2–5).
+
+    Attributes mirror the paper's limits: ``w_max`` paths reach the Hand's verification per node,
+    ``w1`` survive the fuzzy (DRM) filter, exploration goes at most ``d_max`` hops per topic.
+    """
+
+    kind: Literal["dualtower"] = Field("dualtower", description="Always 'dualtower'.")
+    brain: BrainConfig = Field(default_factory=BrainConfig, description="The Brain (untrusted; anonymised payloads only).")
+    privacy: PrivacyConfig = Field(default_factory=PrivacyConfig, description="Anonymisation mode of the Brain's view.")
+    sanitiser: SanitiserConfig = Field(
+        default_factory=lambda: SanitiserConfig(group=False),
+        description="Structure sanitiser applied to the working subgraph before anything is shown "
+        "(group: true merges entities into supernodes; the Hand grounds through them).",
+    )
+    w_max: int = Field(3, ge=1, le=50, description="W_max: candidates kept per node after Brain selection.")
+    w1: int = Field(80, ge=1, le=5000, description="W1: candidates kept by the fuzzy DRM filter (and exploration beam).")
+    d_max: int = Field(3, ge=1, le=6, description="D_max: most hops from a topic entity to the answer.")
+    alpha: float = Field(0.6, ge=0.0, le=1.0, description="α of s = α·DRM(path, indicator) + (1−α)·memory term.")
+    max_failures: int = Field(
+        4, ge=1, le=10, description="A reasoning-tree node is pruned after this many failed verifications."
+    )
+    max_steps: int = Field(8, ge=1, le=50, description="Bound on verification loops per node.")
+    subgraph_hops: Optional[int] = Field(
+        None, ge=1, le=6, description="Radius of the working subgraph around the topic entities; None uses d_max."
+    )
+    max_subgraph_triples: Optional[int] = Field(
+        20000, ge=1, description="Size cap of the working subgraph (k-hop cut); None: no cap."
+    )
+    similarity: SimilarityKind = Field(
+        "encoder",
+        description="DRM of the pruning score: 'encoder' (cosine of the sentence encoder's embeddings, PrivGemo's "
+        "DRM) or 'lexical' (word overlap of the texts; no model).",
+    )
+    reader: RetrieverReaderConfig = Field(
+        default_factory=lambda: RetrieverReaderConfig(walk_score="last", aggregate="max"),
+        description="The local reader over the verified evidence (walk values: the Brain's ranking).",
+    )
+    max_paths_per_hub: int = Field(
+        16, ge=1, le=1000, description="Multi-topic exploration: branch combinations kept per meeting entity."
+    )
+
+    @model_validator(mode="after")
+    def _widths(self) -> "DualTowerConfig":
+        if self.w_max > self.w1:
+            raise ValueError(f"w_max ({self.w_max}) > w1 ({self.w1}): the Brain selects W_max of the W1 kept. "
+                             "Fix: lower w_max or raise w1")
+        if self.subgraph_hops is not None and self.subgraph_hops < self.d_max:
+            raise ValueError(f"subgraph_hops ({self.subgraph_hops}) < d_max ({self.d_max}): exploration would "
+                             "leave the working subgraph. Fix: raise subgraph_hops or set it to null")
+        return self
+
+    @property
+    def hops(self) -> int:
+        return self.subgraph_hops if self.subgraph_hops is not None else self.d_max

@@ -1,0 +1,293 @@
+"""The dual-tower controller: ``answer(question) -> DualTowerResult`` (PrivGemo Algorithms 2–5).
+
+Per question, inside a fresh :class:`rg.privacy.PrivacySession` (key and maps dropped at the end):
+
+1. **Hand**: topic entities, working subgraph, the Brain's view (``expose``: guarded, anonymised,
+   sanitised), topic anchors and schema hints;
+2. **question analysis**: the Brain gets a sealed :class:`AnalysisPayload` and returns indicators
+   and D_predict — or, on a Brain fault, the Hand analyses alone (indicator: the question itself,
+   D_predict 1) and the fault is recorded;
+3. **reasoning tree**: per indicator node, until verified or pruned: explore the view in the node's
+   mode and depth, fuzzy-prune to W1, let the Brain select W_max when more remain (on a fault: the
+   W_max best by the pruning score), ground the kept paths on the raw subgraph and check sufficiency;
+   on failure :func:`~rg.reasoning.dualtower.tree.next_step`;
+4. **answer**: the local reader over the verified evidence.
+
+Brain faults never lose a question: the client retries 429/5xx/timeouts (bounded), the Brain
+re-asks malformed replies (bounded), and then the Hand goes on alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from rg.data.sample import Triple
+from rg.graph import KnowledgeGraph
+from rg.llm.client import OpenAICompatibleClient
+from rg.llm.config import LLMConfig
+from rg.llm.usage import Usage, UsageLedger
+from rg.privacy.guard import EgressRefused
+from rg.privacy.schema import KGSchema
+from rg.privacy.session import PrivacySession
+from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, Indicator
+from rg.reasoning.dualtower.config import DualTowerConfig
+from rg.reasoning.dualtower.explore import Candidate, band, explore, extend
+from rg.reasoning.dualtower.hand import Grounded, Hand, HandError
+from rg.reasoning.dualtower.llm_brain import LLMBrain
+from rg.reasoning.dualtower.local_brain import LocalBrain
+from rg.reasoning.dualtower.memory import ExperienceMemory, NoMemory
+from rg.reasoning.dualtower.payload import (
+    AnalysisPayload,
+    CandidateView,
+    SealedPayload,
+    SelectionPayload,
+    TopicView,
+    seal,
+)
+from rg.reasoning.dualtower.prune import PruneScorer, fuzzy_top
+from rg.reasoning.dualtower.result import BrainFault, DualTowerResult
+from rg.reasoning.dualtower.similarity import Similarity
+from rg.reasoning.dualtower.tree import ReasoningTree, TreeNode, next_step
+from rg.reasoning.retriever_reader import RetrieverReader
+from rg.retrievers.planner.model import PlannerModel
+
+def tag_topics(question: str, topics: Sequence[str]) -> str:
+    """Plaintext mode: topic mentions written ``TE_i (name)``, as the anonymising modes write
+    ``TE_i (type)``, so both Brains read the same question shape (longer names first)."""
+    order = sorted(range(len(topics)), key=lambda i: -len(topics[i]))
+    for i in order:
+        question = re.sub(rf"(?<!\w){re.escape(topics[i])}(?!\w)", f"TE_{i + 1} ({topics[i]})", question,
+                          flags=re.IGNORECASE)
+    return question
+
+
+STAGES = ("link", "subgraph", "anonymise", "explore", "brain", "verify", "read")
+
+
+class BrainFactory(Protocol):
+    """Makes the question's Brain, bound to its privacy session and booking into its ledger."""
+
+    name: str
+
+    def __call__(self, session: PrivacySession, ledger: UsageLedger) -> Brain: ...
+
+
+class LocalBrainFactory:
+    """The planner Brain for every question (the planner is loaded once)."""
+
+    def __init__(self, planner: PlannerModel, beams: int = 3, indicators: int = 1) -> None:
+        self.planner, self.beams, self.indicators = planner, beams, indicators
+        self.name = f"planner:{planner.prompt.full_id}"
+
+    def __call__(self, session: PrivacySession, ledger: UsageLedger) -> Brain:
+        return LocalBrain(self.planner, self.beams, self.indicators, ledger)
+
+
+class LLMBrainFactory:
+    """An LLM Brain per question over one shared connection pool, rebound to each session's guard."""
+
+    def __init__(self, config: LLMConfig, reasks: int = 1) -> None:
+        self.config, self.reasks = config, reasks
+        self._client: OpenAICompatibleClient | None = None
+        self.name = f"llm:{config.model}"
+
+    def __call__(self, session: PrivacySession, ledger: UsageLedger) -> Brain:
+        brain = LLMBrain(self._client if self._client is not None else self.config, session, self.reasks)
+        if self._client is None:
+            self._client = brain.client
+        brain.client.ledger = ledger  # the twin books this question's calls apart
+        return brain
+
+
+class _Question:
+    """The state of one question inside its session (the Hand's working memory)."""
+
+    def __init__(self, question: str, session: PrivacySession, ledger: UsageLedger) -> None:
+        self.question = question
+        self.session = session
+        self.ledger = ledger
+        self.payloads: list[str] = []
+        self.faults: list[BrainFault] = []
+        self.timings = {stage: 0.0 for stage in STAGES}
+
+    def timed(self, stage: str, started: float) -> None:
+        self.timings[stage] += time.perf_counter() - started
+
+
+class DualTowerController:
+    """The Hand/Brain controller (module docstring).
+
+    Args:
+        config: Limits and settings.
+        schema: The KG's coarse types and relation clusters (computed once per KG).
+        hand: The trusted tower.
+        brains: Makes each question's Brain.
+        similarity: The DRM of the pruning score.
+        memory: The experience-memory hook (none yet: the memory term is 0).
+    """
+
+    def __init__(self, config: DualTowerConfig, schema: KGSchema, hand: Hand, brains: BrainFactory,
+                 similarity: Similarity, memory: ExperienceMemory | None = None) -> None:
+        self.config = config
+        self.schema = schema
+        self.hand = hand
+        self.brains = brains
+        self.similarity = similarity
+        self.memory = memory if memory is not None else NoMemory()
+        self.reader = RetrieverReader(config.reader)
+
+    def answer(self, question: str, topics: Sequence[str] = (), triples: Sequence[Triple] | None = None) -> DualTowerResult:
+        """Answer one question from synchronous code (see :meth:`aanswer`)."""
+        return asyncio.run(self.aanswer(question, topics, triples))
+
+    async def aanswer(self, question: str, topics: Sequence[str] = (),
+                      triples: Sequence[Triple] | None = None) -> DualTowerResult:
+        """Answer one question.
+
+        Args:
+            question: The raw question (stays on the Hand).
+            topics: Its topic entities; linked by the Hand when empty.
+            triples: The question's own subgraph; None cuts it from the Hand's store.
+        """
+        ledger = UsageLedger()
+        with PrivacySession(self.config.privacy, self.schema) as session:
+            state = _Question(question, session, ledger)
+            try:
+                return await self._run(state, topics, triples)
+            except HandError as err:
+                return self._result(state, (), (), (), err.reason, ())
+
+    # ------------------------------------------------------------------------------ steps
+    async def _run(self, q: _Question, given: Sequence[str], triples: Sequence[Triple] | None) -> DualTowerResult:
+        started = time.perf_counter()
+        topics = self.hand.topics(q.question, given)
+        q.timed("link", started)
+        started = time.perf_counter()
+        raw = self.hand.subgraph(topics, triples)
+        kg = KnowledgeGraph.from_triples(raw)
+        topics = tuple(t for t in topics if kg.has_entity(t))
+        if not topics:
+            raise HandError("no_topics", "no topic entity is in the working subgraph")
+        q.timed("subgraph", started)
+        started = time.perf_counter()
+        view = self.hand.view(q.session, raw, topics)
+        anchors = self.hand.anchors(q.session, view, topics)
+        masked = q.session.mask_question(q.question, topics)
+        text = masked.text if q.session.anonymising else tag_topics(q.question, topics)
+        tags = tuple(f"TE_{i + 1}" for i in range(len(topics)))
+        hints = self.hand.hints(view, anchors)
+        q.timed("anonymise", started)
+
+        brain = self.brains(q.session, q.ledger)
+        analysis = await self._analyse(q, brain, text, tags, anchors, hints)
+        tree = ReasoningTree.build(analysis.indicators[: self.config.brain.indicators], self.config.d_max)
+        verified: list[Grounded] = []
+        for node in tree.nodes:
+            verified += await self._verify_node(q, brain, node, analysis.depth, text, view.triples, anchors,
+                                                tags, kg, topics, view)
+        started = time.perf_counter()
+        evidence = self.hand.evidence(kg, topics, verified)
+        reading = await self.reader.read(q.question, evidence)
+        q.timed("read", started)
+        fallback = None if verified else "unverified"
+        lines = tuple(c.render() for c in evidence.chains())
+        return self._result(q, reading.answers, lines, tuple(tree.to_dict()), fallback, topics)
+
+    async def _analyse(self, q: _Question, brain: Brain, masked: str, tags: Sequence[str], anchors: Sequence[str],
+                       hints: tuple[tuple[str, ...], ...]) -> Analysis:
+        payload = AnalysisPayload(question=masked, topics=tuple(TopicView(tag=t, node=a) for t, a in zip(tags, anchors)),
+                                  relation_paths=hints, max_depth=self.config.d_max)
+        started = time.perf_counter()
+        try:
+            sealed = seal(payload, q.session.guard)
+            q.payloads.append(sealed.text)
+            analysis = await brain.analyse(sealed)
+        except (BrainError, EgressRefused) as err:
+            q.faults.append(self._fault("analysis", err, "hand_analysis"))
+            analysis = Analysis((), (Indicator(text=masked, depth=1),), 1)
+        finally:
+            q.timed("brain", started)
+        depth = min(max(analysis.depth, 1), self.config.d_max)
+        return Analysis(analysis.sub_questions, analysis.indicators, depth)
+
+    @staticmethod
+    def _fault(stage: str, err: BrainError | EgressRefused, fallback: str) -> BrainFault:
+        if isinstance(err, EgressRefused):
+            return BrainFault(stage, "egress_refused", 0, fallback)
+        return BrainFault(stage, err.reason, err.attempts, fallback)
+
+    async def _verify_node(self, q: _Question, brain: Brain, node: TreeNode, d_predict: int, masked: str,
+                           view_triples, anchors: Sequence[str], tags: tuple[str, ...], kg: KnowledgeGraph,
+                           topics: Sequence[str], view) -> list[Grounded]:
+        """Algorithm 3 for one node: explore, prune, select, ground, check, step — until verified or pruned."""
+        cfg = self.config
+        scorer = PruneScorer(self.similarity, node.indicator.text, self.memory.exemplars(masked, node.indicator.text),
+                             cfg.alpha)
+        rejected: list[Candidate] = []
+        action = (node.mode, node.depth)
+        for _ in range(cfg.max_steps):
+            node.mode, node.depth = action
+            node.tried.append(action)
+            started = time.perf_counter()
+            m = len(anchors)
+            if node.mode == "topic":
+                found = explore(view_triples, anchors, tags, node.depth, band(m, node.depth), cfg.w1, scorer,
+                                cfg.max_paths_per_hub)
+            elif node.mode == "refine":
+                found = explore(view_triples, anchors, tags, cfg.d_max, (0, m * cfg.d_max), cfg.w1, scorer,
+                                cfg.max_paths_per_hub)
+            else:
+                found = extend(view_triples, rejected, anchors, max(cfg.d_max - 1, 1), cfg.w1, scorer)
+            ranked = fuzzy_top(found, scorer, cfg.w1)
+            q.timed("explore", started)
+            kept = await self._select(q, brain, masked, node.indicator, ranked)
+            node.candidates = tuple(c.text() for c in kept)
+            started = time.perf_counter()
+            grounded = self.hand.ground(q.session, view, kg, topics, kept, node.indicator)
+            q.timed("verify", started)
+            good = [g for g in grounded if g.reason is None]
+            if good:
+                node.status = "verified"
+                node.evidence = tuple(w.render() for g in good for w in g.walks)
+                return good
+            node.failures += 1
+            rejected = kept or rejected
+            step = next_step(node, d_predict, cfg.d_max, cfg.max_failures)
+            if step is None:
+                break
+            action = step
+        node.status = "pruned"
+        return []
+
+    async def _select(self, q: _Question, brain: Brain, masked: str, indicator: Indicator,
+                      ranked: list[tuple[Candidate, float]]) -> list[Candidate]:
+        """Brain selection of W_max among the W1 kept, when more than W_max remain (Algorithm 5)."""
+        keep = self.config.w_max
+        if len(ranked) <= keep:
+            return [c for c, _ in ranked]
+        shown = [CandidateView(id=i + 1, text=c.text(), branches=c.relation_paths) for i, (c, _) in enumerate(ranked)]
+        payload = SelectionPayload(question=masked, indicator=indicator.text, candidates=tuple(shown), keep=keep)
+        started = time.perf_counter()
+        try:
+            sealed: SealedPayload = seal(payload, q.session.guard)
+            q.payloads.append(sealed.text)
+            q.session.exposure.record_structure("brain_select", paths=len(shown))
+            choice = await brain.select(sealed)
+            return [ranked[i - 1][0] for i in choice.ids]
+        except (BrainError, EgressRefused) as err:
+            q.faults.append(self._fault("selection", err, "fuzzy_top"))
+            return [c for c, _ in ranked[:keep]]
+        finally:
+            q.timed("brain", started)
+
+    def _result(self, q: _Question, answers, evidence, tree, fallback: str | None,
+                topics: Sequence[str]) -> DualTowerResult:
+        return DualTowerResult(
+            question=q.question, answers=tuple(answers), evidence=tuple(evidence), brain_payloads=tuple(q.payloads),
+            brain=self.brains.name, brain_calls=q.ledger.by_side().get("brain", Usage()).calls, usage=q.ledger.to_dict(),
+            exposure=q.session.exposure.to_dict(), faults=tuple(q.faults), tree=tuple(tree),
+            timings=dict(q.timings), fallback=fallback, topics=tuple(topics))

@@ -1,0 +1,178 @@
+"""Evidence exploration on the anonymised view (PrivGemo §4.3.1, Algorithm 4 TreeBiBFS).
+
+The Hand explores the Brain's view — view triples over pseudonyms, never raw names — from all
+topic entities at once. Each anchor grows walks one hop per round (both edge directions, no node
+twice, never through another anchor); after every round the walks of an anchor are cut to the
+``width`` best by the pruning score (RelevantPruning). Walks of different anchors that end at the
+same node (the *hub*, IntersectMatch) join into one tree-shaped candidate with one branch per
+topic entity, so every candidate covers all topic entities and its hub is the answer it proposes.
+For ``m`` topic entities and depth ``D`` a candidate's total length lies in ``(m(D−1), mD]``
+(:func:`band`); a single topic thus gives walks of exactly ``D`` hops.
+
+:func:`extend` is the prediction-driven phase: the hubs of candidates that failed verification
+become auxiliary anchors and their branches grow further.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rg.graph.path import INVERSE_SUFFIX
+from rg.privacy.structure import public_label
+
+Triple = tuple[str, str, str]
+Scorer = Callable[[Sequence[str]], np.ndarray]
+"""Pruning score of texts (higher is better): :meth:`rg.reasoning.dualtower.prune.PruneScorer.__call__`."""
+
+
+@dataclass(frozen=True)
+class ViewWalk:
+    """A walk over the view from an anchor.
+
+    Attributes:
+        nodes: View nodes visited, the anchor first.
+        labels: Relation labels per step as shown, ``r^-1`` for a step against the triple.
+    """
+
+    nodes: tuple[str, ...]
+    labels: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def end(self) -> str:
+        return self.nodes[-1]
+
+    def render(self, tag: str, typed: bool = False) -> str:
+        """``TE_1 → [r] → ent_x (film) ← [s] ← ...``; with ``typed``, nodes by their type only."""
+        parts = [tag]
+        for label, node in zip(self.labels, self.nodes[1:]):
+            shown = f"({public_label(node)})" if typed else node
+            if label.endswith(INVERSE_SUFFIX):
+                parts.append(f"← [{label[: -len(INVERSE_SUFFIX)]}] ← {shown}")
+            else:
+                parts.append(f"→ [{label}] → {shown}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One anonymised candidate: a branch per topic entity (in topic order), all ending at ``hub``."""
+
+    branches: tuple[ViewWalk, ...]
+    tags: tuple[str, ...]
+
+    @property
+    def hub(self) -> str:
+        return self.branches[0].end
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.branches)
+
+    @property
+    def relation_paths(self) -> tuple[tuple[str, ...], ...]:
+        return tuple(b.labels for b in self.branches)
+
+    def text(self) -> str:
+        """As the Brain is shown it (pseudonyms and types)."""
+        return " & ".join(b.render(tag) for b, tag in zip(self.branches, self.tags))
+
+    def pattern(self) -> str:
+        """Relations and types only: what DRM compares with the indicator."""
+        return " & ".join(b.render(tag, typed=True) for b, tag in zip(self.branches, self.tags))
+
+
+def band(topics: int, depth: int) -> tuple[int, int]:
+    """``(m(D−1), mD]`` as (exclusive low, inclusive high)."""
+    return topics * (depth - 1), topics * depth
+
+
+def adjacency(triples: Sequence[Triple]) -> Mapping[str, list[tuple[str, str]]]:
+    """Node → (label, other node) for every edge, both directions (``r^-1`` when taken backwards)."""
+    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for h, r, t in dict.fromkeys(triples):
+        out[h].append((r, t))
+        out[t].append((r + INVERSE_SUFFIX, h))
+    return out
+
+
+def grow(adj: Mapping[str, list[tuple[str, str]]], start: ViewWalk, depth: int, width: int, scorer: Scorer,
+         tag: str, blocked: frozenset[str]) -> list[ViewWalk]:
+    """Every walk of 1..``depth`` more hops from ``start``, cut to ``width`` per round by ``scorer``."""
+    frontier = [start]
+    found: list[ViewWalk] = []
+    for _ in range(depth):
+        nxt = [ViewWalk(w.nodes + (other,), w.labels + (label,))
+               for w in frontier for label, other in adj.get(w.end, ())
+               if other not in w.nodes and other not in blocked]
+        if len(nxt) > width:
+            scores = scorer([w.render(tag, typed=True) for w in nxt])
+            keep = np.argsort(-scores, kind="stable")[:width]
+            nxt = [nxt[i] for i in sorted(keep.tolist())]
+        found += nxt
+        frontier = nxt
+        if not frontier:
+            break
+    return found
+
+
+def explore(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[str], depth: int,
+            lengths: tuple[int, int], width: int, scorer: Scorer, per_hub: int) -> list[Candidate]:
+    """Tree-structured BiBFS from all anchors (module docstring).
+
+    Args:
+        triples: The view the Brain may see.
+        anchors: The topic entities' view nodes, in topic order.
+        tags: Their tags (``TE_1``...), used in renderings.
+        depth: Most hops per branch.
+        lengths: Total length band (exclusive low, inclusive high), e.g. :func:`band`.
+        width: Walks kept per anchor and round (W1).
+        scorer: Pruning score of walk patterns.
+        per_hub: Branch combinations kept per hub (multi-topic).
+
+    Returns:
+        Candidates in discovery order (hubs in first-reached order).
+    """
+    adj = adjacency(triples)
+    blocked = frozenset(anchors)
+    low, high = lengths
+    per_anchor = [grow(adj, ViewWalk((a,), ()), depth, width, scorer, tag, blocked) for a, tag in zip(anchors, tags)]
+    if len(anchors) == 1:
+        return [Candidate((w,), tuple(tags)) for w in per_anchor[0] if low < len(w) <= high]
+    by_hub: list[dict[str, list[ViewWalk]]] = []
+    for walks in per_anchor:
+        ends: dict[str, list[ViewWalk]] = defaultdict(list)
+        for w in walks:
+            ends[w.end].append(w)
+        by_hub.append(ends)
+    out: list[Candidate] = []
+    for hub in by_hub[0]:
+        if not all(hub in ends for ends in by_hub[1:]):
+            continue
+        combos = [Candidate(branches, tuple(tags)) for branches in itertools.product(*(e[hub] for e in by_hub))]
+        combos = [c for c in combos if low < len(c) <= high]
+        if len(combos) > per_hub:
+            scores = scorer([c.pattern() for c in combos])
+            combos = [combos[i] for i in sorted(np.argsort(-scores, kind="stable")[:per_hub].tolist())]
+        out += combos
+    return out
+
+
+def extend(triples: Sequence[Triple], seeds: Sequence[Candidate], anchors: Sequence[str], steps: int, width: int,
+           scorer: Scorer) -> list[Candidate]:
+    """Prediction-driven exploration: the hubs of ``seeds`` become auxiliary anchors and the
+    seeds' first branch grows up to ``steps`` more hops past them (single-branch seeds only)."""
+    adj = adjacency(triples)
+    out: list[Candidate] = []
+    for seed in seeds:
+        if len(seed.branches) != 1:
+            continue
+        grown = grow(adj, seed.branches[0], steps, width, scorer, seed.tags[0], frozenset(anchors))
+        out += [Candidate((w,), seed.tags) for w in grown]
+    return out

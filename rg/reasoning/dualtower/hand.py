@@ -1,0 +1,203 @@
+"""The Hand: the trusted tower over the raw KG (PrivGemo §4.1–4.3).
+
+It finds the topic entities (given, or linked with :class:`rg.linking.EntityLinker`), cuts the
+working subgraph from a :class:`rg.stores.KGStore` (or takes a question's own triples), builds the
+Brain's view through :meth:`rg.privacy.PrivacySession.expose` (anonymised, guarded, sanitised),
+writes the schema hints (relation paths of the view from the topics, no entities), and — after
+exploration and pruning — de-anonymises the kept candidates by grounding them on the raw
+subgraph, refines them into evidence, checks sufficiency and answers with the local reader.
+
+Grounding follows a kept view path step by step on the raw subgraph: from the raw topic entity,
+along raw triples whose relation the view shows as the step's label (a cluster in ``privacy``
+mode stands for several raw relations) to raw entities whose view node is the path's next node (a
+supernode stands for its members). The raw relation sequences found are then walked from the
+topic entities again (:meth:`rg.graph.KnowledgeGraph.path_end_walks`), so a kept path brings all
+the answers its relation chain reaches; a multi-topic candidate keeps the ends every branch reaches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rg.data.sample import Triple
+from rg.evidence.build import Evidence, assemble_evidence
+from rg.evidence.chains import Walk
+from rg.evidence.config import EvidenceConfig
+from rg.graph import KnowledgeGraph, Path
+from rg.graph.path import split_relation
+from rg.linking.linker import EntityLinker
+from rg.privacy.session import PrivacySession
+from rg.privacy.structure import SanitisedView, public_label
+from rg.reasoning.dualtower.brain import Indicator
+from rg.reasoning.dualtower.config import DualTowerConfig
+from rg.reasoning.dualtower.explore import Candidate
+from rg.retrievers.planner.trie import relation_trie
+from rg.stores.base import KGStore
+
+MAX_GROUNDINGS = 64
+"""Raw walks kept per branch when grounding one view path (a supernode can stand for many)."""
+
+
+class HandError(RuntimeError):
+    """The Hand cannot work on a question (no topic entity, nothing around it); ``reason`` says why."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Grounded:
+    """A kept candidate on the raw subgraph.
+
+    Attributes:
+        candidate: The anonymised candidate.
+        value: Its value for the reader (0 for the best kept, −1 for the next, ...).
+        walks: Raw evidence walks from the topic entities (triple ids index the raw subgraph).
+        ends: Raw entities every branch reaches (answer candidates), topics excluded.
+        reason: None when sufficient, else why not (``not_grounded``, ``topic_missing``, ``answer_type``).
+    """
+
+    candidate: Candidate
+    value: float
+    walks: tuple[Path, ...]
+    ends: tuple[str, ...]
+    reason: str | None
+
+
+class Hand:
+    """The trusted tower (see the module docstring).
+
+    Args:
+        config: The controller's settings.
+        store: Where the raw KG lives (None: every question brings its triples).
+        linker: Links topic entities when a question comes without them.
+    """
+
+    def __init__(self, config: DualTowerConfig, store: KGStore | None = None, linker: EntityLinker | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.linker = linker
+
+    # ---------------------------------------------------------------------------- raw side
+    def topics(self, question: str, given: Sequence[str] = ()) -> tuple[str, ...]:
+        if given:
+            return tuple(dict.fromkeys(given))
+        if self.linker is None:
+            raise HandError("no_topics", "the question names no topic entity and no linker is configured")
+        linked = self.linker.link(question)
+        if not linked.entities:
+            raise HandError("no_topics", linked.detail or str(linked.failure))
+        return linked.entities
+
+    def subgraph(self, topics: Sequence[str], triples: Sequence[Triple] | None = None) -> list[Triple]:
+        if triples is None:
+            if self.store is None:
+                raise HandError("no_graph", "no KG store is configured and the question brings no triples")
+            triples = self.store.k_hop(list(topics), self.config.hops, self.config.max_subgraph_triples).triples
+        kept = list(dict.fromkeys(tuple(t) for t in triples))
+        if not kept:
+            raise HandError("empty_subgraph", "nothing around the topic entities")
+        return kept  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------------- view side
+    def view(self, session: PrivacySession, triples: Sequence[Triple], topics: Sequence[str]) -> SanitisedView:
+        return session.expose(triples, topics, self.config.sanitiser, stage="anonymise")
+
+    def anchors(self, session: PrivacySession, view: SanitisedView, topics: Sequence[str]) -> list[str]:
+        return [view.node_of(session.entity(t, topic=True)) for t in topics]
+
+    def hints(self, view: SanitisedView, anchors: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+        """Relation paths of the view from the anchors (the analysis payload's schema hints)."""
+        limit = self.config.brain.max_hint_paths
+        if limit == 0 or not view.triples:
+            return ()
+        kg = KnowledgeGraph.from_triples(view.triples)
+        paths = relation_trie(kg, list(anchors), self.config.d_max).paths()
+        return tuple(sorted(paths, key=lambda p: (len(p), p))[:limit])
+
+    # --------------------------------------------------------------------- verification
+    def ground(self, session: PrivacySession, view: SanitisedView, kg: KnowledgeGraph, topics: Sequence[str],
+               candidates: Sequence[Candidate], indicator: Indicator) -> list[Grounded]:
+        """De-anonymise, refine into evidence and check each kept candidate (best first)."""
+        topic_set = set(topics)
+
+        def node_of(raw: str) -> str:
+            return view.node_of(session.entity(raw, topic=raw in topic_set))
+
+        out = []
+        for rank, candidate in enumerate(candidates):
+            walks: list[Path] = []
+            ends: set[str] | None = None
+            reason = None
+            for topic, branch in zip(topics, candidate.branches):
+                found = self._follow(session, kg, topic, branch.nodes[1:], branch.labels, node_of)
+                if not found:
+                    reason = "not_grounded"
+                    break
+                reach: list[Path] = []
+                for relation_path in dict.fromkeys(p.relation_path for p in found):
+                    reach += kg.path_end_walks(topic, relation_path)
+                branch_ends = {p.end for p in reach} - topic_set
+                ends = branch_ends if ends is None else ends & branch_ends
+                walks += reach
+            if reason is None and not ends:
+                reason = "topic_missing"
+            kept_ends = tuple(sorted(ends or ()))
+            if reason is None and indicator.answer_type and not self._typed(node_of, kept_ends, indicator.answer_type):
+                reason = "answer_type"
+            kept = tuple(w for w in walks if w.end in set(kept_ends)) if reason is None else ()
+            out.append(Grounded(candidate, -float(rank), kept, kept_ends if reason is None else (), reason))
+        return out
+
+    @staticmethod
+    def _typed(node_of, ends: Sequence[str], wanted: str) -> bool:
+        wanted = wanted.strip().lower()
+        return any(public_label(node_of(e)).split(" ×")[0].strip().lower() == wanted for e in ends)
+
+    @staticmethod
+    def _follow(session: PrivacySession, kg: KnowledgeGraph, topic: str, nodes: Sequence[str], labels: Sequence[str],
+                node_of) -> list[Path]:
+        """Raw walks from ``topic`` whose view is the branch (``nodes`` after the anchor, ``labels``)."""
+        if not kg.has_entity(topic):
+            return []
+        paths = [Path((topic,), (), (), ())]
+        for label, node in zip(labels, nodes):
+            shown, forward = split_relation(label)
+            grown: list[Path] = []
+            for path in paths:
+                eid = kg.entity_id(path.end)
+                ptr, idx, far = (kg.out_ptr, kg.out_idx, kg.tail) if forward else (kg.in_ptr, kg.in_idx, kg.head)
+                for tid in idx[ptr[eid]:ptr[eid + 1]].tolist():
+                    other = str(kg.entity_names[far[tid]])
+                    relation = str(kg.relation_names[kg.rel[tid]])
+                    if other in path.entities or session.relation(relation) != shown or node_of(other) != node:
+                        continue
+                    grown.append(Path(path.entities + (other,), path.relations + (relation,),
+                                      path.forward + (forward,), path.triple_ids + (tid,)))
+                    if len(grown) >= MAX_GROUNDINGS:
+                        break
+            paths = grown
+            if not paths:
+                return []
+        return paths
+
+    @staticmethod
+    def sufficient(grounded: Sequence[Grounded]) -> bool:
+        """Every topic entity covered and the answer type consistent, for at least one kept path."""
+        return any(g.reason is None for g in grounded)
+
+    @staticmethod
+    def evidence(kg: KnowledgeGraph, topics: Sequence[str], grounded: Sequence[Grounded]) -> Evidence:
+        """The verified walks as evidence chains over the raw triples they use."""
+        walks = [(w, g.value) for g in grounded if g.reason is None for w in g.walks]
+        used = sorted({t for w, _ in walks for t in w.triple_ids})
+        index = {t: i for i, t in enumerate(used)}
+        triples = tuple(kg.triple(t) for t in used)
+        chained = [Walk(Path(w.entities, w.relations, w.forward, tuple(index[t] for t in w.triple_ids)),
+                        (value,) * len(w)) for w, value in walks]
+        present = {e for h, _, t in triples for e in (h, t)}
+        found = tuple(t for t in topics if t in present)
+        config = EvidenceConfig(max_length=8, keep_unanchored=False)
+        return assemble_evidence(triples, tuple(0.0 for _ in triples), found, chained, config, walk_source="dualtower")

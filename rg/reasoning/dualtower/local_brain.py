@@ -1,0 +1,143 @@
+"""The local Brain: the trained relation-path planner acting on the anonymised payload only.
+
+The planner (RoG-style, :mod:`rg.retrievers.planner`) already reads questions with the topic
+entities masked; here it reads the sealed payload's anonymised question, with the session's topic
+tags (``TE_1 (film)``) put back to the planner's mask ``<e>``. It sees nothing else:
+
+- **analysis**: beam search constrained to the payload's relation-path hints (a trie of the
+  anonymised relation paths from the topic entities). Each decoded path is an indicator
+  (``TE -[r1]-> ?x -[r2]-> ANSWER``), its depth the path length; D_predict is the best path's;
+- **selection**: the planner's log-likelihood of each candidate's relation sequence (summed over
+  a multi-topic candidate's branches), best first.
+
+In ``privacy`` mode the view's relation labels are schema clusters, so the planner must have been
+trained on that view (:func:`view_relation_path` maps training paths; the clustering is per KG,
+not per session, so it can be learned). Labels it has no token for cannot be written or scored.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Sequence
+
+from rg.graph.path import split_relation
+from rg.llm.usage import Usage, UsageLedger
+from rg.privacy.schema import KGSchema
+from rg.reasoning.dualtower.brain import Analysis, BrainError, Choice, Indicator
+from rg.reasoning.dualtower.payload import AnalysisPayload, SealedPayload, SelectionPayload
+from rg.retrievers.planner.decode import beam_search
+from rg.retrievers.planner.likelihood import path_log_likelihood
+from rg.retrievers.planner.model import PlannerModel
+from rg.retrievers.planner.prompt import TOPIC_MASK
+from rg.retrievers.planner.trie import RelationTrie, token_trie
+
+TOPIC_TAG = re.compile(r"TE_\d+(?: \([^()]*\))?")
+MISSING_TOPICS = re.compile(r"\s*\[topic entities:[^\]]*\]\s*$")
+CLUSTER_TYPES = re.compile(r"\((?P<head>[^()→]+)→(?P<tail>[^()→]+)\)$")
+STAGE_ANALYSE = "brain_analyse"
+STAGE_SELECT = "brain_select"
+
+
+def planner_question(masked: str, mask_topics: bool) -> str:
+    """The payload's anonymised question as the planner's prompt takes it: topic tags become
+    ``<e>`` (when the planner was trained with masked topics) and the appended list of topics
+    the question does not name is dropped."""
+    text = MISSING_TOPICS.sub("", masked)
+    return TOPIC_TAG.sub(TOPIC_MASK, text) if mask_topics else text
+
+
+def hint_trie(paths: Iterable[Sequence[str]]) -> RelationTrie:
+    """The prefix-closed trie of the hinted relation paths."""
+    root = RelationTrie({})
+    for path in paths:
+        node = root
+        for label in path:
+            node = node.children.setdefault(label, RelationTrie({}))
+    return root
+
+
+def answer_type(relations: Sequence[str]) -> str | None:
+    """The answer's type when the last relation is a cluster label ``rel_03 (film→person)``."""
+    if not relations:
+        return None
+    label, forward = split_relation(relations[-1])
+    match = CLUSTER_TYPES.search(label)
+    if match is None:
+        return None
+    return (match["tail"] if forward else match["head"]).strip()
+
+
+def indicator_text(relations: Sequence[str]) -> str:
+    """``TE -[r1]-> ?x1 -[r2]-> ANSWER``."""
+    steps = [f"-[{r}]-> {'ANSWER' if i == len(relations) - 1 else f'?x{i + 1}'}" for i, r in enumerate(relations)]
+    return "TE " + " ".join(steps)
+
+
+def view_relation_path(path: Sequence[str], schema: KGSchema, mode: str) -> tuple[str, ...]:
+    """A raw relation path as the Brain's view writes it (clusters in ``privacy`` mode), for
+    training the local Brain's planner on the view it will read."""
+    if mode != "privacy":
+        return tuple(path)
+    out = []
+    for label in path:
+        raw, forward = split_relation(label)
+        shown = schema.relation_cluster(raw)
+        out.append(shown if forward else f"{shown}^-1")
+    return tuple(out)
+
+
+class LocalBrain:
+    """The planner as a Brain (see the module docstring).
+
+    Args:
+        planner: A trained planner in eval mode.
+        beams: Paths decoded per analysis.
+        indicators: Most indicators returned.
+        ledger: Usage ledger its calls are booked in (``side: brain``, no tokens).
+    """
+
+    def __init__(self, planner: PlannerModel, beams: int = 3, indicators: int = 1,
+                 ledger: UsageLedger | None = None) -> None:
+        self.planner = planner
+        self.beams = beams
+        self.indicators = indicators
+        self.ledger = ledger if ledger is not None else UsageLedger()
+        self.name = f"planner:{planner.prompt.full_id}"
+
+    def _prompt(self, question: str) -> list[int]:
+        return self.planner.prompt_ids([planner_question(question, self.planner.config.mask_topics)])[0]
+
+    def _book(self, stage: str, started: float) -> None:
+        self.ledger.add(stage, "brain", Usage(calls=1, latency_s=time.perf_counter() - started))
+
+    async def analyse(self, payload: SealedPayload) -> Analysis:
+        started = time.perf_counter()
+        shown = payload.open(AnalysisPayload)
+        trie, _skipped = token_trie(hint_trie(p[: self.planner.config.max_path_len] for p in shown.relation_paths),
+                                    self.planner.vocab)
+        if not trie:
+            self._book(STAGE_ANALYSE, started)
+            raise BrainError("no_paths", "no hinted relation path has a planner token")
+        [beams] = beam_search(self.planner, [self._prompt(shown.question)], self.beams, [trie])
+        self._book(STAGE_ANALYSE, started)
+        paths = [b.relation_path for b in beams if b.relation_path]
+        if not paths:
+            raise BrainError("no_paths", "the planner wrote no relation path")
+        indicators = tuple(
+            Indicator(text=indicator_text(p), relations=p, depth=min(len(p), shown.max_depth), answer_type=answer_type(p))
+            for p in paths[: self.indicators])
+        return Analysis((), indicators, indicators[0].depth)
+
+    async def select(self, payload: SealedPayload) -> Choice:
+        started = time.perf_counter()
+        shown = payload.open(SelectionPayload)
+        prompt = self._prompt(shown.question)
+        branches = [b for c in shown.candidates for b in c.branches]
+        scores = dict(zip(map(tuple, branches), path_log_likelihood(self.planner, prompt, branches)))
+        total = {c.id: sum(scores[tuple(b)] for b in c.branches) for c in shown.candidates}
+        self._book(STAGE_SELECT, started)
+        ranked = sorted((i for i in total if total[i] > float("-inf")), key=lambda i: (-total[i], i))
+        if not ranked:
+            raise BrainError("no_paths", "the planner can score no candidate's relations")
+        return Choice(tuple(ranked[: shown.keep]))

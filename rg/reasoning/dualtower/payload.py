@@ -1,0 +1,92 @@
+"""What the Brain may receive: typed payloads, serialised and passed through the egress guard.
+
+PrivGemo §4.2: the Brain operates only on privacy-preserving inputs — the anonymised question,
+the topic entities' pseudonyms with limited schema hints (question analysis), and a small set of
+anonymised candidate paths (path selection). Every payload is a pydantic model; :func:`seal`
+serialises it to JSON and runs the session's :class:`rg.privacy.EgressGuard` over that text
+before anything else sees it. A Brain implementation receives only the resulting
+:class:`SealedPayload` and parses the JSON back (:meth:`SealedPayload.open`), so the local Brain's
+inputs are provably what a remote Brain would see, byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeVar, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rg.privacy.guard import EgressGuard
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TopicView(_Payload):
+    """A topic entity as the Brain sees it."""
+
+    tag: str = Field(description="The question's tag, e.g. 'TE_1'.")
+    node: str = Field(description="Its view node: pseudonym and coarse type, e.g. 'ent_3f9a2c1d (film)'.")
+
+
+class AnalysisPayload(_Payload):
+    """Question analysis input: anonymised question, topics and limited schema hints."""
+
+    kind: Literal["analysis"] = "analysis"
+    question: str
+    topics: tuple[TopicView, ...]
+    relation_paths: tuple[tuple[str, ...], ...] = Field(
+        (), description="Schema hints: relation paths (as shown) that start at a topic entity; no entities.")
+    max_depth: int
+
+
+class CandidateView(_Payload):
+    """One anonymised candidate: one branch per topic entity, all ending at the same node."""
+
+    id: int
+    text: str = Field(description="The rendered path(s) over view nodes.")
+    branches: tuple[tuple[str, ...], ...] = Field(description="Per topic branch, its relation labels from the topic.")
+
+
+class SelectionPayload(_Payload):
+    """Path selection input: anonymised question, the node's indicator and ≤ W1 candidates."""
+
+    kind: Literal["selection"] = "selection"
+    question: str
+    indicator: str
+    candidates: tuple[CandidateView, ...]
+    keep: int
+
+
+Payload = Union[AnalysisPayload, SelectionPayload]
+P = TypeVar("P", AnalysisPayload, SelectionPayload)
+
+
+@dataclass(frozen=True)
+class SealedPayload:
+    """A payload's JSON text after the egress guard passed it; the only thing a Brain receives.
+
+    Attributes:
+        kind: ``analysis`` or ``selection``.
+        text: The JSON the guard checked.
+    """
+
+    kind: str
+    text: str
+
+    def open(self, model: type[P]) -> P:
+        """The payload back from its JSON (what a Brain works on)."""
+        return model.model_validate_json(self.text)
+
+
+def seal(payload: Payload, guard: EgressGuard) -> SealedPayload:
+    """Serialise ``payload`` and check it with ``guard``.
+
+    Raises:
+        rg.privacy.EgressRefused: when the JSON holds a raw string of the session (nothing is
+            handed to the Brain; the refusal names only the category).
+    """
+    text = payload.model_dump_json()
+    guard.check(text)
+    return SealedPayload(payload.kind, text)

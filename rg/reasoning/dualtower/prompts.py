@@ -1,0 +1,115 @@
+"""The Brain's prompt templates and the pydantic schemas of its JSON replies, defined once.
+
+Two templates (PrivGemo §4.2/§4.3.2): ``dualtower_analyse`` (anonymised question, topic tags and
+relation-path hints → split questions, a skyline indicator, predicted depth) and
+``dualtower_select`` (anonymised question, indicator and numbered anonymised candidates → the best
+``keep`` ids). Both take the sealed payload's JSON verbatim as their task field, so the text
+a Brain reads is exactly what the egress guard checked. Replies are JSON objects validated by
+:class:`AnalysisReply` / :class:`SelectionReply`; :func:`parse_json_reply` takes the first JSON
+object of a reply (models like to wrap it in a code fence) or raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rg.llm.prompts import PromptRegistry, PromptTemplate
+
+ANALYSE = PromptTemplate(
+    id="dualtower_analyse",
+    version=1,
+    system="You plan how to answer questions over an anonymised knowledge graph. Entities appear only as "
+    "pseudonyms with coarse types; you never need their names.",
+    instructions="""
+        You get a JSON object: an anonymised question, its topic entities (tag and pseudonym), relation
+        paths that start at a topic entity, and the largest depth allowed. Split the question into
+        simple sub-questions. Then write one skyline indicator per reasoning chain: the topic entities
+        and the answer placed on one chain, e.g. `TE_1 -[relation]-> ?x -[relation]-> ANSWER`, using
+        relation labels from the hints where they fit. Give each indicator its depth (hops from the
+        farthest topic entity to the answer) and, if you can tell, the answer's coarse type.
+        Reply with one JSON object and nothing else:
+        {"sub_questions": [...], "indicators": [{"text": ..., "relations": [...], "depth": n,
+        "answer_type": ... or null}], "depth": n}
+    """,
+    example="""
+        Input: {"question": "who wrote the films directed by TE_1 (person)", "topics": [{"tag": "TE_1",
+        "node": "ent_5b1c (person)"}], "relation_paths": [["rel_a^-1", "rel_b"]], "max_depth": 3}
+        Reply: {"sub_questions": ["which films did TE_1 direct", "who wrote those films"], "indicators":
+        [{"text": "TE_1 -[rel_a^-1]-> ?film -[rel_b]-> ANSWER", "relations": ["rel_a^-1", "rel_b"],
+        "depth": 2, "answer_type": "person"}], "depth": 2}
+    """,
+    task_format="Input: {payload}\nReply:",
+)
+
+SELECT = PromptTemplate(
+    id="dualtower_select",
+    version=1,
+    system="You choose knowledge-graph paths over an anonymised graph. Entities appear only as pseudonyms.",
+    instructions="""
+        You get a JSON object: an anonymised question, a skyline indicator of how the answer is reached,
+        numbered candidate paths (`a → [r] → b`, `←` for a relation followed backwards; paths from
+        several topic entities joined by ` & ` meet at the answer), and how many to keep. Choose the
+        candidates most likely to lead to the answer along the indicator, best first.
+        Reply with one JSON object and nothing else: {"ids": [best id, next id, ...]}
+    """,
+    example="""
+        Input: {"question": "who directed TE_1 (film)", "indicator": "TE_1 -[rel_d]-> ANSWER",
+        "candidates": [{"id": 1, "text": "TE_1 → [rel_w] → ent_a1 (person)", "branches": [["rel_w"]]},
+        {"id": 2, "text": "TE_1 → [rel_d] → ent_b2 (person)", "branches": [["rel_d"]]}], "keep": 1}
+        Reply: {"ids": [2]}
+    """,
+    task_format="Input: {payload}\nReply:",
+)
+
+# The examples name relations neutrally (rel_a, rel_d): in privacy mode every raw relation label of the
+# working subgraph is guarded, and an example naming a real one would make the guard refuse the request.
+BRAIN_PROMPTS = PromptRegistry((ANALYSE, SELECT))
+"""The Brain's templates by id."""
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class IndicatorReply(_Reply):
+    text: str = Field(min_length=1)
+    relations: list[str] = Field(default_factory=list)
+    depth: int = Field(ge=1, le=10)
+    answer_type: str | None = None
+
+
+class AnalysisReply(_Reply):
+    """What ``dualtower_analyse`` must return."""
+
+    sub_questions: list[str] = Field(default_factory=list)
+    indicators: list[IndicatorReply] = Field(min_length=1)
+    depth: int = Field(ge=1, le=10)
+
+
+class SelectionReply(_Reply):
+    """What ``dualtower_select`` must return."""
+
+    ids: list[int] = Field(min_length=1)
+
+
+_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def parse_json_reply(text: str, model: type[BaseModel]) -> BaseModel:
+    """The reply's JSON object validated as ``model``.
+
+    Raises:
+        ValueError: when the reply holds no JSON object or it does not validate (the message says why).
+    """
+    match = _OBJECT.search(text)
+    if match is None:
+        raise ValueError("the reply holds no JSON object")
+    try:
+        return model.model_validate(json.loads(match.group(0)))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"the reply's JSON does not parse: {err}") from None
+    except ValidationError as err:
+        raise ValueError(f"the reply's JSON has the wrong shape: {err.error_count()} errors") from None
