@@ -55,6 +55,7 @@ from rg.reasoning.dualtower.tree import ReasoningTree, TreeNode, next_step
 from rg.reasoning.retriever_reader import RetrieverReader
 from rg.retrievers.planner.model import PlannerModel
 
+
 def tag_topics(question: str, topics: Sequence[str]) -> str:
     """Plaintext mode: topic mentions written ``TE_i (name)``, as the anonymising modes write
     ``TE_i (type)``, so both Brains read the same question shape (longer names first)."""
