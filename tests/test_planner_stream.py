@@ -66,7 +66,10 @@ def _rows(ds) -> list:
     return [pickle.loads(row["example"]) for row in ds.iter_rows()]
 
 
-@pytest.mark.parametrize("mode", ["shortest", "answer_f1", "kb_vote_mask", "refined"])
+@pytest.mark.parametrize("mode", [
+    # refined falls back to subgraph answer-F1 paths for its unlabelled questions, so answer_f1
+    # alone runs with -m slow only (it keeps the default suite nearer 15 minutes)
+    "shortest", pytest.param("answer_f1", marks=pytest.mark.slow), "kb_vote_mask", "refined"])
 def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path, monkeypatch, mode):
     inputs, kb = two_inputs
     update = {
