@@ -88,12 +88,22 @@ def score_relation_paths(
             ends = np.setdiff1d(reached, starts, assume_unique=True)
             hits = int(np.isin(ends, wanted, assume_unique=True).sum())
             if hits:
-                precision, recall = hits / ends.size, hits / wanted.size
-                found.append(ScoredPath(path, 2 * precision * recall / (precision + recall), precision, recall))
+                found.append(scored_path(path, hits, int(ends.size), int(wanted.size)))
             if len(path) < max_len:
                 visit(path, reached)
 
     visit((), starts)
+    return best_first(found)
+
+
+def scored_path(path: tuple[str, ...], hits: int, reached: int, wanted: int) -> ScoredPath:
+    """A path reaching ``reached`` entities (topics left out), ``hits`` of the ``wanted`` answers."""
+    precision, recall = hits / reached, hits / wanted
+    return ScoredPath(path, 2 * precision * recall / (precision + recall), precision, recall)
+
+
+def best_first(found: Sequence[ScoredPath]) -> list[ScoredPath]:
+    """Best F1 first; ties: fewer relations first, then the order found."""
     order = sorted(range(len(found)), key=lambda i: (-found[i].f1, len(found[i].relation_path), i))
     return [found[i] for i in order]
 

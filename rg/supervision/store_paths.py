@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from rg.data.store_subgraphs import store_ids
 from rg.graph.path import INVERSE_SUFFIX
 from rg.stores.base import KGStore
-from rg.supervision.answer_paths import ScoredPath
+from rg.supervision.answer_paths import ScoredPath, best_first, scored_path
 
 
 def store_relation_steps(store: KGStore, frontier: frozenset[str]) -> list[tuple[str, frozenset[str]]]:
@@ -63,11 +63,9 @@ def score_store_paths(store: KGStore, topics: Sequence[str], answers: Sequence[s
             ends = reached - starts
             hits = len(ends & wanted)
             if hits:
-                precision, recall = hits / len(ends), hits / len(wanted)
-                found.append(ScoredPath(path, 2 * precision * recall / (precision + recall), precision, recall))
+                found.append(scored_path(path, hits, len(ends), len(wanted)))
             if len(path) < max_len:
                 visit(path, reached)
 
     visit((), starts)
-    order = sorted(range(len(found)), key=lambda i: (-found[i].f1, len(found[i].relation_path), i))
-    return [found[i] for i in order]
+    return best_first(found)
