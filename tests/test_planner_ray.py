@@ -83,6 +83,7 @@ def test_two_workers_write_a_loadable_adapter_checkpoint(ray_local, synthetic_pa
     assert meta.label_source == "weak" and meta.prompt_ids == ("plan_relation_paths@v1",)
     assert meta.extra["epoch"] == report["best_epoch"]
     assert json.loads((tmp_path / "out" / REPORT_FILE).read_text())["planner_dir"] == str(folder)
+    assert report["evaluation"]["scored_on"] == "ray_data"  # the side's subgraphs stay off the driver
     rows = [r for r in report["evaluation"]["scores"] if r["group"] == "all"]
     assert {r["group"] for r in report["evaluation"]["scores"]} > {"all"}  # by hop count too
     assert [(r["mode"], r["beam_width"]) for r in rows] == [("constrained", 2), ("unconstrained", 2)]

@@ -20,7 +20,9 @@ Resumption follows :mod:`rg.training.ray_train`: the run is ``run_name`` under
 ``storage_path``; resubmitting restores the run and the workers continue after the latest
 checkpoint. Afterwards the best checkpoint (validation path exact match, then loss) is exported
 to ``<output_dir>/planner`` and, if ``evaluation.side`` is set, scored with constrained and
-unconstrained beam search; the report goes to ``<output_dir>/train_report.json``::
+unconstrained beam search, by Ray Data actors that read the side's subgraphs
+(:mod:`rg.training.planner_eval_stream`; on the driver with ``examples_on: driver``); the
+report goes to ``<output_dir>/train_report.json``::
 
     report = train_planner(load_config("configs/train_planner_synthetic.yaml", PlannerTrainConfig))
 
@@ -68,6 +70,7 @@ from rg.training.planner_data import (
     target_rows,
 )
 from rg.training.planner_loop import SELECTION_METRIC, PlannerFitConfig, fit_planner
+from rg.training.planner_eval_stream import stream_planner_scores
 from rg.training.planner_stream import scan_targets, stream_planner_examples
 
 REPORT_FILE = "train_report.json"
@@ -316,17 +319,6 @@ def _driver_input(cfg: PlannerTrainConfig) -> _TrainInput:
     )
 
 
-def _evaluation_side(cfg: PlannerTrainConfig) -> tuple[list[Sample], dict[str, Labels] | None]:
-    """The evaluation side's samples with their subgraphs, read after training, and the labels its references use.
-
-    As on the driver path, labels rows are read for training and validation questions only, so
-    a test side's references never come from labels.
-    """
-    side = str(cfg.evaluation.side)
-    samples = load_split_samples(cfg.input, cfg.split, (side,), cfg.limit)[side]
-    return samples, _labels(cfg, samples if side == "val" else [])
-
-
 def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     """Train ``cfg.planner`` on Ray Train, export the best checkpoint, score it and return the report.
 
@@ -394,11 +386,18 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
     exported = load_planner(planner_dir)  # fail here, not at inference, if the export does not read back
 
     evaluation = None
-    if cfg.evaluation.side is not None:
-        samples, labels = data.evaluation if data.evaluation is not None else _evaluation_side(cfg)
+    if cfg.evaluation.side is not None and data.evaluation is not None:  # examples_on: driver holds the side
+        samples, labels = data.evaluation
         kb = search_kb(cfg.labels.weak)
         references = reference_paths(samples, labels, cfg.labels.weak, cfg.planner.max_path_len, kb)
-        evaluation = score_planner(exported, samples, references, cfg.evaluation)
+        evaluation = {**score_planner(exported, samples, references, cfg.evaluation), "scored_on": "driver"}
+    elif cfg.evaluation.side is not None:
+        side = cfg.evaluation.side
+        questions = load_split_samples(cfg.input, cfg.split, (side,), cfg.limit, graph=False)[side]
+        # as on the driver path, labels rows speak for training and validation questions only
+        labels_for_side = cfg.labels if side == "val" else None
+        evaluation = stream_planner_scores(cfg.input, questions, planner_dir, labels_for_side,
+                                           cfg.planner.max_path_len, cfg.evaluation)
 
     start_epoch = int(history[-1]["start_epoch"]) if history else 0
     report = _json_ready({

@@ -58,6 +58,60 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
+@dataclass(frozen=True)
+class QuestionScore:
+    """One question's share of :func:`score_plans`: its path and answer outcomes and path counts.
+
+    ``exact``/``hit`` are None for a question without reference paths, ``recall``/``answer_hit``
+    for one without answers; such questions are left out of those means.
+    """
+
+    exact: float | None
+    hit: float | None
+    recall: float | None
+    answer_hit: float | None
+    returned: int
+    grounded: int
+    malformed: int
+
+
+def score_question(plan: Plan, sample: Sample, gold: Mapping[str, Sequence[Sequence[str]]]) -> QuestionScore:
+    """The outcomes of one question's ``plan`` (see :func:`score_plans`)."""
+    references = {tuple(p) for p in gold.get(sample.id, ())}
+    decoded = plan.relation_paths
+    answers = set(sample.a_entities or sample.answers)
+    reached = answers & set(plan.answers)
+    return QuestionScore(
+        exact=float(bool(decoded) and decoded[0] in references) if references else None,
+        hit=float(any(p in references for p in decoded)) if references else None,
+        recall=len(reached) / len(answers) if answers else None,
+        answer_hit=float(bool(reached)) if answers else None,
+        returned=len(plan.paths),
+        grounded=sum(p.grounded for p in plan.paths),
+        malformed=sum(p.relation_path is None for p in plan.paths),
+    )
+
+
+def aggregate_scores(scores: Sequence[QuestionScore]) -> dict[str, float]:
+    """The metrics of :func:`score_plans` from per-question outcomes (in any order)."""
+    returned = sum(s.returned for s in scores)
+    grounded = sum(s.grounded for s in scores)
+    malformed = sum(s.malformed for s in scores)
+
+    def mean(field: str) -> float:
+        return _mean([v for v in (getattr(s, field) for s in scores) if v is not None])
+
+    return {
+        "path_exact_match": mean("exact"),
+        "path_hit": mean("hit"),
+        "answer_recall": mean("recall"),
+        "answer_hit": mean("answer_hit"),
+        "paths_per_question": returned / max(len(scores), 1),
+        "groundable_fraction": grounded / returned if returned else float("nan"),
+        "malformed_fraction": malformed / returned if returned else float("nan"),
+    }
+
+
 def score_plans(
     plans: Sequence[Plan], samples: Sequence[Sample], gold: Mapping[str, Sequence[Sequence[str]]]
 ) -> dict[str, float]:
@@ -71,31 +125,7 @@ def score_plans(
     """
     if len(plans) != len(samples):
         raise ValueError(f"{len(plans)} plans for {len(samples)} samples")
-    exact, hit, recall, answer_hit = [], [], [], []
-    returned = grounded = malformed = 0
-    for plan, sample in zip(plans, samples):
-        references = {tuple(p) for p in gold.get(sample.id, ())}
-        decoded = plan.relation_paths
-        if references:
-            exact.append(float(bool(decoded) and decoded[0] in references))
-            hit.append(float(any(p in references for p in decoded)))
-        answers = set(sample.a_entities or sample.answers)
-        if answers:
-            reached = answers & set(plan.answers)
-            recall.append(len(reached) / len(answers))
-            answer_hit.append(float(bool(reached)))
-        returned += len(plan.paths)
-        grounded += sum(p.grounded for p in plan.paths)
-        malformed += sum(p.relation_path is None for p in plan.paths)
-    return {
-        "path_exact_match": _mean(exact),
-        "path_hit": _mean(hit),
-        "answer_recall": _mean(recall),
-        "answer_hit": _mean(answer_hit),
-        "paths_per_question": returned / max(len(plans), 1),
-        "groundable_fraction": grounded / returned if returned else float("nan"),
-        "malformed_fraction": malformed / returned if returned else float("nan"),
-    }
+    return aggregate_scores([score_question(plan, sample, gold) for plan, sample in zip(plans, samples)])
 
 
 def evaluate_planner(
@@ -124,36 +154,65 @@ def evaluate_planner(
         One :class:`PlannerScores` per (mode, k) with group ``all``, each followed by its group
         rows; modes outer.
     """
-    unknown = [m for m in modes if m not in MODES]
-    if unknown:
-        raise ValueError(f"unknown decoding mode(s) {unknown}; use {list(MODES)}")
-    base = decode or DecodeConfig()
     groups: dict[str, list[Sample]] = {}
     for sample in samples:
         groups.setdefault(group_of(sample) if group_of is not None else "all", []).append(sample)
     planner.eval()
     rows = []
-    for mode in modes:
-        for k in beam_widths:
-            config = DecodeConfig.model_validate({**base.model_dump(), "mode": mode, "beam_width": int(k)})
-            timed = {}
-            for name, members in sorted(groups.items()):
-                wall, cpu = time.perf_counter(), time.process_time()
-                plans = plan_questions(planner, members, config)
-                timed[name] = (members, plans, time.perf_counter() - wall, time.process_time() - cpu)
-            every = [s for members, *_ in timed.values() for s in members]
-            plans = [p for _, group_plans, *_ in timed.values() for p in group_plans]
-            seconds = sum(t[2] for t in timed.values()), sum(t[3] for t in timed.values())
-            rows.append(_scores("all", mode, int(k), every, plans, gold, *seconds))
-            if len(timed) > 1:
-                rows.extend(_scores(name, mode, int(k), m, p, gold, w, c) for name, (m, p, w, c) in timed.items())
+    for config in decode_settings(modes, beam_widths, decode):
+        timed = {}
+        for name, members in sorted(groups.items()):
+            wall, cpu = time.perf_counter(), time.process_time()
+            plans = plan_questions(planner, members, config)
+            seconds, cpu_seconds = time.perf_counter() - wall, time.process_time() - cpu
+            scores = [score_question(plan, sample, gold) for plan, sample in zip(plans, members)]
+            timed[name] = GroupOutcome(scores, seconds, cpu_seconds)
+        rows.extend(setting_rows(config.mode, config.beam_width, timed))
     return rows
 
 
-def _scores(group: str, mode: str, k: int, samples: Sequence[Sample], plans: Sequence[Plan],
-            gold: Mapping[str, Sequence[Sequence[str]]], seconds: float, cpu_seconds: float) -> PlannerScores:
+def decode_settings(
+    modes: Sequence[str], beam_widths: Sequence[int], decode: DecodeConfig | None = None
+) -> list[DecodeConfig]:
+    """The decoding settings scored, modes outer, each ``decode`` with its mode and width replaced.
+
+    Raises:
+        ValueError: for a mode not in :data:`MODES`.
+    """
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise ValueError(f"unknown decoding mode(s) {unknown}; use {list(MODES)}")
+    base = decode or DecodeConfig()
+    return [
+        DecodeConfig.model_validate({**base.model_dump(), "mode": mode, "beam_width": int(k)})
+        for mode in modes
+        for k in beam_widths
+    ]
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    """One group's per-question outcomes under one decoding setting, and the time spent planning them."""
+
+    scores: list[QuestionScore]
+    seconds: float
+    cpu_seconds: float
+
+
+def setting_rows(mode: str, k: int, timed: Mapping[str, GroupOutcome]) -> list[PlannerScores]:
+    """The rows of one setting: group ``all``, then each group by name when there are several."""
+    every = [score for outcome in timed.values() for score in outcome.scores]
+    seconds = sum(o.seconds for o in timed.values())
+    rows = [_scores("all", mode, int(k), every, seconds, sum(o.cpu_seconds for o in timed.values()))]
+    if len(timed) > 1:
+        rows.extend(_scores(name, mode, int(k), o.scores, o.seconds, o.cpu_seconds) for name, o in sorted(timed.items()))
+    return rows
+
+
+def _scores(group: str, mode: str, k: int, scores: Sequence[QuestionScore], seconds: float,
+            cpu_seconds: float) -> PlannerScores:
     return PlannerScores(
-        group=group, mode=mode, beam_width=k, questions=len(samples), **score_plans(plans, samples, gold),
-        questions_per_s=len(samples) / seconds if seconds > 0 else float("inf"), seconds=seconds,
+        group=group, mode=mode, beam_width=k, questions=len(scores), **aggregate_scores(scores),
+        questions_per_s=len(scores) / seconds if seconds > 0 else float("inf"), seconds=seconds,
         cpu_seconds=cpu_seconds,
     )
