@@ -48,6 +48,7 @@ def config(parquet, tmp_path, epochs: int) -> ReaderTrainConfig:
     })
 
 
+@pytest.mark.slow  # two Ray Train runs; the README's main command (the demo) trains the reader on Ray Train too
 def test_two_workers_train_export_resume_and_answer(ray_local, synthetic_parquet, tmp_path):
     report = train_reader(config(synthetic_parquet, tmp_path, epochs=1))
     assert report["train_examples"] + report["train_questions_without_gold_in_evidence"] == report["train_questions"]

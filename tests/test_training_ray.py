@@ -47,10 +47,8 @@ def encoder_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("encoder_cache")
 
 
-@pytest.mark.parametrize(
-    "retriever", [{"kind": "mlp", "hidden": 16}, {"kind": "pna", "hidden": 8, "num_layers": 1}], ids=["mlp", "pna"]
-)
-def test_train_export_and_resume(ray_local, synthetic_parquet, encoder_cache, tmp_path, retriever, monkeypatch):
+def _driver_builds_nothing(monkeypatch) -> list[bool]:
+    """Make the driver fail if it builds training data itself; returns the ``graph`` flags of its sample reads."""
     import ray.data
 
     from rg.training import data, graph_stream, ray_train
@@ -70,6 +68,17 @@ def test_train_export_and_resume(ray_local, synthetic_parquet, encoder_cache, tm
     monkeypatch.setattr(data, "build_tables", no_driver_dataset)
     monkeypatch.setattr(graph_stream, "question_graph", no_driver_dataset)  # the actors import their own copy
     monkeypatch.setattr(ray_train, "load_split_samples", questions_only)
+    return reads
+
+
+# with -m slow only: three Ray Train runs per retriever; the killed-job test below trains, resumes,
+# exports and refuses a changed config in the default run
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "retriever", [{"kind": "mlp", "hidden": 16}, {"kind": "pna", "hidden": 8, "num_layers": 1}], ids=["mlp", "pna"]
+)
+def test_train_export_and_resume(ray_local, synthetic_parquet, encoder_cache, tmp_path, retriever, monkeypatch):
+    reads = _driver_builds_nothing(monkeypatch)
 
     def config(epochs: int, lr: float = 1e-3) -> TrainJobConfig:
         return TrainJobConfig.model_validate(
@@ -128,8 +137,9 @@ def _registered_epoch(run_dir: Path) -> int | None:
     return None if latest is None else int(latest["metrics"]["epoch"])
 
 
-def test_killed_job_resumes_when_resubmitted(ray_local, synthetic_parquet, encoder_cache, tmp_path):
-    """``python -m jobs.train`` is SIGKILLed after its first checkpoint; the resubmission resumes."""
+def test_killed_job_resumes_when_resubmitted(ray_local, synthetic_parquet, encoder_cache, tmp_path, monkeypatch):
+    """``python -m jobs.train`` is SIGKILLed after its first checkpoint; the resubmission resumes, streams its
+    input, exports a loadable retriever, and a changed setting is refused instead of continuing the run."""
     storage = tmp_path / "ray_results"
     settings = {
         "kind": "train",
@@ -168,10 +178,18 @@ def test_killed_job_resumes_when_resubmitted(ray_local, synthetic_parquet, encod
     assert killed_at is not None
     assert not (tmp_path / "out" / REPORT_FILE).exists()
 
+    reads = _driver_builds_nothing(monkeypatch)
     resumed = train_retriever(
         load_config(config_file, TrainJobConfig, [f"train.epochs={killed_at + 3}"])
     )
+    assert reads == [False]
     assert resumed["resumed"] is True
     assert resumed["start_epoch"] == killed_at + 1
     assert resumed["epochs_run"] == list(range(resumed["start_epoch"], killed_at + 3))
     assert [int(row["epoch"]) for row in resumed["history"]] == list(range(killed_at + 3))
+    assert resumed["best_value"] == max(r["val_triple_recall@100"] for r in resumed["history"])
+    loaded = load_retriever(resumed["retriever_dir"])
+    assert loaded.meta.kind == "mlp" and loaded.meta.extra["epoch"] == resumed["best_epoch"]
+    assert json.loads((tmp_path / "out" / REPORT_FILE).read_text())["run_name"] == "killed"
+    with pytest.raises(ValueError, match=r"cannot resume: train\.lr: 0\.001 -> 0\.01.*Fix: set a new `run_name`"):
+        train_retriever(load_config(config_file, TrainJobConfig, [f"train.epochs={killed_at + 4}", "train.lr=0.01"]))
