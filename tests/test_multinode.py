@@ -148,35 +148,33 @@ def test_train_run_survives_the_loss_of_a_worker_node(cluster, synthetic_parquet
 
 
 def test_refine_job_rerun_after_a_node_loss_labels_every_question_once(cluster, samples_file, tmp_path):  # noqa: F811
-    def config(out: Path) -> RefineConfig:
-        return RefineConfig.model_validate({
-            "input": str(samples_file), "output_dir": str(out), "batch_size": 2,
-            "num_actors": 2, "actor_cpus": 0.5, "actor_resources": {PLACE: 1},  # one actor on each worker node
-        })
+    def settings(out: Path) -> dict:
+        return {"input": str(samples_file), "output_dir": str(out), "batch_size": 2,
+                "num_actors": 2, "actor_cpus": 0.5, "actor_resources": {PLACE: 1}}  # one actor on each worker node
 
-    reference = refine(config(tmp_path / "reference"), progress=False)
+    reference = refine(RefineConfig.model_validate(settings(tmp_path / "reference")), progress=False)
     assert reference["questions"] == 40 and reference["duplicate_ids"] == 0
 
     out = tmp_path / "lost"
     labelled_at_loss: list[int] = []
 
     def some_labels_written() -> bool:
-        parts = list((out / "labels").glob("part-*.parquet"))
-        if parts:
+        if list((out / "labels").glob("part-*.parquet")):
             labelled_at_loss.append(len(read_labels(out / "labels")))
-        return bool(parts)
+        return bool(labelled_at_loss)
 
-    loss = NodeLoss(cluster, some_labels_written)
-    loss.start()
-    first = refine(config(out), progress=False)
-    loss.check()
-    assert labelled_at_loss[-1] < 40, "the job ended before the node was lost"
+    first = run_job("jobs.refine", {"kind": "refine", **settings(out)}, tmp_path, cluster.address, "--no-progress")
+    lose_a_worker_node(cluster, first, some_labels_written)
+    assert labelled_at_loss[0] < 40, "the job had labelled every question before the node was lost"
+    first_output = first.communicate(timeout=900)[0]
+    print(f"the run that lost a node exited {first.returncode}:\n{first_output[-1500:]}")
 
-    again = refine(config(out), progress=False)  # the job resubmitted
+    again = run_job("jobs.refine", {"kind": "refine", **settings(out)}, tmp_path, cluster.address, "--no-progress")  # resubmitted
+    finish(again)
+    report = json.loads((out / "refine_report.json").read_text())
     labels = read_labels(out / "labels")
     ids = [x.id for x in labels]
     assert len(ids) == len(set(ids)) == 40, "questions lost or labelled twice"
-    assert again["questions"] == 40 and again["duplicate_ids"] == 0
-    assert again["resumed"] + again["this_run"] == 40
+    assert report["questions"] == 40 and report["duplicate_ids"] == 0
+    assert report["resumed"] + report["this_run"] == 40
     assert {x.id: x for x in labels} == {x.id: x for x in read_labels(tmp_path / "reference" / "labels")}
-    print(f"first run after the loss: {first['this_run']} labelled; the rerun: {again['this_run']}")
