@@ -18,14 +18,21 @@ def shared_data() -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def ray_local():
-    """One local Ray instance of the test session's own (num_cpus=2), never a running cluster."""
+def start_local_ray():
+    """Start the test session's own local Ray (num_cpus=2), never a running cluster; returns the module."""
     import ray
 
     if not ray.is_initialized():
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
+    return ray
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray instance of the test session's own (num_cpus=2), never a running cluster."""
+    yield start_local_ray()
+    import ray
+
     ray.shutdown()
 
 

@@ -8,76 +8,30 @@ working dir is edited between the two training submissions, and the second one r
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.ray_cluster import ray_head, wait_for_job
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
-
-
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster():
     """The dashboard address of a fresh local head node; stopped by PID afterwards."""
-    temp = Path("/tmp") / f"rg-submit-{os.getpid()}"  # Ray's socket paths must stay short
-    gcs, dash, client, node, objects, *agent = free_ports(10)
-    ray = str(Path(sys.executable).with_name("ray"))
-    command = [ray, "start", "--head", "--block", "--temp-dir", str(temp), "--port", str(gcs),
-               "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--include-dashboard", "true",
-               "--ray-client-server-port", str(client), "--node-manager-port", str(node),
-               "--object-manager-port", str(objects), "--dashboard-agent-listen-port", str(agent[0]),
-               "--dashboard-agent-grpc-port", str(agent[1]), "--runtime-env-agent-port", str(agent[2]),
-               "--metrics-export-port", str(agent[3]), "--num-cpus", "2"]
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    env.pop("RAY_ADDRESS", None)
-    head = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    address = f"http://127.0.0.1:{dash}"
-    try:
-        from ray.job_submission import JobSubmissionClient
-
-        for attempt in range(60):  # up to about 2 minutes for the dashboard to come up
-            try:
-                JobSubmissionClient(address).list_jobs()
-                break
-            except Exception:  # noqa: BLE001 — the dashboard is not up yet; the last attempt raises
-                if attempt == 59:
-                    raise
-                time.sleep(2)
+    with ray_head("submit") as address:
         yield address
-    finally:
-        head.send_signal(signal.SIGTERM)
-        head.wait(timeout=120)
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 def submit(address: str, workdir: Path, entrypoint: str, env_vars: dict[str, str]) -> tuple[str, str]:
-    from ray.job_submission import JobStatus, JobSubmissionClient
+    from ray.job_submission import JobSubmissionClient
 
-    client = JobSubmissionClient(address)
-    job = client.submit_job(entrypoint=entrypoint, runtime_env={
+    job = JobSubmissionClient(address).submit_job(entrypoint=entrypoint, runtime_env={
         "working_dir": str(workdir), "env_vars": {"RAY_AUTH_MODE": "disabled", **env_vars}})
-    deadline = time.monotonic() + 600
-    while client.get_job_status(job) not in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}:
-        assert time.monotonic() < deadline, client.get_job_logs(job)[-3000:]
-        time.sleep(2)
-    return str(client.get_job_status(job)), client.get_job_logs(job)
+    return wait_for_job(address, job)
 
 
 def test_build_refine_train_resume_after_a_working_dir_edit(cluster, tmp_path):

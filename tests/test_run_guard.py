@@ -42,3 +42,19 @@ def test_record_then_check(tmp_path):
     record = tmp_path / "run" / RUN_CONFIG_FILE
     record.write_text(json.dumps({"input": "data", "train.lr": 0.001, "old_field": 1}))
     assert check_run_config(str(tmp_path), "run", Job()) is True  # fields of another rg version are not compared
+
+
+def test_worker_placement_is_validated_and_may_change_on_resume():
+    from rg.supervision.job import RefineConfig
+    from rg.training.ray_train import TrainJobConfig
+
+    base = {"input": "data", "run_name": "run", "output_dir": "out"}
+    placed = TrainJobConfig.model_validate({**base, "resources_per_worker": {"CPU": 0, "trainer": 1}})
+    assert placed.resources_per_worker == {"CPU": 0.0, "trainer": 1.0}
+    assert defining_settings(placed) == defining_settings(TrainJobConfig.model_validate(base))
+    with pytest.raises(ValueError, match="resources_per_worker"):
+        TrainJobConfig.model_validate({**base, "resources_per_worker": {"trainer": -1}})
+    refine = RefineConfig.model_validate({"input": "data", "output_dir": "out", "actor_resources": {"selector": 1}})
+    assert refine.actor_resources == {"selector": 1.0}
+    with pytest.raises(ValueError, match="actor_resources"):
+        RefineConfig.model_validate({"input": "data", "output_dir": "out", "actor_resources": {"selector": 0}})

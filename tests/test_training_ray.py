@@ -24,6 +24,7 @@ from rg.config import load_config
 from rg.retrievers.registry import load_retriever
 from rg.text.encoder import EncoderConfig
 from rg.training.ray_train import REPORT_FILE, TrainJobConfig, train_retriever
+from tests.ray_cluster import registered_epoch
 
 
 @pytest.fixture(scope="module")
@@ -128,15 +129,6 @@ def test_train_export_and_resume(ray_local, synthetic_parquet, encoder_cache, tm
         train_retriever(config(4, lr=0.01))  # a changed setting must not continue the old checkpoints
 
 
-def _registered_epoch(run_dir: Path) -> int | None:
-    """The epoch of the latest checkpoint Ray Train has registered (its run snapshot), if any."""
-    snapshot = run_dir / "checkpoint_manager_snapshot.json"
-    if not snapshot.is_file():
-        return None
-    latest = json.loads(snapshot.read_text()).get("latest_checkpoint_result")
-    return None if latest is None else int(latest["metrics"]["epoch"])
-
-
 def test_killed_job_resumes_when_resubmitted(ray_local, synthetic_parquet, encoder_cache, tmp_path, monkeypatch):
     """``python -m jobs.train`` is SIGKILLed after its first checkpoint; the resubmission resumes, streams its
     input, exports a loadable retriever, and a changed setting is refused instead of continuing the run."""
@@ -166,15 +158,15 @@ def test_killed_job_resumes_when_resubmitted(ray_local, synthetic_parquet, encod
     )
     try:
         deadline = time.monotonic() + 300
-        while _registered_epoch(storage / "killed") is None and time.monotonic() < deadline:
+        while registered_epoch(storage / "killed") is None and time.monotonic() < deadline:
             assert job.poll() is None, job.stderr.read().decode()[-2000:] if job.stderr else "job exited"
             time.sleep(0.2)
-        assert _registered_epoch(storage / "killed") is not None, "no checkpoint within 300 s"
+        assert registered_epoch(storage / "killed") is not None, "no checkpoint within 300 s"
         assert job.poll() is None, "the job finished before it could be killed"
     finally:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
-    killed_at = _registered_epoch(storage / "killed")
+    killed_at = registered_epoch(storage / "killed")
     assert killed_at is not None
     assert not (tmp_path / "out" / REPORT_FILE).exists()
 

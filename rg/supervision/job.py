@@ -22,7 +22,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Iterator, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -103,6 +103,11 @@ class RefineConfig(Config):
         gt=0,
         description="CPUs reserved per selector actor; num_actors × actor_cpus must leave CPUs for reading "
         "(LLM selectors mostly wait on I/O: 0.25 is plenty).",
+    )
+    actor_resources: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description="Custom Ray resources per selector actor, e.g. {selector: 1} to place the actors on the nodes "
+        "that offer `selector` (CPUs are `actor_cpus`).",
     )
     batch_size: int = Field(16, ge=1, description="Questions per actor call (selected concurrently).")
     calls_per_actor: int = Field(
@@ -344,6 +349,7 @@ def _refine_locked(cfg: RefineConfig, progress: bool, fresh: bool, retry_fallbac
                 max_tasks_in_flight_per_actor=2 * cfg.calls_per_actor,
             ),
             num_cpus=cfg.actor_cpus,
+            resources=cfg.actor_resources or None,
         )
         bar = tqdm(total=total, unit="q", desc=f"refine {Path(source).name} ({cfg.selector})", disable=not progress)
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):

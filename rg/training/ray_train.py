@@ -93,6 +93,11 @@ class TrainJobConfig(Config):
     train: TrainConfig = Field(default_factory=TrainConfig, description="Epochs, optimiser, batching, selection.")
     num_workers: int = Field(2, ge=1, description="Ray Train workers (DDP replicas).")
     use_gpu: bool = Field(False, description="One GPU per worker (NCCL); False trains on CPU with gloo.")
+    resources_per_worker: dict[str, Annotated[float, Field(ge=0)]] | None = Field(
+        None,
+        description="Ray resources of each worker, e.g. {CPU: 1, trainer: 1} to place the workers on nodes that "
+        "offer a custom resource `trainer`; None: one CPU (one GPU with use_gpu) per worker.",
+    )
     run_name: str = Field(
         min_length=1,
         description="Stable name of the Ray Train run; resubmitting with the same name resumes from its latest checkpoint.",
@@ -359,7 +364,9 @@ def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, An
             "walk_state": walk_state,
             "freeze_walk": cfg.walk_pretrain.freeze,
         },
-        scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=cfg.num_workers, use_gpu=cfg.use_gpu, resources_per_worker=cfg.resources_per_worker
+        ),
         run_config=ray.train.RunConfig(
             name=cfg.run_name,
             storage_path=storage_path,

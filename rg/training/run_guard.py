@@ -21,7 +21,7 @@ from rg.config import Config, ConfigError
 RUN_CONFIG_FILE = "rg_run_config.json"
 """Written into ``<storage_path>/<run_name>/`` on a run's first submission."""
 RESUMABLE_KEYS = frozenset(
-    {"train.epochs", "num_workers", "use_gpu", "max_failures", "keep_checkpoints", "output_dir", "evaluation", "ray"}
+    {"train.epochs", "num_workers", "use_gpu", "resources_per_worker", "max_failures", "keep_checkpoints", "output_dir", "evaluation", "ray"}
 )
 """Dotted keys (and their sub-keys) that may differ between submissions of one run."""
 
