@@ -1,0 +1,184 @@
+"""The question-answering endpoint (serve/app.py) on local Ray Serve: Ingress → Hand → BrainProxy.
+
+Two apps on one loopback port, started once for the module: ``/ok`` with an LLM Brain at a
+scripted 127.0.0.1 server (the real client, guard and proxy run), and ``/down`` whose Brain
+endpoint is a closed port. The hand-made film graph is read from a TSV file by a memory store;
+entity linking is exact-only (no model)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rg.config import ConfigError
+from rg.llm.scripted_server import Respond, Script, ScriptedServer
+from tests.dualtower_world import TRIPLES
+from tests.test_dualtower_wire import RAW_ENTITIES, brain, leaks
+
+ZERO_CPU = {"num_cpus": 0, "min_replicas": 1, "max_replicas": 1}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def app_config(folder: Path, brain_url: str, **overrides) -> dict:
+    kb = folder / "kg.tsv"
+    kb.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in TRIPLES), encoding="utf-8")
+    return {
+        "kg": {"store": {"kind": "memory", "kb": {"path": str(kb), "format": "tsv"}}},
+        "linking": {"index_dir": str(folder / "linking-index"), "dense": "off"},
+        "dualtower": {"privacy": {"mode": "utility"}, "similarity": "lexical",
+                      "brain": {"kind": "llm", "reasks": 1,
+                                "llm": {"base_url": brain_url, "model": "scripted", "side": "brain",
+                                        "max_retries": 0, "backoff_s": 0.0, "max_backoff_s": 0.0,
+                                        "timeout_s": 5.0}}},
+        "max_body_bytes": 2048, "request_timeout_s": 30.0, "brain_timeout_s": 10.0,
+        "ingress": ZERO_CPU, "hand": ZERO_CPU, "brain": ZERO_CPU, **overrides,
+    }
+
+
+@pytest.fixture(scope="module")
+def scripted_brain():
+    with ScriptedServer(Script.always(Respond(brain))) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def endpoint(ray_local, scripted_brain, tmp_path_factory):
+    """Base URL of the Serve HTTP proxy with the ``/ok`` and ``/down`` apps running."""
+    from ray import serve
+
+    from serve.app import build_app
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    ok = tmp_path_factory.mktemp("ok")
+    down = tmp_path_factory.mktemp("down")
+    serve.run(build_app(app_config(ok, scripted_brain.base_url)), name="ok", route_prefix="/ok")
+    serve.run(build_app(app_config(down, f"http://127.0.0.1:{free_port()}/v1")), name="down", route_prefix="/down")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        serve.shutdown()
+
+
+@pytest.fixture(scope="module")
+def client(endpoint):
+    with httpx.Client(base_url=endpoint, timeout=60.0) as http:
+        yield http
+
+
+def test_config_errors_name_the_field_before_anything_starts(tmp_path):
+    from serve.app import build_app
+
+    good = app_config(tmp_path, "http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigError, match="hand.min_replicas.*max_replicas"):
+        build_app({**good, "hand": {"min_replicas": 3, "max_replicas": 1}})
+    with pytest.raises(ConfigError, match="brain_timeout_s"):
+        build_app({**good, "brain_timeout_s": 40.0})
+    with pytest.raises(ConfigError, match="kg"):
+        build_app({**good, "kg": {}})
+
+
+def test_answer_with_evidence_what_the_brain_saw_and_usage_per_side(client, scripted_brain):
+    before = len(scripted_brain.chat_requests)
+    response = client.post("/ok/v1/answer", json={"question": "who directed Casino", "topics": ["Casino"]})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["answers"] == ["Martin Scorsese"]
+    assert body["brain"] == "ok" and body["faults"] == [] and body["brain_name"] == "proxy:llm"
+    assert any("Casino" in line and "Martin Scorsese" in line for line in body["evidence"])
+    # what the Brain saw is exactly what reached the Brain's endpoint, with no raw entity name in it
+    sent = [r.body for r in scripted_brain.chat_requests[before:]]
+    assert len(body["brain_saw"]) == len(sent) == body["brain_calls"] == body["usage"]["brain"]["calls"] >= 1
+    assert body["brain_saw"][0]["kind"] == "analysis"
+    assert [leaks(json.dumps(p), RAW_ENTITIES) for p in body["brain_saw"]] == [[]] * len(body["brain_saw"])
+    assert body["usage"]["brain"]["prompt_tokens"] > 0 and body["usage"]["hand"]["calls"] == 0
+    assert body["exposure"]["brain_calls"] == body["brain_calls"]
+
+
+def test_questions_without_topics_are_linked_and_two_hops_answered(client):
+    body = client.post("/ok/v1/answer", json={"question": "which films share a director with Casino"}).json()
+    assert body["topics"] == ["Casino"] and body["answers"] == ["The Irishman"]
+
+
+def test_chat_completions_speaks_the_openai_shape(client):
+    response = client.post("/ok/v1/chat/completions", json={
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "who wrote Casino"}]})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["object"] == "chat.completion" and body["model"] == "rg-dualtower"
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "Nicholas Pileggi"}
+    assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] > 0
+    assert client.get("/ok/v1/models").json()["data"][0]["id"] == "rg-dualtower"
+    wrong = client.post("/ok/v1/chat/completions", json={"model": "gpt-x", "messages": [{"role": "user",
+                                                                                         "content": "hi"}]})
+    assert wrong.status_code == 404 and wrong.json()["error"]["param"] == "model"
+
+
+def error_fields(response: httpx.Response) -> list[str]:
+    return [".".join(str(p) for p in e["loc"]) for e in response.json()["detail"]]
+
+
+def test_bad_input_is_a_4xx_naming_the_field(client):
+    missing = client.post("/ok/v1/answer", json={"topics": ["Casino"]})
+    assert missing.status_code == 422 and error_fields(missing) == ["body.question"]
+    unknown = client.post("/ok/v1/answer", json={"question": "who wrote Casino", "options": {"beam": 3}})
+    assert unknown.status_code == 422 and error_fields(unknown) == ["body.options.beam"]
+    typed = client.post("/ok/v1/answer", json={"question": "who wrote Casino", "topics": "Casino"})
+    assert typed.status_code == 422 and error_fields(typed) == ["body.topics"]
+    malformed = client.post("/ok/v1/answer", content=b'{"question": "who wrote', headers={"Content-Type":
+                                                                                           "application/json"})
+    assert malformed.status_code == 422
+    long = client.post("/ok/v1/answer", json={"question": "x" * 1500})
+    assert long.status_code == 422 and error_fields(long) == ["body.question"]
+    oversized = client.post("/ok/v1/answer", json={"question": "who wrote Casino", "topics": ["y" * 3000]})
+    assert oversized.status_code == 413 and "max_body_bytes" in oversized.json()["detail"]
+    chat = client.post("/ok/v1/chat/completions", json={"messages": []})
+    assert chat.status_code == 422 and error_fields(chat) == ["body.messages"]
+    # and the endpoint still answers
+    assert client.post("/ok/v1/answer", json={"question": "who wrote Casino"}).json()["answers"] == ["Nicholas Pileggi"]
+
+
+def test_a_brain_that_is_down_gives_hand_only_answers_marked_unavailable(client):
+    started = time.perf_counter()
+    response = client.post("/down/v1/answer", json={"question": "who directed Casino", "topics": ["Casino"]})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["brain"] == "unavailable" and body["answers"] == ["Martin Scorsese"]
+    assert body["faults"][0] == {"stage": "analysis", "reason": "connection", "attempts": 1,
+                                 "fallback": "hand_analysis"}
+    assert time.perf_counter() - started < 20
+
+
+def test_health_readiness_and_the_page(client):
+    assert client.get("/ok/healthz").json() == {"status": "ok"}
+    ready = client.get("/ok/readyz")
+    assert ready.status_code == 200 and ready.json() == {"ready": True, "hand": "ok", "brain": "ok"}
+    page = client.get("/ok/")
+    assert page.status_code == 200 and 'id="brain-saw"' in page.text
+    assert "/v1/answer" in client.get("/ok/openapi.json").json()["paths"]
+
+
+def test_readyz_fails_while_a_dependency_is_gone_and_recovers(client):
+    import ray
+
+    # kill the /down app's BrainProxy replica: readiness names the missing dependency until Serve replaces it
+    [replica] = [a for a in ray.util.list_named_actors(all_namespaces=True)
+                 if "down#BrainProxy" in a["name"] or "down:BrainProxy" in a["name"]]
+    ray.kill(ray.get_actor(replica["name"], namespace=replica["namespace"]), no_restart=True)
+    gone = client.get("/down/readyz")
+    assert gone.status_code == 503
+    assert gone.json()["hand"] == "ok" and gone.json()["brain"].startswith("unavailable")
+    deadline = time.monotonic() + 90
+    while client.get("/down/readyz").status_code != 200:
+        assert time.monotonic() < deadline, "the BrainProxy replica was not replaced within 90 s"
+        time.sleep(1.0)
