@@ -19,7 +19,6 @@ the last user message is the question), ``GET /v1/models``, ``GET /healthz`` (th
 ``brain: unavailable``.
 """
 
-from __future__ import annotations
 
 import asyncio
 import json

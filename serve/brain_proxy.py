@@ -25,6 +25,7 @@ from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, 
 from ray.serve.handle import DeploymentHandle
 
 from rg.llm.usage import UsageLedger
+from rg.privacy.exposure import ExposureLedger
 from rg.privacy.schema import KGSchema
 from rg.privacy.session import PrivacySession
 from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, Choice
@@ -46,6 +47,10 @@ class BrainReply:
         message: The fault's message.
         attempts: Calls the Brain made for it.
         usage: The call's usage ledger (``UsageLedger.to_dict()``), booked by the Hand.
+        sent: Requests that left for an LLM Brain: ``(stage, messages, attempts, prompt_tokens,
+            completion_tokens)``, booked by the Hand in its session's exposure ledger (the
+            messages hold only the sealed payload in the Brain's template).
+        refused: ``(stage, category)`` of requests the Brain side's guard refused.
     """
 
     result: Analysis | Choice | None
@@ -53,6 +58,27 @@ class BrainReply:
     message: str
     attempts: int
     usage: dict[str, Any]
+    sent: tuple[tuple[str, tuple[dict[str, str], ...], int, int, int], ...] = ()
+    refused: tuple[tuple[str, str], ...] = ()
+
+
+class SentCalls(ExposureLedger):
+    """The Brain side's exposure ledger: also keeps each booked request, to hand back to the Hand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[tuple[str, tuple[dict[str, str], ...], int, int, int]] = []
+        self.refused: list[tuple[str, str]] = []
+
+    def record_sent(self, stage: str, messages, *, attempts: int, prompt_tokens: int = 0,
+                    completion_tokens: int = 0) -> None:
+        self.sent.append((stage, tuple(dict(m) for m in messages), attempts, prompt_tokens, completion_tokens))
+        super().record_sent(stage, messages, attempts=attempts, prompt_tokens=prompt_tokens,
+                            completion_tokens=completion_tokens)
+
+    def record_refused(self, stage: str, category: str) -> None:
+        self.refused.append((stage, category))
+        super().record_refused(stage, category)
 
 
 @serve.deployment
@@ -70,14 +96,17 @@ class BrainProxy:
 
     async def call(self, kind: str, text: str) -> BrainReply:
         """Analyse or select on one sealed payload."""
-        ledger = UsageLedger()
-        brain: Brain = self.brains(PrivacySession(self.config.privacy, self.schema), ledger)
+        ledger, calls = UsageLedger(), SentCalls()
+        session = PrivacySession(self.config.privacy, self.schema)
+        session.guard.exposure = session.exposure = calls
+        brain: Brain = self.brains(session, ledger)
         payload = SealedPayload(kind, text)
         try:
             result = await (brain.analyse(payload) if kind == "analysis" else brain.select(payload))
         except BrainError as err:
-            return BrainReply(None, err.reason, str(err), err.attempts, ledger.to_dict())
-        return BrainReply(result, None, "", 1, ledger.to_dict())
+            return BrainReply(None, err.reason, str(err), err.attempts, ledger.to_dict(), tuple(calls.sent),
+                              tuple(calls.refused))
+        return BrainReply(result, None, "", 1, ledger.to_dict(), tuple(calls.sent), tuple(calls.refused))
 
     def name(self) -> str:
         return self.brains.name
@@ -86,8 +115,9 @@ class BrainProxy:
 class RemoteBrain:
     """A Brain whose calls go to the :class:`BrainProxy` deployment (sealed payloads only)."""
 
-    def __init__(self, handle: DeploymentHandle, name: str, ledger: UsageLedger, timeout_s: float) -> None:
-        self.handle, self.name, self.ledger, self.timeout_s = handle, name, ledger, timeout_s
+    def __init__(self, handle: DeploymentHandle, name: str, session: PrivacySession, ledger: UsageLedger,
+                 timeout_s: float) -> None:
+        self.handle, self.name, self.session, self.ledger, self.timeout_s = handle, name, session, ledger, timeout_s
 
     async def _call(self, payload: SealedPayload) -> Analysis | Choice:
         response = self.handle.call.remote(payload.kind, payload.text)
@@ -98,7 +128,13 @@ class RemoteBrain:
             raise BrainError(UNAVAILABLE, f"the Brain gave no reply within {self.timeout_s} s") from None
         except (BackPressureError, DeploymentUnavailableError, RayActorError, RayTaskError, RayServeException) as err:
             raise BrainError(UNAVAILABLE, f"the Brain deployment is not reachable ({type(err).__name__})") from None
-        self.ledger.merge(UsageLedger.from_dict(reply.usage))
+        if reply.usage.get("stages"):
+            self.ledger.merge(UsageLedger.from_dict(reply.usage))
+        for stage, messages, attempts, prompt_tokens, completion_tokens in reply.sent:
+            self.session.exposure.record_sent(stage, messages, attempts=attempts, prompt_tokens=prompt_tokens,
+                                              completion_tokens=completion_tokens)
+        for stage, category in reply.refused:
+            self.session.exposure.record_refused(stage, category)
         if reply.result is None:
             raise BrainError(reply.reason or "malformed", reply.message, reply.attempts)
         return reply.result
@@ -123,8 +159,8 @@ async def _resolve(response: Any) -> Any:
 class RemoteBrainFactory:
     """The controller's Brain factory in the Hand: one :class:`RemoteBrain` per question.
 
-    The question's privacy session stays in the Hand (it sealed every payload already); only the
-    usage ledger is bound.
+    The question's privacy session stays in the Hand (it sealed every payload already); the
+    Brain's usage and the requests it sent are booked back into the question's ledgers.
     """
 
     def __init__(self, handle: DeploymentHandle, kind: str, timeout_s: float) -> None:
@@ -132,4 +168,4 @@ class RemoteBrainFactory:
         self.name = f"proxy:{kind}"
 
     def __call__(self, session: PrivacySession, ledger: UsageLedger) -> Brain:
-        return RemoteBrain(self.handle, self.name, ledger, self.timeout_s)
+        return RemoteBrain(self.handle, self.name, session, ledger, self.timeout_s)

@@ -12,7 +12,9 @@ import socket
 import time
 from pathlib import Path
 
-import httpx
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 import pytest
 
 from rg.config import ConfigError
@@ -70,17 +72,52 @@ def endpoint(ray_local, scripted_brain, tmp_path_factory):
         serve.shutdown()
 
 
+@dataclass
+class Reply:
+    status_code: int
+    headers: dict
+    text: str
+
+    def json(self):
+        return json.loads(self.text)
+
+
+@dataclass
+class Http:
+    """A stdlib HTTP client for the loopback endpoint (every status comes back as a :class:`Reply`)."""
+
+    base: str
+
+    def send(self, method: str, path: str, data: bytes | None = None, headers: dict | None = None) -> Reply:
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return Reply(response.status, dict(response.headers), response.read().decode())
+        except urllib.error.HTTPError as err:
+            return Reply(err.code, dict(err.headers), err.read().decode())
+
+    def get(self, path: str) -> Reply:
+        return self.send("GET", path)
+
+    def post(self, path: str, json: dict | None = None, content: bytes | None = None, headers: dict | None = None):
+        data = content if content is not None else _dumps(json).encode()
+        return self.send("POST", path, data, {"Content-Type": "application/json", **(headers or {})})
+
+
+def _dumps(value) -> str:
+    return json.dumps(value)
+
+
 @pytest.fixture(scope="module")
 def client(endpoint):
-    with httpx.Client(base_url=endpoint, timeout=60.0) as http:
-        yield http
+    return Http(endpoint)
 
 
 def test_config_errors_name_the_field_before_anything_starts(tmp_path):
     from serve.app import build_app
 
     good = app_config(tmp_path, "http://127.0.0.1:9/v1")
-    with pytest.raises(ConfigError, match="hand.min_replicas.*max_replicas"):
+    with pytest.raises(ConfigError, match=r"hand: .*min_replicas \(3\) > max_replicas"):
         build_app({**good, "hand": {"min_replicas": 3, "max_replicas": 1}})
     with pytest.raises(ConfigError, match="brain_timeout_s"):
         build_app({**good, "brain_timeout_s": 40.0})
@@ -124,7 +161,7 @@ def test_chat_completions_speaks_the_openai_shape(client):
     assert wrong.status_code == 404 and wrong.json()["error"]["param"] == "model"
 
 
-def error_fields(response: httpx.Response) -> list[str]:
+def error_fields(response: Reply) -> list[str]:
     return [".".join(str(p) for p in e["loc"]) for e in response.json()["detail"]]
 
 
