@@ -36,7 +36,9 @@ from ray.serve.config import AutoscalingConfig, BackpressureConfig
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, RayServeException
 from ray.serve.handle import DeploymentHandle
 
-from rg.config import validate_config
+from rg.config import ConfigError, validate_config
+from rg.data.paths import resolve_data_path
+from rg.stores.config import MemoryStoreConfig
 from serve.brain_proxy import BrainProxy
 from serve.config import DeploymentSettings, ServeConfig
 from serve.hand import HandServer
@@ -248,4 +250,26 @@ def build_app(args: dict[str, Any]) -> serve.Application:
     ``args`` are :class:`ServeConfig` fields, validated here before any replica starts, so a bad
     key fails ``serve run`` naming it and the fix.
     """
-    return deployment(validate_config(dict(args), ServeConfig, source="serve.app args"))
+    config = validate_config(dict(args), ServeConfig, source="serve.app args")
+    check_artifacts(config)
+    return deployment(config)
+
+
+def check_artifacts(config: ServeConfig) -> None:
+    """Files the replicas will load exist, so ``serve run`` stops here, naming the key and how to make them.
+
+    Raises:
+        ConfigError: for a missing planner checkpoint or KB file.
+    """
+    brain = config.dualtower.brain
+    if brain.kind == "local" and (brain.planner is None or not Path(brain.planner).is_dir()):
+        raise ConfigError(
+            f"dualtower.brain.planner {brain.planner!r} is not a planner checkpoint folder. Fix: train it first — for "
+            "configs/serve_demo.yaml run `python -m jobs.pipeline --config configs/demo.yaml` (its plan stage writes "
+            "outputs/demo/plan/planner); otherwise `python -m jobs.train` with a planner config — or use an LLM "
+            "Brain (dualtower.brain.kind: llm)")
+    store = config.kg.store
+    if isinstance(store, MemoryStoreConfig) and not resolve_data_path(store.kb.path).exists():
+        raise ConfigError(f"kg.store.kb.path {store.kb.path!r} does not exist (resolved: "
+                          f"{resolve_data_path(store.kb.path)}). Fix: point it at the KB file; `@shared/` is the "
+                          "shared data folder ($RG_SHARED_DATA)")

@@ -8,6 +8,7 @@ entity linking is exact-only (no model)."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from pathlib import Path
@@ -19,10 +20,28 @@ import pytest
 
 from rg.config import ConfigError
 from rg.llm.scripted_server import Respond, Script, ScriptedServer
-from tests.dualtower_world import TRIPLES
-from tests.test_dualtower_wire import RAW_ENTITIES, brain, leaks
+from tests.dualtower_world import TRIPLES, schema
+from tests.test_dualtower_wire import RAW_ENTITIES, leaks, payload_of
 
 ZERO_CPU = {"num_cpus": 0, "min_replicas": 1, "max_replicas": 1}
+
+
+WORDING = (("share a director", ("directed_by", "directed_by^-1")), ("directed", ("directed_by",)),
+           ("wrote", ("written_by",)), ("starred", ("starred_actors",)), ("released", ("release_year",)))
+
+
+def reading_brain(body: dict) -> str:
+    """A scripted Brain that reads the anonymised payload: the question's wording gives the relation
+    path of its indicator; selection keeps the candidates whose relations are that path."""
+    shown = payload_of(body)
+    if shown["kind"] == "analysis":
+        relations = next((path for words, path in WORDING if words in shown["question"]), ("directed_by",))
+        text = "TE_1 " + " ".join(f"-[{r}]->" for r in relations) + " ANSWER"
+        return json.dumps({"sub_questions": [shown["question"]], "depth": len(relations),
+                           "indicators": [{"text": text, "relations": list(relations), "depth": len(relations)}]})
+    wanted = re.findall(r"\[([^\]]+)\]", shown["indicator"])
+    ids = [c["id"] for c in shown["candidates"] if [list(b) for b in c["branches"]] == [wanted]]
+    return json.dumps({"ids": (ids or [c["id"] for c in shown["candidates"]])[: shown["keep"]]})
 
 
 def free_port() -> int:
@@ -34,8 +53,10 @@ def free_port() -> int:
 def app_config(folder: Path, brain_url: str, **overrides) -> dict:
     kb = folder / "kg.tsv"
     kb.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in TRIPLES), encoding="utf-8")
+    schema().save(folder / "schema")
     return {
-        "kg": {"store": {"kind": "memory", "kb": {"path": str(kb), "format": "tsv"}}},
+        "kg": {"store": {"kind": "memory", "kb": {"path": str(kb), "format": "tsv"}},
+               "schema_dir": str(folder / "schema")},
         "linking": {"index_dir": str(folder / "linking-index"), "dense": "off"},
         "dualtower": {"privacy": {"mode": "utility"}, "similarity": "lexical",
                       "brain": {"kind": "llm", "reasks": 1,
@@ -49,7 +70,7 @@ def app_config(folder: Path, brain_url: str, **overrides) -> dict:
 
 @pytest.fixture(scope="module")
 def scripted_brain():
-    with ScriptedServer(Script.always(Respond(brain))) as server:
+    with ScriptedServer(Script.always(Respond(reading_brain))) as server:
         yield server
 
 
@@ -123,6 +144,27 @@ def test_config_errors_name_the_field_before_anything_starts(tmp_path):
         build_app({**good, "brain_timeout_s": 40.0})
     with pytest.raises(ConfigError, match="kg"):
         build_app({**good, "kg": {}})
+
+
+@pytest.mark.parametrize("name", ["serve_demo.yaml", "serve_metaqa.yaml"])
+def test_the_serve_configs_validate_and_say_how_to_make_a_missing_planner(name, tmp_path):
+    import yaml
+
+    from serve.app import build_app
+    from serve.config import ServeConfig
+
+    path = Path(__file__).resolve().parents[1] / "configs" / name
+    assert path.read_text().startswith(f"# RAY_AUTH_MODE=disabled serve run configs/{name}")
+    [app] = yaml.safe_load(path.read_text())["applications"]
+    assert app["import_path"] == "serve.app:build_app"
+    config = ServeConfig.model_validate(app["args"])
+    assert config.dualtower.brain.kind == "local" and config.hand.max_replicas >= 2
+    args = {**app["args"], "dualtower": {**app["args"]["dualtower"],
+                                         "brain": {"kind": "local", "planner": str(tmp_path / "absent")}}}
+    if name == "serve_demo.yaml":
+        with pytest.raises(ConfigError, match=r"dualtower.brain.planner.*python -m jobs.pipeline --config "
+                                              r"configs/demo.yaml"):
+            build_app(args)
 
 
 def test_answer_with_evidence_what_the_brain_saw_and_usage_per_side(client, scripted_brain):
