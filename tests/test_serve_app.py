@@ -53,6 +53,7 @@ def free_port() -> int:
 def app_config(folder: Path, brain_url: str, **overrides) -> dict:
     kb = folder / "kg.tsv"
     kb.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in TRIPLES), encoding="utf-8")
+    (folder / "schema").mkdir(exist_ok=True)
     schema().save(folder / "schema")
     return {
         "kg": {"store": {"kind": "memory", "kb": {"path": str(kb), "format": "tsv"}},
@@ -261,3 +262,47 @@ def test_readyz_fails_while_a_dependency_is_gone_and_recovers(client):
     while client.get("/down/readyz").status_code != 200:
         assert time.monotonic() < deadline, "the BrainProxy replica was not replaced within 90 s"
         time.sleep(1.0)
+
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+@pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+                    reason="the page test needs Debian's chromium and chromium-driver "
+                           "(apt-get install -y chromium chromium-driver)")
+def test_the_page_shows_the_answer_and_what_the_brain_saw(endpoint, tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        driver.get(f"{endpoint}/ok/")
+        driver.find_element(By.ID, "question").send_keys("who directed Casino")
+        driver.find_element(By.ID, "topics").send_keys("Casino")
+        driver.find_element(By.ID, "submit").click()
+        WebDriverWait(driver, 60).until(expected_conditions.text_to_be_present_in_element((By.ID, "answer"),
+                                                                                          "Martin Scorsese"))
+        assert driver.find_element(By.ID, "answer").text == "Martin Scorsese"
+        assert driver.find_element(By.ID, "brain").text.startswith("brain: ok")
+        chains = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#evidence li")]
+        assert any("Casino" in c and "Martin Scorsese" in c for c in chains)
+        shown = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#brain-saw pre.payload")]
+        assert shown and '"kind": "analysis"' in shown[0] and "TE_1" in shown[0]
+        assert [leaks(text, RAW_ENTITIES) for text in shown] == [[]] * len(shown)  # the anonymised view
+        assert driver.find_element(By.ID, "brain-usage").text.startswith("Brain: ")
+        outputs = tmp_path / "outputs"
+        outputs.mkdir()
+        screenshot = outputs / "serve_page.png"
+        assert driver.save_screenshot(str(screenshot))
+        print(f"screenshot: {screenshot}")
+    finally:
+        driver.quit()
