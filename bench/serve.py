@@ -38,7 +38,8 @@ from rg.data.synthetic import SyntheticConfig, generate
 from rg.llm.scripted_server import Respond, Script, ScriptedServer
 
 HAND = {"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 1, "max_ongoing_requests": 2,
-        "max_queued_requests": 4, "num_cpus": 0}
+        "max_queued_requests": 4, "num_cpus": 0,
+        "upscale_delay_s": 1.0, "downscale_delay_s": 5.0}
 
 
 def scripted_brain(body: dict[str, Any]) -> str:
@@ -75,7 +76,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def in_process(args: dict[str, Any], items: list[tuple[str, tuple[str, ...]]]) -> list[float]:
-    """Seconds per question of the same controller called in this process, one at a time."""
+    """Seconds per question of the same controller called in this process, one at a time on one event loop
+    (as a Hand replica runs it), after two warm-up questions."""
     from serve.config import ServeConfig
     from serve.hand import load_kg
     from rg.reasoning.dualtower import build_controller
@@ -83,12 +85,18 @@ def in_process(args: dict[str, Any], items: list[tuple[str, tuple[str, ...]]]) -
     config = ServeConfig.model_validate(args)
     store, schema = load_kg(config)
     controller = build_controller(config.controller_config(), schema, store=store)
-    seconds = []
-    for question, topics in items:
-        started = time.perf_counter()
-        controller.answer(question, topics)
-        seconds.append(time.perf_counter() - started)
-    return seconds
+
+    async def timed() -> list[float]:
+        for question, topics in items[:2]:  # warm up, as the endpoint is warmed up
+            await controller.aanswer(question, topics)
+        seconds = []
+        for question, topics in items:
+            started = time.perf_counter()
+            await controller.aanswer(question, topics)
+            seconds.append(time.perf_counter() - started)
+        return seconds
+
+    return asyncio.run(timed())
 
 
 async def fire(url: str, items: list[tuple[str, tuple[str, ...]]], concurrency: int,

@@ -227,14 +227,18 @@ def _options(settings: DeploymentSettings, retry_after_s: int) -> dict[str, Any]
         "autoscaling_config": AutoscalingConfig(min_replicas=settings.min_replicas,
                                                 max_replicas=settings.max_replicas,
                                                 initial_replicas=max(1, settings.min_replicas),
-                                                target_ongoing_requests=settings.target_ongoing_requests),
+                                                target_ongoing_requests=settings.target_ongoing_requests,
+                                                upscale_delay_s=settings.upscale_delay_s,
+                                                downscale_delay_s=settings.downscale_delay_s),
         "ray_actor_options": {"num_cpus": settings.num_cpus},
     }
 
 
 def deployment(config: ServeConfig) -> serve.Application:
     """The bound app: BrainProxy and Hand bound into the Ingress, each with its replicas and backpressure."""
-    data = config.model_dump()
+    # tunables travel only as the Hand's user_config: changing them is a lightweight update (reconfigure on the
+    # running replicas), while any change to the bound args restarts replicas
+    data = config.model_dump(exclude={"tunables"})
     brain = BrainProxy.options(**_options(config.brain, config.retry_after_s)).bind(config.dualtower.model_dump())
     hand = HandServer.options(**_options(config.hand, config.retry_after_s),
                               user_config=config.tunables.model_dump(exclude_none=True)).bind(data, brain)

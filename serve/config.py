@@ -31,6 +31,9 @@ class DeploymentSettings(Config):
         32, ge=-1, le=100_000,
         description="Requests waiting for a replica before callers get backpressure (HTTP 503); -1: unbounded.")
     num_cpus: float = Field(1.0, ge=0, description="CPUs reserved per replica (0 for tests on a small machine).")
+    upscale_delay_s: float = Field(30.0, ge=0, description="Load must stay above target this long before scaling up.")
+    downscale_delay_s: float = Field(600.0, ge=0, description="Load must stay below target this long before "
+                                                              "scaling down.")
 
     @model_validator(mode="after")
     def _range(self) -> "DeploymentSettings":

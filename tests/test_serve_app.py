@@ -76,7 +76,12 @@ def scripted_brain():
 
 
 @pytest.fixture(scope="module")
-def endpoint(ray_local, scripted_brain, tmp_path_factory):
+def ok_config(scripted_brain, tmp_path_factory) -> dict:
+    return app_config(tmp_path_factory.mktemp("ok"), scripted_brain.base_url)
+
+
+@pytest.fixture(scope="module")
+def endpoint(ray_local, ok_config, tmp_path_factory):
     """Base URL of the Serve HTTP proxy with the ``/ok`` and ``/down`` apps running."""
     from ray import serve
 
@@ -84,9 +89,8 @@ def endpoint(ray_local, scripted_brain, tmp_path_factory):
 
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
-    ok = tmp_path_factory.mktemp("ok")
     down = tmp_path_factory.mktemp("down")
-    serve.run(build_app(app_config(ok, scripted_brain.base_url)), name="ok", route_prefix="/ok")
+    serve.run(build_app(ok_config), name="ok", route_prefix="/ok")
     serve.run(build_app(app_config(down, f"http://127.0.0.1:{free_port()}/v1")), name="down", route_prefix="/down")
     try:
         yield f"http://127.0.0.1:{port}"
@@ -248,6 +252,23 @@ def test_health_readiness_and_the_page(client):
     assert "/v1/answer" in client.get("/ok/openapi.json").json()["paths"]
 
 
+def test_tunables_reach_the_running_hand_as_its_user_config(endpoint, client, ok_config):
+    """serve.run from Python redeploys the replicas (Serve gives each run a new code version); with
+    `serve deploy` and only `deployments[HandServer].user_config` changed, the same replicas are
+    reconfigured in place (Serve's lightweight update) — both go through HandServer.reconfigure."""
+    from ray import serve
+
+    from serve.app import build_app
+
+    hand = serve.get_deployment_handle("HandServer", app_name="ok")
+    assert hand.settings.remote().result()["w_max"] == 3
+    serve.run(build_app({**ok_config, "tunables": {"w_max": 1, "alpha": 0.25}}), name="ok", route_prefix="/ok")
+    settings = hand.settings.remote().result()
+    assert (settings["w_max"], settings["alpha"], settings["w1"]) == (1, 0.25, 80)
+    assert client.post("/ok/v1/answer", json={"question": "who wrote Casino"}).json()["answers"] == ["Nicholas Pileggi"]
+
+
+@pytest.mark.slow
 def test_readyz_fails_while_a_dependency_is_gone_and_recovers(client):
     import ray
 
