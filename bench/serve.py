@@ -126,7 +126,7 @@ class ReplicaWatch:
 
     def __init__(self, app: str, every_s: float = 0.5) -> None:
         self.app, self.every_s = app, every_s
-        self.samples: list[tuple[float, int]] = []
+        self.samples: list[list[float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._started = time.perf_counter()
@@ -136,8 +136,8 @@ class ReplicaWatch:
 
         while not self._stop.is_set():
             status = serve.status().applications[self.app].deployments["HandServer"]
-            self.samples.append((round(time.perf_counter() - self._started, 2),
-                                 int(status.replica_states.get("RUNNING", 0))))
+            self.samples.append([round(time.perf_counter() - self._started, 2),
+                                 int(status.replica_states.get("RUNNING", 0))])
             self._stop.wait(self.every_s)
 
     def __enter__(self) -> "ReplicaWatch":

@@ -252,6 +252,7 @@ def test_health_readiness_and_the_page(client):
     assert "/v1/answer" in client.get("/ok/openapi.json").json()["paths"]
 
 
+@pytest.mark.slow  # redeploys the /ok app's replicas (~40 s here)
 def test_tunables_reach_the_running_hand_as_its_user_config(endpoint, client, ok_config):
     """serve.run from Python redeploys the replicas (Serve gives each run a new code version); with
     `serve deploy` and only `deployments[HandServer].user_config` changed, the same replicas are
