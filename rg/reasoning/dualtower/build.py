@@ -5,7 +5,7 @@ from __future__ import annotations
 from rg.linking.linker import EntityLinker
 from rg.privacy.schema import KGSchema
 from rg.reasoning.dualtower.config import DualTowerConfig
-from rg.reasoning.dualtower.controller import DualTowerController, LLMBrainFactory, LocalBrainFactory
+from rg.reasoning.dualtower.controller import BrainFactory, DualTowerController, LLMBrainFactory, LocalBrainFactory
 from rg.reasoning.dualtower.hand import Hand
 from rg.reasoning.dualtower.memory import ExperienceMemory
 from rg.reasoning.dualtower.similarity import EncoderSimilarity, LexicalSimilarity, Similarity
@@ -16,7 +16,8 @@ from rg.text.encoder import TextEncoder
 
 def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStore | None = None,
                      linker: EntityLinker | None = None, planner: PlannerModel | None = None,
-                     encoder: TextEncoder | None = None, memory: ExperienceMemory | None = None) -> DualTowerController:
+                     encoder: TextEncoder | None = None, memory: ExperienceMemory | None = None,
+                     brains: BrainFactory | None = None) -> DualTowerController:
     """The controller ``config`` describes.
 
     Args:
@@ -27,6 +28,25 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
         planner: kind ``local``: an already loaded planner (else ``brain.planner`` is loaded).
         encoder: similarity ``encoder``: an already loaded encoder (else the default is loaded).
         memory: The experience memory (none: the memory term is 0).
+        brains: Makes each question's Brain instead of ``config.brain`` (e.g. a Brain in another
+            process that receives only the sealed payloads, as ``serve/`` deploys it); the Brain
+            settings are then not read here.
+
+    Raises:
+        ValueError: for a local Brain with neither ``planner`` nor ``brain.planner``, naming the fix.
+    """
+    if brains is None:
+        brains = brain_factory(config, planner)
+    similarity: Similarity
+    if config.similarity == "encoder":
+        similarity = EncoderSimilarity(encoder if encoder is not None else TextEncoder())
+    else:
+        similarity = LexicalSimilarity()
+    return DualTowerController(config, schema, Hand(config, store, linker), brains, similarity, memory)
+
+
+def brain_factory(config: DualTowerConfig, planner: PlannerModel | None = None) -> BrainFactory:
+    """The Brain factory ``config.brain`` describes (the planner is loaded here unless given).
 
     Raises:
         ValueError: for a local Brain with neither ``planner`` nor ``brain.planner``, naming the fix.
@@ -37,13 +57,6 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
                 raise ValueError("brain.kind is 'local' but brain.planner is not set. Fix: set brain.planner to a "
                                  "planner checkpoint folder (jobs.train with a planner config writes one)")
             planner = load_planner(config.brain.planner)
-        brains = LocalBrainFactory(planner, config.brain.beams, config.brain.indicators)
-    else:
-        assert config.brain.llm is not None  # checked by BrainConfig
-        brains = LLMBrainFactory(config.brain.llm, config.brain.reasks)
-    similarity: Similarity
-    if config.similarity == "encoder":
-        similarity = EncoderSimilarity(encoder if encoder is not None else TextEncoder())
-    else:
-        similarity = LexicalSimilarity()
-    return DualTowerController(config, schema, Hand(config, store, linker), brains, similarity, memory)
+        return LocalBrainFactory(planner, config.brain.beams, config.brain.indicators)
+    assert config.brain.llm is not None  # checked by BrainConfig
+    return LLMBrainFactory(config.brain.llm, config.brain.reasks)

@@ -1,0 +1,238 @@
+"""The question-answering endpoint under load: latency, throughput, Serve's overhead, backpressure.
+
+    RAY_AUTH_MODE=disabled python -m bench.serve --quick
+    RAY_AUTH_MODE=disabled python -m bench.serve [--requests 64] [--levels 1,2,4,8,16,32] [--out PATH]
+
+The endpoint of ``serve/app.py`` on local Ray (2 CPUs) over the synthetic KG (seed 0), its Brain an
+LLM Brain at a scripted 127.0.0.1 server (a one-hop indicator; selection keeps the first
+candidates): no model is trained or loaded, so the numbers are the serving path's own. Measured
+in one run:
+
+- **baseline**: the same controller (same KG, config and scripted Brain) called in-process,
+  sequentially, on the same questions; **overhead_p50_ms** = Serve's p50 at concurrency 1 minus
+  the baseline's p50 (HTTP proxy, ingress, two handle hops, the BrainProxy hop);
+- **load**: a fixed number of requests at 1, 2, 4, 8, ... concurrent aiohttp clients on loopback:
+  throughput, p50, p99, status counts; the Hand's running replicas are polled throughout
+  (autoscaling 1..``max_replicas``) → ``max_replicas_seen``;
+- **overload**: ``overload_factor`` × the Hand's capacity (replicas × (ongoing + queued)) at once:
+  backpressure should answer 503 with Retry-After; ``non_503_errors_under_overload`` counts any
+  other failure and ``lost_accepted_requests`` counts requests that got no HTTP response at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import socket
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from rg.data.synthetic import SyntheticConfig, generate
+from rg.llm.scripted_server import Respond, Script, ScriptedServer
+
+HAND = {"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 1, "max_ongoing_requests": 2,
+        "max_queued_requests": 4, "num_cpus": 0,
+        "upscale_delay_s": 1.0, "downscale_delay_s": 5.0}
+
+
+def scripted_brain(body: dict[str, Any]) -> str:
+    """Analysis: one one-hop indicator; selection: the first ``keep`` candidates."""
+    user = body["messages"][-1]["content"]
+    shown = json.loads(user.rsplit("Input: ", 1)[1].rsplit("\nReply:", 1)[0])
+    if shown["kind"] == "analysis":
+        return json.dumps({"sub_questions": [shown["question"]], "depth": 1,
+                           "indicators": [{"text": "TE_1 -[link]-> ANSWER", "relations": [], "depth": 1}]})
+    return json.dumps({"ids": [c["id"] for c in shown["candidates"]][: shown["keep"]]})
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def app_args(brain_url: str, questions: int) -> dict[str, Any]:
+    return {
+        "kg": {"synthetic": {"seed": 0, "questions": questions}},
+        "dualtower": {"privacy": {"mode": "utility"}, "similarity": "lexical",
+                      "brain": {"kind": "llm", "llm": {"base_url": brain_url, "model": "scripted", "side": "brain",
+                                                       "max_retries": 0, "timeout_s": 10.0}}},
+        "request_timeout_s": 60.0, "brain_timeout_s": 30.0,
+        "ingress": {"max_ongoing_requests": 256, "max_queued_requests": 256, "num_cpus": 0},
+        "hand": HAND, "brain": {"max_ongoing_requests": 16, "max_queued_requests": 64, "num_cpus": 0},
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))] if ordered else float("nan")
+
+
+def in_process(args: dict[str, Any], items: list[tuple[str, tuple[str, ...]]]) -> list[float]:
+    """Seconds per question of the same controller called in this process, one at a time on one event loop
+    (as a Hand replica runs it), after two warm-up questions."""
+    from serve.config import ServeConfig
+    from serve.hand import load_kg
+    from rg.reasoning.dualtower import build_controller
+
+    config = ServeConfig.model_validate(args)
+    store, schema = load_kg(config)
+    controller = build_controller(config.controller_config(), schema, store=store)
+
+    async def timed() -> list[float]:
+        for question, topics in items[:2]:  # warm up, as the endpoint is warmed up
+            await controller.aanswer(question, topics)
+        seconds = []
+        for question, topics in items:
+            started = time.perf_counter()
+            await controller.aanswer(question, topics)
+            seconds.append(time.perf_counter() - started)
+        return seconds
+
+    return asyncio.run(timed())
+
+
+async def fire(url: str, items: list[tuple[str, tuple[str, ...]]], concurrency: int,
+               timeout_s: float) -> list[tuple[int | None, float]]:
+    """Send every item with at most ``concurrency`` in flight; (status or None, seconds) each."""
+    gate = asyncio.Semaphore(concurrency)
+    out: list[tuple[int | None, float]] = []
+
+    async def one(session: aiohttp.ClientSession, question: str, topics: tuple[str, ...]) -> None:
+        async with gate:
+            started = time.perf_counter()
+            try:
+                async with session.post(url, json={"question": question, "topics": list(topics)}) as response:
+                    await response.read()
+                    out.append((response.status, time.perf_counter() - started))
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                out.append((None, time.perf_counter() - started))
+
+    limits = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=limits, timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
+        await asyncio.gather(*(one(session, q, t) for q, t in items))
+    return out
+
+
+class ReplicaWatch:
+    """Polls the Hand's running replicas in a thread: (seconds since start, replicas) samples."""
+
+    def __init__(self, app: str, every_s: float = 0.5) -> None:
+        self.app, self.every_s = app, every_s
+        self.samples: list[list[float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._started = time.perf_counter()
+
+    def _run(self) -> None:
+        from ray import serve
+
+        while not self._stop.is_set():
+            status = serve.status().applications[self.app].deployments["HandServer"]
+            self.samples.append([round(time.perf_counter() - self._started, 2),
+                                 int(status.replica_states.get("RUNNING", 0))])
+            self._stop.wait(self.every_s)
+
+    def __enter__(self) -> "ReplicaWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def summary(results: list[tuple[int | None, float]], wall_s: float) -> dict[str, Any]:
+    ok = [s for status, s in results if status == 200]
+    codes: dict[str, int] = {}
+    for status, _ in results:
+        codes[str(status)] = codes.get(str(status), 0) + 1
+    return {"requests": len(results), "status": codes, "throughput_rps": round(len(ok) / wall_s, 2),
+            "p50_ms": round(1000 * percentile(ok, 50), 1), "p99_ms": round(1000 * percentile(ok, 99), 1)}
+
+
+def run(requests: int, levels: list[int], overload_factor: int, out: Path) -> dict[str, Any]:
+    import ray
+    from ray import serve
+
+    from serve.app import build_app
+
+    kg = generate(SyntheticConfig(seed=0, questions=max(requests, 20)))
+    items = [(q.question, q.q_entities) for q in kg.questions][:requests]
+    with ScriptedServer(Script.always(Respond(scripted_brain))) as brain:
+        args = app_args(brain.base_url, max(requests, 20))
+        baseline = in_process(args, items)
+        started_ray = not ray.is_initialized()
+        if started_ray:
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        port = free_port()
+        try:
+            serve.start(http_options={"host": "127.0.0.1", "port": port})
+            started = time.perf_counter()
+            serve.run(build_app(args), name="bench", route_prefix="/")
+            startup_s = time.perf_counter() - started
+            url = f"http://127.0.0.1:{port}/v1/answer"
+            asyncio.run(fire(url, items[:2], 1, 60))  # warm the routes
+            load = []
+            with ReplicaWatch("bench") as watch:
+                for level in levels:
+                    began = time.perf_counter()
+                    results = asyncio.run(fire(url, items, level, 120))
+                    load.append({"concurrency": level, **summary(results, time.perf_counter() - began)})
+                capacity = HAND["max_replicas"] * (HAND["max_ongoing_requests"] + HAND["max_queued_requests"])
+                burst = (items * (overload_factor * capacity // len(items) + 1))[: overload_factor * capacity]
+                began = time.perf_counter()
+                overload = asyncio.run(fire(url, burst, len(burst), 120))
+                overload_wall = time.perf_counter() - began
+                time.sleep(2.0)  # a few more replica samples after the burst
+        finally:
+            serve.shutdown()
+            if started_ray:
+                ray.shutdown()
+    ones = next(row for row in load if row["concurrency"] == 1)
+    non_503 = sum(1 for status, _ in overload if status not in (200, 503))
+    report = {
+        "bench": "serve", "python": platform.python_version(), "cpus": 2, "requests_per_level": requests,
+        "startup_s": round(startup_s, 1),
+        "in_process_p50_ms": round(1000 * percentile(baseline, 50), 1),
+        "serve_p50_ms_at_1": ones["p50_ms"],
+        "overhead_p50_ms": round(ones["p50_ms"] - 1000 * percentile(baseline, 50), 1),
+        "p99_ms": max(row["p99_ms"] for row in load),
+        "load": load,
+        "max_replicas_seen": max((n for _, n in watch.samples), default=0),
+        "replicas_over_time": watch.samples,
+        "overload": {"requests": len(overload), "capacity": capacity, "wall_s": round(overload_wall, 2),
+                     **summary(overload, overload_wall)},
+        "non_503_errors_under_overload": non_503,
+        "lost_accepted_requests": sum(1 for status, _ in overload if status is None),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="16 requests at 1, 2, 4, 8 clients (under a minute)")
+    parser.add_argument("--requests", type=int, default=64, help="requests per concurrency level")
+    parser.add_argument("--levels", default="1,2,4,8,16,32", help="concurrency levels, comma-separated")
+    parser.add_argument("--overload-factor", type=int, default=4, help="burst = factor × the Hand's capacity")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/serve.json"))
+    ns = parser.parse_args(argv)
+    requests, levels = (16, [1, 2, 4, 8]) if ns.quick else (ns.requests, [int(x) for x in ns.levels.split(",")])
+    report = run(requests, levels, ns.overload_factor, ns.out)
+    print(f"serve: overhead p50 {report['overhead_p50_ms']} ms (in-process {report['in_process_p50_ms']} ms), "
+          f"p99 {report['p99_ms']} ms, max replicas {report['max_replicas_seen']}, overload "
+          f"{report['overload']['status']} (non-503 errors {report['non_503_errors_under_overload']}, lost "
+          f"{report['lost_accepted_requests']}) → {ns.out}")
+
+
+if __name__ == "__main__":
+    main()

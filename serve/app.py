@@ -1,0 +1,279 @@
+"""rg as a question-answering endpoint on Ray Serve: Ingress → Hand → BrainProxy (issue 22).
+
+Three deployments composed with :class:`~ray.serve.handle.DeploymentHandle` s::
+
+    Ingress (FastAPI) ──answer──▶ HandServer (KG, linker, controller) ──sealed payloads──▶ BrainProxy
+
+Run it (the commands and config fields are in docs/serve.md)::
+
+    RAY_AUTH_MODE=disabled serve run configs/serve_demo.yaml          # http://127.0.0.1:8000/
+    RAY_AUTH_MODE=disabled serve deploy configs/serve_demo.yaml       # on a running cluster
+
+Routes: ``POST /v1/answer`` (question, optional topics and options → answers, evidence paths,
+what the Brain saw, usage per side, exposure), ``POST /v1/chat/completions`` (OpenAI-compatible:
+the last user message is the question), ``GET /v1/models``, ``GET /healthz`` (this replica),
+``GET /readyz`` (the Hand and its store, and the BrainProxy, answer), ``GET /`` (the web page),
+``GET /docs`` (OpenAPI). Bad input or an unknown option → 422 naming the field; a body over
+``max_body_bytes`` → 413; past ``request_timeout_s`` → 504; a full queue → 503 with
+``Retry-After``. A Brain that cannot be reached gives a Hand-only answer with
+``brain: unavailable``.
+"""
+
+
+import asyncio
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from ray import serve
+from ray.exceptions import RayActorError, RayTaskError
+from ray.serve.config import AutoscalingConfig, BackpressureConfig
+from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, RayServeException
+from ray.serve.handle import DeploymentHandle
+
+from rg.config import ConfigError, validate_config
+from rg.data.paths import resolve_data_path
+from rg.stores.config import MemoryStoreConfig
+from serve.brain_proxy import BrainProxy
+from serve.config import DeploymentSettings, ServeConfig
+from serve.hand import HandServer
+
+PAGE = Path(__file__).with_name("page.html")
+READY_TIMEOUT_S = 5.0
+
+api = FastAPI(title="rg question answering",
+              description="PrivGemo-style Hand/Brain answers over a knowledge graph; the Brain sees only "
+                          "anonymised, egress-guarded payloads.")
+
+
+class AnswerOptions(BaseModel):
+    """Per-request options; any other key is a 422."""
+
+    model_config = ConfigDict(extra="forbid")
+    include_tree: bool = Field(False, description="Return the reasoning tree (anonymised indicators and candidates).")
+    include_timings: bool = Field(True, description="Return seconds per stage.")
+
+
+class AnswerBody(BaseModel):
+    """``POST /v1/answer``."""
+
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(min_length=1, description="The question in natural language.")
+    topics: list[str] = Field(default_factory=list, max_length=16,
+                              description="Topic entities as the KG names them; empty: the Hand links them.")
+    options: AnswerOptions = Field(default_factory=AnswerOptions)
+
+
+class Message(BaseModel):
+    """One chat message."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class ChatBody(BaseModel):
+    """The accepted subset of OpenAI's chat-completions request; anything else is a 422."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = Field(None, description="Must name the served model when given.")
+    messages: list[Message] = Field(..., min_length=1)
+    max_tokens: int | None = Field(None, ge=1, description="Accepted; answers are short.")
+    temperature: float = Field(1.0, ge=0, le=2, description="Accepted; answering is deterministic.")
+    n: Literal[1] = 1
+    stream: Literal[False] = False
+    user: str | None = Field(None, description="Accepted and ignored.")
+
+
+@api.middleware("http")
+async def body_limit(request: Request, call_next):
+    """413 for a body over the replica's ``max_body_bytes`` (411 when a POST does not say its length)."""
+    limit = request.app.state.max_body_bytes
+    if request.method == "POST":
+        length = request.headers.get("content-length")
+        if length is None:
+            return JSONResponse(status_code=411, content={"detail": "send a Content-Length header"})
+        if not length.isdigit() or int(length) > limit:
+            return JSONResponse(status_code=413, content={"detail": f"body of {length} bytes is over this "
+                                                                    f"endpoint's limit of {limit} (max_body_bytes)"})
+    return await call_next(request)
+
+
+async def _resolve(response: Any) -> Any:
+    return await response
+
+
+@serve.deployment
+@serve.ingress(api)
+class Ingress:
+    """The HTTP surface (module docstring).
+
+    Args:
+        config: :class:`ServeConfig` as a dict.
+        hand: Handle of the Hand deployment.
+        brain: Handle of the BrainProxy deployment (for readiness only; answers go through the Hand).
+    """
+
+    def __init__(self, config: dict[str, Any], hand: DeploymentHandle, brain: DeploymentHandle) -> None:
+        self.config = ServeConfig.model_validate(config)
+        self.hand, self.brain = hand, brain
+        api.state.max_body_bytes = self.config.max_body_bytes  # this replica's app (one process per replica)
+        self.page = PAGE.read_text(encoding="utf-8")
+        self.created = int(time.time())
+
+    async def _answer(self, question: str, topics: list[str]) -> dict[str, Any]:
+        if len(question) > self.config.max_question_chars:
+            raise HTTPException(422, detail=[{"loc": ["body", "question"], "type": "string_too_long",
+                                              "msg": f"question has {len(question)} characters; the limit is "
+                                                     f"{self.config.max_question_chars} (max_question_chars)"}])
+        response = self.hand.answer.remote(question, topics)
+        try:
+            return await asyncio.wait_for(_resolve(response), self.config.request_timeout_s)
+        except asyncio.TimeoutError:
+            response.cancel()
+            raise HTTPException(504, detail=f"no answer within {self.config.request_timeout_s} s "
+                                            "(request_timeout_s)") from None
+        except (BackPressureError, DeploymentUnavailableError) as err:
+            raise HTTPException(503, detail=f"the Hand is overloaded or starting ({type(err).__name__}); retry",
+                                headers={"Retry-After": str(self.config.retry_after_s)}) from None
+        except RayActorError:
+            raise HTTPException(503, detail="the Hand replica serving this request died; retry",
+                                headers={"Retry-After": str(self.config.retry_after_s)}) from None
+        except RayTaskError as err:
+            raise HTTPException(500, detail=f"the Hand failed: {type(err.cause).__name__}: {err.cause}") from None
+
+    @api.post("/v1/answer")
+    async def answer(self, body: AnswerBody) -> dict[str, Any]:
+        """Answer one question: answers, evidence, what the Brain saw, usage per side, exposure."""
+        result = await self._answer(body.question, body.topics)
+        out = {
+            "question": result["question"], "answers": result["answers"], "evidence": result["evidence"],
+            "topics": result["topics"], "fallback": result["fallback"],
+            "brain": result["brain_status"], "brain_name": result["brain"], "brain_calls": result["brain_calls"],
+            "brain_saw": [json.loads(p) for p in result["brain_payloads"]],
+            "usage": result["usage_by_side"], "usage_ledger": result["usage"], "exposure": result["exposure"],
+            "faults": result["faults"],
+        }
+        if body.options.include_timings:
+            out["timings"] = result["timings"]
+        if body.options.include_tree:
+            out["tree"] = result["tree"]
+        return out
+
+    @api.post("/v1/chat/completions")
+    async def chat_completions(self, body: ChatBody) -> JSONResponse:
+        """OpenAI-compatible: the last user message is the question; the answers are the reply."""
+        if body.model is not None and body.model != self.config.model_name:
+            return JSONResponse(status_code=404, content={"error": {
+                "message": f"model {body.model!r} is not served here; GET /v1/models lists "
+                           f"{self.config.model_name!r}", "type": "invalid_request_error", "param": "model"}})
+        users = [m.content for m in body.messages if m.role == "user"]
+        if not users or not users[-1].strip():
+            raise HTTPException(422, detail=[{"loc": ["body", "messages"], "type": "value_error",
+                                              "msg": "messages need a non-empty user message (the question)"}])
+        result = await self._answer(users[-1].strip(), [])
+        answers = result["answers"]
+        text = "; ".join(answers) if answers else f"No answer found in the knowledge graph ({result['fallback']})."
+        brain = result["usage_by_side"]["brain"]
+        return JSONResponse({
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": self.config.model_name,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": brain["prompt_tokens"], "completion_tokens": brain["completion_tokens"],
+                      "total_tokens": brain["total_tokens"]},
+            "rg": {"answers": answers, "evidence": result["evidence"], "brain": result["brain_status"]},
+        })
+
+    @api.get("/v1/models")
+    async def models(self) -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": self.config.model_name, "object": "model", "created": self.created,
+                                             "owned_by": "rg"}]}
+
+    @api.get("/healthz")
+    async def healthz(self) -> dict[str, str]:
+        """Liveness of this ingress replica."""
+        return {"status": "ok"}
+
+    @api.get("/readyz")
+    async def readyz(self) -> Response:
+        """503 unless the Hand (and its store) and the BrainProxy answer within a few seconds."""
+        checks = {"hand": self.hand.probe.remote(), "brain": self.brain.name.remote()}
+        status: dict[str, str] = {}
+        for name, response in checks.items():
+            try:
+                await asyncio.wait_for(_resolve(response), READY_TIMEOUT_S)
+                status[name] = "ok"
+            except (asyncio.TimeoutError, RayServeException, RayActorError, RayTaskError) as err:
+                response.cancel()
+                status[name] = f"unavailable: {type(err).__name__}"
+        ready = all(v == "ok" for v in status.values())
+        return JSONResponse(status_code=200 if ready else 503, content={"ready": ready, **status})
+
+    @api.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page(self) -> HTMLResponse:
+        """The web page: ask, see the answer, the evidence and what the Brain saw."""
+        return HTMLResponse(self.page)
+
+
+def _options(settings: DeploymentSettings, retry_after_s: int) -> dict[str, Any]:
+    return {
+        "max_ongoing_requests": settings.max_ongoing_requests,
+        "max_queued_requests": settings.max_queued_requests,
+        "autoscaling_config": AutoscalingConfig(min_replicas=settings.min_replicas,
+                                                max_replicas=settings.max_replicas,
+                                                initial_replicas=max(1, settings.min_replicas),
+                                                target_ongoing_requests=settings.target_ongoing_requests,
+                                                upscale_delay_s=settings.upscale_delay_s,
+                                                downscale_delay_s=settings.downscale_delay_s),
+        "ray_actor_options": {"num_cpus": settings.num_cpus},
+    }
+
+
+def deployment(config: ServeConfig) -> serve.Application:
+    """The bound app: BrainProxy and Hand bound into the Ingress, each with its replicas and backpressure."""
+    # tunables travel only as the Hand's user_config: changing them is a lightweight update (reconfigure on the
+    # running replicas), while any change to the bound args restarts replicas
+    data = config.model_dump(exclude={"tunables"})
+    brain = BrainProxy.options(**_options(config.brain, config.retry_after_s)).bind(config.dualtower.model_dump())
+    hand = HandServer.options(**_options(config.hand, config.retry_after_s),
+                              user_config=config.tunables.model_dump(exclude_none=True)).bind(data, brain)
+    return Ingress.options(
+        **_options(config.ingress, config.retry_after_s),
+        backpressure_config=BackpressureConfig(status_code=503, retry_after_s=config.retry_after_s),
+    ).bind(data, hand, brain)
+
+
+def build_app(args: dict[str, Any]) -> serve.Application:
+    """Typed app builder for ``serve run configs/serve_demo.yaml`` and ``serve deploy``.
+
+    ``args`` are :class:`ServeConfig` fields, validated here before any replica starts, so a bad
+    key fails ``serve run`` naming it and the fix.
+    """
+    config = validate_config(dict(args), ServeConfig, source="serve.app args")
+    check_artifacts(config)
+    return deployment(config)
+
+
+def check_artifacts(config: ServeConfig) -> None:
+    """Files the replicas will load exist, so ``serve run`` stops here, naming the key and how to make them.
+
+    Raises:
+        ConfigError: for a missing planner checkpoint or KB file.
+    """
+    brain = config.dualtower.brain
+    if brain.kind == "local" and (brain.planner is None or not Path(brain.planner).is_dir()):
+        raise ConfigError(
+            f"dualtower.brain.planner {brain.planner!r} is not a planner checkpoint folder. Fix: train it first — for "
+            "configs/serve_demo.yaml run `python -m jobs.pipeline --config configs/demo.yaml` (its plan stage writes "
+            "outputs/demo/plan/planner); otherwise `python -m jobs.train` with a planner config — or use an LLM "
+            "Brain (dualtower.brain.kind: llm)")
+    store = config.kg.store
+    if isinstance(store, MemoryStoreConfig) and not resolve_data_path(store.kb.path).exists():
+        raise ConfigError(f"kg.store.kb.path {store.kb.path!r} does not exist (resolved: "
+                          f"{resolve_data_path(store.kb.path)}). Fix: point it at the KB file; `@shared/` is the "
+                          "shared data folder ($RG_SHARED_DATA)")

@@ -1,0 +1,171 @@
+"""The Brain as its own deployment, reached by the Hand only with sealed payloads.
+
+:class:`BrainProxy` holds the untrusted tower: the local Brain (the relation-path planner) or the
+LLM Brain (built, as everywhere in rg, only through :func:`rg.privacy.brain_client`). It never
+sees the KG, the raw question or the Hand's privacy session: each call brings one
+:class:`~rg.reasoning.dualtower.payload.SealedPayload` — JSON the Hand's egress guard has already
+passed — and returns a :class:`BrainReply` (the typed result, or the fault, with the call's usage).
+
+On the Hand's side, :class:`RemoteBrainFactory` is the controller's Brain factory: its Brains
+send the sealed payloads over a :class:`~ray.serve.handle.DeploymentHandle` and book the returned
+usage in the question's ledger. A proxy that is gone, overloaded or late becomes a
+:class:`~rg.reasoning.dualtower.BrainError` with reason ``unavailable``, so the controller goes on
+Hand-only and the question is answered, never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from ray import serve
+from ray.exceptions import RayActorError, RayTaskError
+from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, RayServeException
+from ray.serve.handle import DeploymentHandle
+
+from rg.llm.usage import UsageLedger
+from rg.privacy.exposure import ExposureLedger
+from rg.privacy.schema import KGSchema
+from rg.privacy.session import PrivacySession
+from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, Choice
+from rg.reasoning.dualtower.build import brain_factory
+from rg.reasoning.dualtower.config import DualTowerConfig
+from rg.reasoning.dualtower.payload import SealedPayload
+
+UNAVAILABLE = "unavailable"
+"""The fault reason of a Brain the Hand could not reach (proxy gone, overloaded or past its deadline)."""
+
+
+@dataclass(frozen=True)
+class BrainReply:
+    """One Brain call's outcome as it crosses the process boundary.
+
+    Attributes:
+        result: The analysis or choice; None on a fault.
+        reason: The fault's reason (:class:`BrainError`); None on success.
+        message: The fault's message.
+        attempts: Calls the Brain made for it.
+        usage: The call's usage ledger (``UsageLedger.to_dict()``), booked by the Hand.
+        sent: Requests that left for an LLM Brain: ``(stage, messages, attempts, prompt_tokens,
+            completion_tokens)``, booked by the Hand in its session's exposure ledger (the
+            messages hold only the sealed payload in the Brain's template).
+        refused: ``(stage, category)`` of requests the Brain side's guard refused.
+    """
+
+    result: Analysis | Choice | None
+    reason: str | None
+    message: str
+    attempts: int
+    usage: dict[str, Any]
+    sent: tuple[tuple[str, tuple[dict[str, str], ...], int, int, int], ...] = ()
+    refused: tuple[tuple[str, str], ...] = ()
+
+
+class SentCalls(ExposureLedger):
+    """The Brain side's exposure ledger: also keeps each booked request, to hand back to the Hand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[tuple[str, tuple[dict[str, str], ...], int, int, int]] = []
+        self.refused: list[tuple[str, str]] = []
+
+    def record_sent(self, stage: str, messages, *, attempts: int, prompt_tokens: int = 0,
+                    completion_tokens: int = 0) -> None:
+        self.sent.append((stage, tuple(dict(m) for m in messages), attempts, prompt_tokens, completion_tokens))
+        super().record_sent(stage, messages, attempts=attempts, prompt_tokens=prompt_tokens,
+                            completion_tokens=completion_tokens)
+
+    def record_refused(self, stage: str, category: str) -> None:
+        self.refused.append((stage, category))
+        super().record_refused(stage, category)
+
+
+@serve.deployment
+class BrainProxy:
+    """The untrusted tower of the endpoint (module docstring).
+
+    Args:
+        config: The controller's settings (``brain`` and ``privacy`` are read).
+    """
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = DualTowerConfig.model_validate(config)
+        self.brains = brain_factory(self.config)
+        self.schema = KGSchema.build(())  # the Brain holds no KG: its guard knows only public words
+
+    async def call(self, kind: str, text: str) -> BrainReply:
+        """Analyse or select on one sealed payload."""
+        ledger, calls = UsageLedger(), SentCalls()
+        session = PrivacySession(self.config.privacy, self.schema)
+        session.guard.exposure = session.exposure = calls
+        brain: Brain = self.brains(session, ledger)
+        payload = SealedPayload(kind, text)
+        try:
+            result = await (brain.analyse(payload) if kind == "analysis" else brain.select(payload))
+        except BrainError as err:
+            return BrainReply(None, err.reason, str(err), err.attempts, ledger.to_dict(), tuple(calls.sent),
+                              tuple(calls.refused))
+        return BrainReply(result, None, "", 1, ledger.to_dict(), tuple(calls.sent), tuple(calls.refused))
+
+    def name(self) -> str:
+        return self.brains.name
+
+
+class RemoteBrain:
+    """A Brain whose calls go to the :class:`BrainProxy` deployment (sealed payloads only)."""
+
+    def __init__(self, handle: DeploymentHandle, name: str, session: PrivacySession, ledger: UsageLedger,
+                 timeout_s: float) -> None:
+        self.handle, self.name, self.session, self.ledger, self.timeout_s = handle, name, session, ledger, timeout_s
+
+    async def _call(self, payload: SealedPayload) -> Analysis | Choice:
+        response = self.handle.call.remote(payload.kind, payload.text)
+        try:
+            reply: BrainReply = await asyncio.wait_for(_resolve(response), self.timeout_s)
+        except asyncio.TimeoutError:
+            response.cancel()
+            raise BrainError(UNAVAILABLE, f"the Brain gave no reply within {self.timeout_s} s") from None
+        except (BackPressureError, DeploymentUnavailableError, RayActorError, RayTaskError, RayServeException) as err:
+            raise BrainError(UNAVAILABLE, f"the Brain deployment is not reachable ({type(err).__name__})") from None
+        if reply.usage.get("stages"):
+            self.ledger.merge(UsageLedger.from_dict(reply.usage))
+        for stage, messages, attempts, prompt_tokens, completion_tokens in reply.sent:
+            self.session.exposure.record_sent(stage, messages, attempts=attempts, prompt_tokens=prompt_tokens,
+                                              completion_tokens=completion_tokens)
+        for stage, category in reply.refused:
+            self.session.exposure.record_refused(stage, category)
+        if reply.result is None:
+            raise BrainError(reply.reason or "malformed", reply.message, reply.attempts)
+        return reply.result
+
+    async def analyse(self, payload: SealedPayload) -> Analysis:
+        result = await self._call(payload)
+        if not isinstance(result, Analysis):
+            raise BrainError("malformed", f"an analysis payload got a {type(result).__name__}")
+        return result
+
+    async def select(self, payload: SealedPayload) -> Choice:
+        result = await self._call(payload)
+        if not isinstance(result, Choice):
+            raise BrainError("malformed", f"a selection payload got a {type(result).__name__}")
+        return result
+
+
+async def _resolve(response: Any) -> Any:
+    return await response
+
+
+class RemoteBrainFactory:
+    """The controller's Brain factory in the Hand: one :class:`RemoteBrain` per question.
+
+    The question's privacy session stays in the Hand (it sealed every payload already); the
+    Brain's usage and the requests it sent are booked back into the question's ledgers.
+    """
+
+    def __init__(self, handle: DeploymentHandle, kind: str, timeout_s: float) -> None:
+        self.handle, self.timeout_s = handle, timeout_s
+        self.name = f"proxy:{kind}"
+
+    def __call__(self, session: PrivacySession, ledger: UsageLedger) -> Brain:
+        return RemoteBrain(self.handle, self.name, session, ledger, self.timeout_s)

@@ -1,0 +1,128 @@
+"""Typed settings of the question-answering endpoint (:mod:`serve.app`), validated once in ``build_app``.
+
+One :class:`ServeConfig` holds the dual-tower controller's settings, where the raw KG comes from,
+optional entity linking, the limits of the HTTP surface (body size, deadline, Retry-After) and,
+per deployment (ingress, Hand, BrainProxy), replicas, autoscaling and backpressure. The Hand's
+:class:`Tunables` are its Serve ``user_config``: changing them in a redeployed config file
+reconfigures running replicas without restarting them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, model_validator
+
+from rg.config import Config
+from rg.data.synthetic import SyntheticConfig
+from rg.linking.config import LinkingConfig
+from rg.reasoning.dualtower.config import DualTowerConfig
+from rg.stores.config import MemoryStoreConfig, SparqlStoreConfig
+
+
+class DeploymentSettings(Config):
+    """Replicas, autoscaling, backpressure and resources of one deployment."""
+
+    min_replicas: int = Field(1, ge=0, le=64, description="Autoscaling floor (0 lets it scale to zero).")
+    max_replicas: int = Field(1, ge=1, le=64, description="Autoscaling ceiling.")
+    target_ongoing_requests: float = Field(2.0, gt=0, description="Autoscaling target of requests per replica.")
+    max_ongoing_requests: int = Field(8, ge=1, le=1000, description="Requests one replica runs at once.")
+    max_queued_requests: int = Field(
+        32, ge=-1, le=100_000,
+        description="Requests waiting for a replica before callers get backpressure (HTTP 503); -1: unbounded.")
+    num_cpus: float = Field(1.0, ge=0, description="CPUs reserved per replica (0 for tests on a small machine).")
+    upscale_delay_s: float = Field(30.0, ge=0, description="Load must stay above target this long before scaling up.")
+    downscale_delay_s: float = Field(600.0, ge=0, description="Load must stay below target this long before "
+                                                              "scaling down.")
+
+    @model_validator(mode="after")
+    def _range(self) -> "DeploymentSettings":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) > max_replicas ({self.max_replicas}). "
+                             "Fix: raise max_replicas or lower min_replicas")
+        return self
+
+
+class Tunables(Config):
+    """The Hand's ``user_config``: search limits changed on running replicas (``reconfigure``).
+
+    Each field left unset keeps the value of ``dualtower``.
+    """
+
+    alpha: Optional[float] = Field(None, ge=0.0, le=1.0, description="α of the pruning score.")
+    w1: Optional[int] = Field(None, ge=1, le=5000, description="W1: candidates kept by the fuzzy DRM filter.")
+    w_max: Optional[int] = Field(None, ge=1, le=50, description="W_max: candidates kept after Brain selection.")
+    d_max: Optional[int] = Field(None, ge=1, le=6, description="D_max: most hops from a topic entity.")
+    max_failures: Optional[int] = Field(None, ge=1, le=10, description="Failed verifications before pruning a node.")
+    max_steps: Optional[int] = Field(None, ge=1, le=50, description="Verification loops per node.")
+    linking_threshold: Optional[float] = Field(
+        None, gt=0.0, le=1.0, description="Lowest cosine similarity of a dense entity-linking match.")
+
+    def controller_updates(self) -> dict[str, float | int]:
+        """The ``dualtower`` fields these tunables set."""
+        return {k: v for k, v in self.model_dump().items() if v is not None and k != "linking_threshold"}
+
+
+class KGSource(Config):
+    """Where the Hand's raw KG comes from: exactly one of ``synthetic`` or ``store``."""
+
+    synthetic: Optional[SyntheticConfig] = Field(
+        None, description="Generate the synthetic KG in the Hand (offline, seconds; the demo's KG for the same seed).")
+    store: Optional[MemoryStoreConfig | SparqlStoreConfig] = Field(
+        None, description="A KG store: `{kind: memory, kb: {path, format}}` or `{kind: sparql, endpoint, ...}`.")
+    schema_dir: Optional[str] = Field(
+        None, description="Folder of the KG's saved schema (the privacy report writes one); None derives it from "
+                          "the KG (memory and synthetic KGs only).")
+
+    @model_validator(mode="after")
+    def _one(self) -> "KGSource":
+        given = [k for k in ("synthetic", "store") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"set exactly one of kg.synthetic, kg.store (got {given or 'none'}). "
+                             "Fix: keep the one KG source")
+        if isinstance(self.store, SparqlStoreConfig) and self.schema_dir is None:
+            raise ValueError("kg.store is a SPARQL endpoint but kg.schema_dir is not set: the schema cannot be "
+                             "derived from a remote store. Fix: run the privacy report on the KG and set kg.schema_dir")
+        return self
+
+
+class ServeConfig(Config):
+    """The endpoint (:func:`serve.app.build_app`)."""
+
+    dualtower: DualTowerConfig = Field(default_factory=DualTowerConfig, description="The Hand/Brain controller.")
+    kg: KGSource = Field(description="The Hand's raw KG.")
+    linking: Optional[LinkingConfig] = Field(
+        None, description="Entity linking for questions sent without topics (needed by /v1/chat/completions); "
+                          "`index_dir` must be set. None: questions must bring `topics`.")
+    memory: Literal["none"] = Field(
+        "none", description="The experience memory's owner. Only 'none' exists yet (the memory term of the pruning "
+                            "score is 0); the memory deployment plugs in here when it lands.")
+    tunables: Tunables = Field(default_factory=Tunables, description="The Hand's user_config (see Tunables).")
+    model_name: str = Field("rg-dualtower", min_length=1, description="Model id of /v1/chat/completions.")
+    max_body_bytes: int = Field(16_384, ge=256, le=10_000_000, description="Larger request bodies get 413.")
+    max_question_chars: int = Field(1_000, ge=1, le=100_000, description="Longer questions get 422.")
+    request_timeout_s: float = Field(30.0, gt=0, le=600, description="Deadline of one answer; then 504.")
+    brain_timeout_s: float = Field(
+        20.0, gt=0, le=600, description="Deadline of one Brain call from the Hand; then the Hand goes on alone.")
+    retry_after_s: int = Field(1, ge=0, le=3600, description="Retry-After of a 503 (backpressure).")
+    ingress: DeploymentSettings = Field(
+        default_factory=lambda: DeploymentSettings(max_ongoing_requests=64, max_queued_requests=128, num_cpus=0.1),
+        description="The FastAPI ingress.")
+    hand: DeploymentSettings = Field(default_factory=DeploymentSettings, description="The Hand (KG, linker, controller).")
+    brain: DeploymentSettings = Field(default_factory=DeploymentSettings, description="The BrainProxy.")
+
+    @model_validator(mode="after")
+    def _linking(self) -> "ServeConfig":
+        if self.linking is not None and self.linking.index_dir is None:
+            raise ValueError("linking is set but linking.index_dir is not. Fix: set linking.index_dir to a folder "
+                             "(the Hand builds the name index there once, then reloads it)")
+        if self.brain_timeout_s >= self.request_timeout_s:
+            raise ValueError(f"brain_timeout_s ({self.brain_timeout_s}) >= request_timeout_s "
+                             f"({self.request_timeout_s}): a slow Brain would time the whole request out instead of "
+                             "the Hand going on alone. Fix: lower brain_timeout_s")
+        return self
+
+    def controller_config(self, tunables: Tunables | None = None) -> DualTowerConfig:
+        """``dualtower`` with ``tunables`` (default: the configured ones) applied and re-validated."""
+        updates = (tunables or self.tunables).controller_updates()
+        return DualTowerConfig.model_validate({**self.dualtower.model_dump(), **updates})
