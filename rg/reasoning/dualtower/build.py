@@ -16,7 +16,8 @@ from rg.text.encoder import TextEncoder
 
 def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStore | None = None,
                      linker: EntityLinker | None = None, planner: PlannerModel | None = None,
-                     encoder: TextEncoder | None = None, memory: ExperienceMemory | None = None) -> DualTowerController:
+                     encoder: TextEncoder | None = None, memory: ExperienceMemory | None = None,
+                     edges=None) -> DualTowerController:
     """The controller ``config`` describes.
 
     Args:
@@ -26,7 +27,8 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
         linker: Topic-entity linker for questions that come without topics.
         planner: kind ``local``: an already loaded planner (else ``brain.planner`` is loaded).
         encoder: similarity ``encoder``: an already loaded encoder (else the default is loaded).
-        memory: The experience memory (none: the memory term is 0).
+        memory: The experience memory (none: the memory term is 0); ``rg.memory.PoolMemory`` also gates the Brain.
+        edges: The edge memory (``rg.memory.EdgeMemory``; none: no replay).
 
     Raises:
         ValueError: for a local Brain with neither ``planner`` nor ``brain.planner``, naming the fix.
@@ -46,4 +48,5 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
         similarity = EncoderSimilarity(encoder if encoder is not None else TextEncoder())
     else:
         similarity = LexicalSimilarity()
-    return DualTowerController(config, schema, Hand(config, store, linker), brains, similarity, memory)
+    return DualTowerController(config, schema, Hand(config, store, linker), brains, similarity, memory,
+                               edges)
