@@ -156,22 +156,35 @@ class _TagIndex:
     config: ExperienceConfig
     ids: list[str] = field(default_factory=list)
     index: Any = None
+    keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    row: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.index = faiss.IndexFlatIP(2 * self.dim)
+        self.keys = np.zeros((16, 2 * self.dim), np.float32)  # (capacity, 2·dim), rows in ``ids`` order
+
+    def key_rows(self, ids: Sequence[str]) -> np.ndarray:
+        """The stored keys of ``ids``. Shapes: -> (len(ids), 2·dim)."""
+        return self.keys[[self.row[i] for i in ids]]
 
     @property
     def approximate(self) -> bool:
         return isinstance(self.index, faiss.IndexHNSWFlat)
 
     def add(self, record_id: str, key: np.ndarray) -> None:
+        if len(self.ids) == len(self.keys):
+            self.keys = np.concatenate([self.keys, np.zeros_like(self.keys)])
+        self.row[record_id] = len(self.ids)
+        self.keys[len(self.ids)] = key
         self.ids.append(record_id)
         self.index.add(key.reshape(1, -1))
         if not self.approximate and len(self.ids) > self.config.exact_max:
-            self.rebuild(self.index.reconstruct_n(0, self.index.ntotal))
+            self.rebuild(self.keys[: len(self.ids)])
 
     def rebuild(self, keys: np.ndarray) -> None:
         """A fresh index over ``keys`` (rows in ``ids`` order), HNSW when past ``exact_max``."""
+        self.keys = np.array(keys, dtype=np.float32).reshape(len(self.ids), 2 * self.dim)
+        self.row = {i: n for n, i in enumerate(self.ids)}
         if len(self.ids) > self.config.exact_max:
             index = faiss.IndexHNSWFlat(2 * self.dim, self.config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efSearch = self.config.hnsw_ef_search
@@ -264,22 +277,31 @@ class ExperiencePool:
     # ------------------------------------------------------------------ retrieval
     def retrieve(self, question: str, indicator: str | None, privacy: str, k: int | None = None) -> list[Retrieved]:
         """GetExp: the top ``k`` (default W_exp) compatible records, best buffer rank first; hits counted."""
+        if privacy not in self.indexes:
+            return []
+        if indicator is None:
+            return self.search(self.embedder.embed([question])[0], None, privacy, k)
+        e_q, e_i = self.embedder.embed([question, indicator])
+        return self.search(e_q, e_i, privacy, k)
+
+    def search(self, e_q: np.ndarray, e_i: np.ndarray | None, privacy: str, k: int | None = None) -> list[Retrieved]:
+        """:meth:`retrieve` on given unit embeddings (``e_i`` None: the question key alone).
+
+        Shapes: e_q (dim,), e_i (dim,) or None.
+        """
         cfg = self.config
         k = k or cfg.w_exp
         index = self.indexes.get(privacy)
         if index is None or not index.ids:
             return []
-        if indicator is None:
-            e_q = self.embedder.embed([question])[0]
+        if e_i is None:
             query = self._key(e_q, np.zeros_like(e_q))
         else:
-            e_q, e_i = self.embedder.embed([question, indicator])
             query = self._key(cfg.lambda_q * e_q, cfg.lambda_i * e_i)
         scores = dict(index.search(query, k))
-        in_buffer = [i for i in self.buffer if self.records[i].privacy == privacy and i not in scores]
+        in_buffer = [i for i in self.buffer if i in index.row and i not in scores]
         if in_buffer:
-            keys = np.stack([self._key(self.records[i].e_q, self.records[i].e_i) for i in in_buffer])  # (B, 2·dim)
-            scores.update(zip(in_buffer, (keys @ query).tolist()))
+            scores.update(zip(in_buffer, (index.key_rows(in_buffer) @ query).tolist()))  # (B, 2·dim) @ (2·dim,)
         top_hits = max([self.buffer.get(i, 0) for i in scores] + [1])
         ranked = sorted(((cfg.lambda_sim * s + cfg.lambda_hit * self.buffer.get(i, 0) / top_hits, s, i)
                          for i, s in scores.items()), key=lambda x: (-x[0], -x[1], x[2]))[:k]
@@ -294,7 +316,7 @@ class ExperiencePool:
             return
         self.buffer[record_id] = self.buffer.get(record_id, 0) + 1
         self.buffer.move_to_end(record_id)
-        while len(self.buffer) > self.config.buffer:  # evict the least-hit, oldest first
+        if len(self.buffer) > self.config.buffer:  # evict the least-hit (oldest first among equals)
             victim = min(self.buffer, key=lambda i: self.buffer[i])
             del self.buffer[victim]
 

@@ -142,6 +142,7 @@ class _Question:
         self.memory: dict[str, object] = {}
         self.local_paths: frozenset[tuple[tuple[str, ...], ...]] = frozenset()
         self.warnings: tuple[tuple[str, int], ...] = ()
+        self.session_topics: tuple[str, ...] = ()
 
     def timed(self, stage: str, started: float) -> None:
         self.timings[stage] += time.perf_counter() - started
@@ -219,6 +220,7 @@ class DualTowerController:
 
         brain = self.brains(q.session, q.ledger)
         template = topic_template(q.question, topics)
+        q.session_topics = tuple(topics)
         gate, replay, qvec = self._recall(q, template, raw, topics)
         analysis, source = self._from_memory(q, gate, replay)
         if analysis is None:
@@ -259,15 +261,9 @@ class DualTowerController:
         return gate, replay, qvec
 
     def _from_memory(self, q: _Question, gate: MemoryHints, replay: "Replay | None") -> tuple[Analysis | None, str]:
-        """Analysis without the Brain: a confident verified trace, else replayed paths (single topic)."""
-        if gate.skip_brain and gate.analysis is not None:
-            a = gate.analysis
-            q.local_paths = gate.relation_paths
-            q.warnings = gate.warnings
-            indicator = Indicator(text=a.indicator, relations=a.relations, depth=min(max(a.depth, 1), self.config.d_max),
-                                  answer_type=a.answer_type)
-            return Analysis((), (indicator,), indicator.depth), "experience"
-        if replay:
+        """Analysis without the Brain: replayed paths of this very question's edges (single topic; the
+        most specific memory), else a confident verified trace of a matching question."""
+        if replay and len(q.session_topics) == 1:
             paths = [tuple(q.session.relation(s.edge[1]) + ("" if s.forward else "^-1") for s in p)
                      for p in replay.paths]
             q.local_paths = frozenset((p,) for p in paths)
@@ -275,6 +271,13 @@ class DualTowerController:
             depth = min(len(best), self.config.d_max)
             indicator = Indicator(text=indicator_text(best), relations=best, depth=depth)
             return Analysis((), (indicator,), depth), "replay"
+        if gate.skip_brain and gate.analysis is not None:
+            a = gate.analysis
+            q.local_paths = gate.relation_paths
+            q.warnings = gate.warnings
+            indicator = Indicator(text=a.indicator, relations=a.relations, depth=min(max(a.depth, 1), self.config.d_max),
+                                  answer_type=a.answer_type)
+            return Analysis((), (indicator,), indicator.depth), "experience"
         return None, "brain"
 
     async def _tree(self, q: _Question, brain: Brain, analysis: Analysis, gate: MemoryHints | None, masked: str,
