@@ -49,6 +49,7 @@ class EdgeMemoryConfig(Config):
     threshold: float = Field(0.55, ge=-1.0, le=2.0, description="λ: an edge is replayed when w > λ.")
     max_depth: int = Field(3, ge=1, le=8, description="Longest replayed path from a seed (hops).")
     max_edges: int = Field(256, ge=1, le=100000, description="Bound on edges one replay adds.")
+    node_cache: int = Field(100_000, ge=0, description="Node-name embeddings kept between replays.")
     path: Optional[str] = Field(None, description="Sealed file of the edge vectors; None keeps them in memory only.")
 
 
@@ -121,6 +122,7 @@ class EdgeMemory:
         self.vectors: dict[Edge, np.ndarray] = {}
         self.log = log
         self.refused = 0
+        self._node_cache: dict[str, np.ndarray] = {}
         if log is not None:
             self.refused = len(log.report.refused)
             for _, data in log.report.records:
@@ -193,6 +195,15 @@ class EdgeMemory:
         return len(good), penalised
 
     # ------------------------------------------------------------------ replay
+    def _nodes(self, names: Sequence[str]) -> dict[str, np.ndarray]:
+        """Node-name embeddings, cached (bounded by ``node_cache``; cleared when full)."""
+        missing = [n for n in names if n not in self._node_cache]
+        if missing:
+            if len(self._node_cache) + len(missing) > self.config.node_cache:
+                self._node_cache.clear()
+            self._node_cache.update(zip(missing, self.embedder.embed(missing)))
+        return {n: self._node_cache[n] for n in names}
+
     def replay(self, triples: Sequence[Edge], seeds: Sequence[str], q: np.ndarray) -> Replay:
         """DFS from ``seeds`` along edges with w > λ (module docstring); returns the maximal paths.
 
@@ -210,9 +221,7 @@ class EdgeMemory:
             adj.setdefault(t, []).append(Step(edge, False))
         if not adj:
             return Replay(())
-        names = sorted({n for steps in adj.values() for s in steps for n in (s.edge[0], s.edge[2])})
-        rows = self.embedder.embed(names)
-        node = {name: rows[i] for i, name in enumerate(names)}
+        node = self._nodes(sorted({n for steps in adj.values() for s in steps for n in (s.edge[0], s.edge[2])}))
 
         def weight(step: Step) -> float:
             a, b = (step.edge[0], step.edge[2]) if step.forward else (step.edge[2], step.edge[0])
