@@ -234,7 +234,8 @@ class DualTowerController:
             analysis = await self._analyse(q, brain, text, tags, anchors, hints)
             tree, verified = await self._tree(q, brain, analysis, None, text, template, view, anchors, tags, kg,
                                               topics)
-        q.memory["analysis"] = source
+        if self.edges is not None or isinstance(self.memory, GatingMemory):
+            q.memory["analysis"] = source  # without memory, results stay as they were
         started = time.perf_counter()
         evidence = self.hand.evidence(kg, topics, verified)
         reading = await self.reader.read(q.question, evidence)
