@@ -262,15 +262,16 @@ class DualTowerController:
         return gate, replay, qvec
 
     def _from_memory(self, q: _Question, gate: MemoryHints, replay: "Replay | None") -> tuple[Analysis | None, str]:
-        """Analysis without the Brain: replayed paths of this very question's edges (single topic; the
-        most specific memory), else a confident verified trace of a matching question."""
-        if replay and len(q.session_topics) == 1:
+        """Analysis without the Brain: the replayed chain of this very question's edges (single topic, one
+        maximal replayed path: the most specific memory; several paths mix other questions' edges and
+        go to the Brain), else a confident verified trace of a matching question."""
+        if replay and len(q.session_topics) == 1 and len(replay.paths) == 1:  # one unambiguous remembered chain
             paths = [tuple(q.session.relation(s.edge[1]) + ("" if s.forward else "^-1") for s in p)
                      for p in replay.paths]
             q.local_paths = frozenset((p,) for p in paths)
-            best = max(paths, key=len)
-            depth = min(len(best), self.config.d_max)
-            indicator = Indicator(text=indicator_text(best), relations=best, depth=depth)
+            (chain,) = paths
+            depth = min(len(chain), self.config.d_max)
+            indicator = Indicator(text=indicator_text(chain), relations=chain, depth=depth)
             return Analysis((), (indicator,), depth), "replay"
         if gate.skip_brain and gate.analysis is not None:
             a = gate.analysis
@@ -311,7 +312,8 @@ class DualTowerController:
             self.memory.remember(trace)
             q.memory["remembered"] = True
         if self.edges is not None and qvec is not None:
-            used = {t for g in verified for w in g.walks if answers and w.end == answers[0] for t in w.triple_ids}
+            best = [g for g in verified if g.value == max(v.value for v in verified)] if verified else []
+            used = {t for g in best for w in g.walks if answers and w.end == answers[0] for t in w.triple_ids}
             seen = {t for g in q.grounded for w in g.walks for t in w.triple_ids}
             effective = {kg.triple(t) for t in used}
             traversed = {kg.triple(t) for t in seen} | (replay.edges if replay else set())
