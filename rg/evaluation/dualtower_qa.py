@@ -45,17 +45,32 @@ class DualTowerQA:
     Args:
         config: The controller's settings.
         schema_dir: Folder of the KG's saved schema; None derives one from each question's subgraph.
+        memory: The ``memory:`` section (``rg.memory.MemoryConfig``); None: no memory.
+        memory_actor: Name of the :class:`rg.memory.actor.PoolActor` (namespace ``rg``) that owns the
+            memories; the driver creates it (``evaluate_qa``) and every worker uses it.
     """
 
-    def __init__(self, config: DualTowerConfig, schema_dir: str | None = None) -> None:
+    def __init__(self, config: DualTowerConfig, schema_dir: str | None = None, memory=None,
+                 memory_actor: str | None = None) -> None:
         self.config = config
+        self.memory = self.edges = None
+        if memory is not None:  # rg.memory.MemoryConfig: one named actor owns the memories for every worker
+            import ray
+
+            from rg.memory.actor import RemoteEdges, RemotePool
+            from rg.reasoning.dualtower.controller import privacy_tag
+
+            actor = ray.get_actor(memory_actor, namespace="rg")
+            self.memory = RemotePool(actor, privacy_tag(config)) if memory.experience is not None else None
+            self.edges = RemoteEdges(actor) if memory.edges is not None else None
         self.schema = load_schema(schema_dir)
         self.planner = load_planner(config.brain.planner) if config.brain.kind == "local" and config.brain.planner else None
         self.encoder = TextEncoder() if config.similarity == "encoder" else None
         self._shared = self._controller(self.schema) if self.schema is not None else None
 
     def _controller(self, schema: KGSchema):
-        return build_controller(self.config, schema, planner=self.planner, encoder=self.encoder)
+        return build_controller(self.config, schema, planner=self.planner, encoder=self.encoder, memory=self.memory,
+                                edges=self.edges)
 
     async def answer(self, samples: list[Sample]) -> list[Prediction]:
         return list(await asyncio.gather(*(self._one(s) for s in samples)))
@@ -79,4 +94,6 @@ def prediction(sample: Sample, result: DualTowerResult, seconds: float) -> Predi
                       ranked=tuple({"text": a, "score": None} for a in result.answers),
                       reader=f"{SCORER}:{result.brain}", scorer=SCORER, chains=True, failure=failure, usage=usage,
                       triples=len(sample.triples), evidence_lines=len(result.evidence),
-                      evidence_topics=len(result.topics), evidence_walks=SCORER, seconds=seconds)
+                      evidence_topics=len(result.topics),
+                      evidence_walks=f"{SCORER}:{result.memory['analysis']}" if result.memory else SCORER,
+                      seconds=seconds)

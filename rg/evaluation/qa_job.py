@@ -21,6 +21,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -47,6 +48,7 @@ from rg.evaluation.scorers import TripleScorer
 from rg.evidence import EvidenceConfig
 from rg.linking.config import LinkingConfig, linking_setting
 from rg.metrics import MatchMode
+from rg.memory.config import MemoryConfig
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
@@ -79,6 +81,9 @@ class QAEvaluateConfig(QuestionSetConfig):
     schema_dir: str | None = Field(
         None, description="reasoner dualtower: folder of the KG's privacy_schema.json (a privacy report writes one); "
         "None derives types and relation clusters from each question's subgraph.")
+    memory: MemoryConfig | None = Field(
+        None, description="reasoner dualtower: the experience pool and edge memory (rg.memory), owned by one named "
+        "Ray actor; `memory.rounds` answers the questions that many times with the memory kept between rounds.")
     top_k: int | None = Field(100, ge=1, description="Retrieved triples per question (None: all, ranked).")
     min_triple_score: float | None = Field(
         None,
@@ -130,6 +135,8 @@ class QAEvaluateConfig(QuestionSetConfig):
         if self.reasoner == "retriever" and self.retriever is None:
             raise ValueError("retriever is not set; reasoner 'retriever' needs a triple scorer. Fix: set "
                              "`retriever: {kind: retriever, path: ...}` (or a baseline), or `reasoner: dualtower`")
+        if self.memory is not None and self.reasoner != "dualtower":
+            raise ValueError("`memory` is set but reasoner is not 'dualtower'. Fix: set reasoner: dualtower or drop memory")
         if self.reasoner == "dualtower" and self.dualtower is None:
             raise ValueError("reasoner is 'dualtower' but `dualtower` is not set. Fix: give `dualtower: {brain: "
                              "{kind: local, planner: <planner folder>}}` (see configs/dualtower_synthetic.yaml)")
@@ -178,7 +185,7 @@ class _QAActor:
             from rg.evaluation.dualtower_qa import DualTowerQA
 
             assert cfg.dualtower is not None  # checked by the config
-            self.dualtower = DualTowerQA(cfg.dualtower, cfg.schema_dir)
+            self.dualtower = DualTowerQA(cfg.dualtower, cfg.schema_dir, cfg.memory, memory_actor_name(cfg))
         else:
             self.scorer = build_qa_scorer(cfg)
             self.reader = build_reader(cfg.reader)
@@ -306,6 +313,29 @@ def _predict(
     return predictions, coverage
 
 
+def memory_actor_name(cfg: QAEvaluateConfig) -> str:
+    """The memory actor of this evaluation (one per output folder)."""
+    import hashlib
+
+    return "rg-memory-" + hashlib.sha1(str(Path(cfg.output_dir).resolve()).encode()).hexdigest()[:10]
+
+
+def round_summary(round_no: int, scores: Sequence[QuestionScore]) -> dict[str, Any]:
+    """One memory round: Hits@1, Brain calls and tokens per question, and where analyses came from."""
+    n = max(len(scores), 1)
+    sources: dict[str, int] = {}
+    for s in scores:
+        source = s.prediction.evidence_walks.partition(":")[2] or "none"
+        sources[source] = sources.get(source, 0) + 1
+    return {"round": round_no, "questions": len(scores),
+            "hits1": sum(s.hits_at_1 for s in scores) / n,
+            "brain_calls_per_question": sum(s.prediction.usage.calls for s in scores) / n,
+            "tokens_per_question": {"brain": sum(s.prediction.usage.prompt_tokens + s.prediction.usage.completion_tokens
+                                                 for s in scores) / n},
+            "replay_hit_rate": sources.get("replay", 0) / n, "experience_hit_rate": sources.get("experience", 0) / n,
+            "analysis_sources": sources}
+
+
 def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     """Answer every question of ``cfg.side``, score the answers, write and return the results.
 
@@ -320,12 +350,29 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     gold = {s.id: Gold.of(s) for s in samples}  # stays on the driver: the evaluation side
     if len(gold) != len(samples):
         raise ValueError(f"question ids repeat in {cfg.input}; every question needs a unique id")
-    predictions, coverage = _predict(cfg, frozenset(gold), progress)
-    gold = {i: replace(g, covered=coverage.get(i, False)) for i, g in gold.items()}
-    scores: list[QuestionScore] = []
-    for sample in samples:
-        prediction = predictions.get(sample.id) or Prediction(id=sample.id, question=sample.question, failure=LOST)
-        scores.append(score_prediction(prediction, gold[sample.id], cfg.match))
+    rounds: list[dict[str, Any]] = []
+    actor = None
+    if cfg.memory is not None:  # one owner of the memories for every worker and every round
+        from rg.memory.actor import memory_actor
+
+        init_ray(cfg.ray)
+        actor = memory_actor(cfg.memory, memory_actor_name(cfg))
+    for round_no in range(1, (cfg.memory.rounds if cfg.memory is not None else 1) + 1):
+        predictions, coverage = _predict(cfg, frozenset(gold), progress)
+        round_gold = {i: replace(g, covered=coverage.get(i, False)) for i, g in gold.items()}
+        scores: list[QuestionScore] = []
+        for sample in samples:
+            prediction = predictions.get(sample.id) or Prediction(id=sample.id, question=sample.question, failure=LOST)
+            scores.append(score_prediction(prediction, round_gold[sample.id], cfg.match))
+        if cfg.memory is not None:
+            rounds.append(round_summary(round_no, scores))
+    gold = round_gold
+    if actor is not None:
+        import ray
+
+        rounds_stats = ray.get(actor.stats.remote())
+        ray.get(actor.close.remote())
+        ray.kill(actor)
     summary = summarize(scores, cfg.match)
     seconds = time.perf_counter() - started
     first = scores[0].prediction
@@ -349,6 +396,10 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     if cfg.dualtower is not None and cfg.reasoner == "dualtower":
         run["dualtower"] = cfg.dualtower.model_dump(mode="json", exclude={"brain": {"llm": {"api_key"}}})
         run["brain_calls_per_question"] = sum(s.prediction.usage.calls for s in scores) / len(scores)
+    if cfg.memory is not None:
+        run["memory"] = cfg.memory.model_dump(mode="json")
+        run["memory_rounds"] = rounds
+        run["memory_stats"] = rounds_stats
     files = write_qa_results(summary, scores, cfg.output_dir, run, _title(cfg, run))
     return QAResult(summary=summary, files=files, run=run)
 

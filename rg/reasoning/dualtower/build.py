@@ -17,7 +17,7 @@ from rg.text.encoder import TextEncoder
 def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStore | None = None,
                      linker: EntityLinker | None = None, planner: PlannerModel | None = None,
                      encoder: TextEncoder | None = None, memory: ExperienceMemory | None = None,
-                     brains: BrainFactory | None = None) -> DualTowerController:
+                     brains: BrainFactory | None = None, edges=None) -> DualTowerController:
     """The controller ``config`` describes.
 
     Args:
@@ -27,10 +27,11 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
         linker: Topic-entity linker for questions that come without topics.
         planner: kind ``local``: an already loaded planner (else ``brain.planner`` is loaded).
         encoder: similarity ``encoder``: an already loaded encoder (else the default is loaded).
-        memory: The experience memory (none: the memory term is 0).
+        memory: The experience memory (none: the memory term is 0); ``rg.memory.PoolMemory`` also gates the Brain.
         brains: Makes each question's Brain instead of ``config.brain`` (e.g. a Brain in another
             process that receives only the sealed payloads, as ``serve/`` deploys it); the Brain
             settings are then not read here.
+        edges: The edge memory (``rg.memory.EdgeMemory``; none: no replay).
 
     Raises:
         ValueError: for a local Brain with neither ``planner`` nor ``brain.planner``, naming the fix.
@@ -42,7 +43,7 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
         similarity = EncoderSimilarity(encoder if encoder is not None else TextEncoder())
     else:
         similarity = LexicalSimilarity()
-    return DualTowerController(config, schema, Hand(config, store, linker), brains, similarity, memory)
+    return DualTowerController(config, schema, Hand(config, store, linker), brains, similarity, memory, edges)
 
 
 def brain_factory(config: DualTowerConfig, planner: PlannerModel | None = None) -> BrainFactory:

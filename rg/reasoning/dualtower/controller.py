@@ -23,7 +23,7 @@ import asyncio
 import re
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rg.data.sample import Triple
 from rg.graph import KnowledgeGraph
@@ -38,8 +38,15 @@ from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.explore import Candidate, band, explore, extend
 from rg.reasoning.dualtower.hand import Grounded, Hand, HandError
 from rg.reasoning.dualtower.llm_brain import LLMBrain
-from rg.reasoning.dualtower.local_brain import LocalBrain
-from rg.reasoning.dualtower.memory import ExperienceMemory, NoMemory
+from rg.reasoning.dualtower.local_brain import LocalBrain, indicator_text
+from rg.reasoning.dualtower.memory import (
+    ExperienceMemory,
+    GatingMemory,
+    MemoryHints,
+    NoMemory,
+    RecalledAnalysis,
+    Trace,
+)
 from rg.reasoning.dualtower.payload import (
     AnalysisPayload,
     CandidateView,
@@ -55,6 +62,9 @@ from rg.reasoning.dualtower.tree import ReasoningTree, TreeNode, next_step
 from rg.reasoning.retriever_reader import RetrieverReader
 from rg.retrievers.planner.model import PlannerModel
 
+if TYPE_CHECKING:
+    from rg.memory.edges import EdgeMemory, Replay
+
 
 def tag_topics(question: str, topics: Sequence[str]) -> str:
     """Plaintext mode: topic mentions written ``TE_i (name)``, as the anonymising modes write
@@ -64,6 +74,20 @@ def tag_topics(question: str, topics: Sequence[str]) -> str:
         question = re.sub(rf"(?<!\w){re.escape(topics[i])}(?!\w)", f"TE_{i + 1} ({topics[i]})", question,
                           flags=re.IGNORECASE)
     return question
+
+
+def topic_template(text: str, topics: Sequence[str]) -> str:
+    """``text`` with each topic mention written ``TE_i`` (longer names first): the session-independent,
+    name-free form the experience memory keys and stores."""
+    order = sorted(range(len(topics)), key=lambda i: -len(topics[i]))
+    for i in order:
+        text = re.sub(rf"(?<!\w){re.escape(topics[i])}(?!\w)", f"TE_{i + 1}", text, flags=re.IGNORECASE)
+    return text
+
+
+def privacy_tag(config: DualTowerConfig) -> str:
+    """The privacy mode and budget a memory trace is compatible with: ``mode|ratio|grouped``."""
+    return f"{config.privacy.mode}|{config.privacy.ratio}|{int(config.sanitiser.group)}"
 
 
 STAGES = ("link", "subgraph", "anonymise", "explore", "brain", "verify", "read")
@@ -114,6 +138,11 @@ class _Question:
         self.payloads: list[str] = []
         self.faults: list[BrainFault] = []
         self.timings = {stage: 0.0 for stage in STAGES}
+        self.grounded: list[Grounded] = []
+        self.memory: dict[str, object] = {}
+        self.local_paths: frozenset[tuple[tuple[str, ...], ...]] = frozenset()
+        self.warnings: tuple[tuple[str, int], ...] = ()
+        self.session_topics: tuple[str, ...] = ()
 
     def timed(self, stage: str, started: float) -> None:
         self.timings[stage] += time.perf_counter() - started
@@ -128,17 +157,23 @@ class DualTowerController:
         hand: The trusted tower.
         brains: Makes each question's Brain.
         similarity: The DRM of the pruning score.
-        memory: The experience-memory hook (none yet: the memory term is 0).
+        memory: The experience memory (None: the memory term is 0). A
+            :class:`~rg.reasoning.dualtower.memory.GatingMemory` (``rg.memory.PoolMemory``) also
+            gates Brain calls, steers the tree and stores each question's anonymised trace.
+        edges: The edge memory (``rg.memory.EdgeMemory``; None: no replay). Replayed paths seed
+            the analysis and selection locally; after each question the evidence used is memorised.
     """
 
     def __init__(self, config: DualTowerConfig, schema: KGSchema, hand: Hand, brains: BrainFactory,
-                 similarity: Similarity, memory: ExperienceMemory | None = None) -> None:
+                 similarity: Similarity, memory: ExperienceMemory | None = None,
+                 edges: "EdgeMemory | None" = None) -> None:
         self.config = config
         self.schema = schema
         self.hand = hand
         self.brains = brains
         self.similarity = similarity
         self.memory = memory if memory is not None else NoMemory()
+        self.edges = edges
         self.reader = RetrieverReader(config.reader)
 
     def answer(self, question: str, topics: Sequence[str] = (), triples: Sequence[Triple] | None = None) -> DualTowerResult:
@@ -184,19 +219,106 @@ class DualTowerController:
         q.timed("anonymise", started)
 
         brain = self.brains(q.session, q.ledger)
-        analysis = await self._analyse(q, brain, text, tags, anchors, hints)
-        tree = ReasoningTree.build(analysis.indicators[: self.config.brain.indicators], self.config.d_max)
-        verified: list[Grounded] = []
-        for node in tree.nodes:
-            verified += await self._verify_node(q, brain, node, analysis.depth, text, view.triples, anchors,
-                                                tags, kg, topics, view)
+        template = topic_template(q.question, topics)
+        q.session_topics = tuple(topics)
+        gate, replay, qvec = self._recall(q, template, raw, topics)
+        analysis, source = self._from_memory(q, gate, replay)
+        if analysis is None:
+            analysis = await self._analyse(q, brain, text, tags, anchors, hints)
+        tree, verified = await self._tree(q, brain, analysis, gate if source == "experience" else None, text,
+                                          template, view, anchors, tags, kg, topics)
+        if not verified and source != "brain":  # the memory's path failed: ask the Brain after all
+            q.memory["memory_fallback"] = True
+            q.local_paths = frozenset()
+            source = "brain"
+            analysis = await self._analyse(q, brain, text, tags, anchors, hints)
+            tree, verified = await self._tree(q, brain, analysis, None, text, template, view, anchors, tags, kg,
+                                              topics)
+        if self.edges is not None or isinstance(self.memory, GatingMemory):
+            q.memory["analysis"] = source  # without memory, results stay as they were
         started = time.perf_counter()
         evidence = self.hand.evidence(kg, topics, verified)
         reading = await self.reader.read(q.question, evidence)
         q.timed("read", started)
         fallback = None if verified else "unverified"
         lines = tuple(c.render() for c in evidence.chains())
+        self._write_back(q, tree, analysis, verified, template, topics, kg, reading.answers, replay, qvec)
         return self._result(q, reading.answers, lines, tuple(tree.to_dict()), fallback, topics)
+
+    # ------------------------------------------------------------------------------ memory
+    def _recall(self, q: _Question, template: str, raw: Sequence[Triple], topics: Sequence[str]):
+        """Experience hints before analysis (question key) and the edge memory's replay."""
+        gate = MemoryHints()
+        if isinstance(self.memory, GatingMemory):
+            gate = self.memory.hints(template, None, privacy_tag(self.config))
+            q.memory["experience_score"] = round(gate.score, 4)
+        replay, qvec = None, None
+        if self.edges is not None:
+            started = time.perf_counter()
+            qvec = self.edges.query(q.question)
+            replay = self.edges.replay(raw, topics, qvec)
+            q.memory["replay_edges"] = len(replay.edges)
+            q.memory["replay_seconds"] = time.perf_counter() - started
+        return gate, replay, qvec
+
+    def _from_memory(self, q: _Question, gate: MemoryHints, replay: "Replay | None") -> tuple[Analysis | None, str]:
+        """Analysis without the Brain: the replayed chain of this very question's edges (single topic, one
+        maximal replayed path: the most specific memory; several paths mix other questions' edges and
+        go to the Brain), else a confident verified trace of a matching question."""
+        if replay and len(q.session_topics) == 1 and len(replay.paths) == 1:  # one unambiguous remembered chain
+            paths = [tuple(q.session.relation(s.edge[1]) + ("" if s.forward else "^-1") for s in p)
+                     for p in replay.paths]
+            q.local_paths = frozenset((p,) for p in paths)
+            (chain,) = paths
+            depth = min(len(chain), self.config.d_max)
+            indicator = Indicator(text=indicator_text(chain), relations=chain, depth=depth)
+            return Analysis((), (indicator,), depth), "replay"
+        if gate.skip_brain and gate.analysis is not None:
+            a = gate.analysis
+            q.local_paths = gate.relation_paths
+            q.warnings = gate.warnings
+            indicator = Indicator(text=a.indicator, relations=a.relations, depth=min(max(a.depth, 1), self.config.d_max),
+                                  answer_type=a.answer_type)
+            return Analysis((), (indicator,), indicator.depth), "experience"
+        return None, "brain"
+
+    async def _tree(self, q: _Question, brain: Brain, analysis: Analysis, gate: MemoryHints | None, masked: str,
+                    template: str, view, anchors, tags, kg: KnowledgeGraph, topics: Sequence[str]):
+        tree = ReasoningTree.build(analysis.indicators[: self.config.brain.indicators], self.config.d_max)
+        if gate is not None and gate.init is not None:  # InitPolicy from experience
+            for node in tree.nodes:
+                node.mode, node.depth = gate.init[0], min(max(gate.init[1], 1), self.config.d_max)
+        verified: list[Grounded] = []
+        for node in tree.nodes:
+            verified += await self._verify_node(q, brain, node, analysis.depth, masked, view.triples, anchors,
+                                                tags, kg, topics, view, template)
+        return tree, verified
+
+    def _write_back(self, q: _Question, tree: ReasoningTree, analysis: Analysis, verified: Sequence[Grounded],
+                    template: str, topics: Sequence[str], kg: KnowledgeGraph, answers: Sequence[str],
+                    replay: "Replay | None", qvec) -> None:
+        """Store the anonymised trace (experience) and memorise the evidence used (edges)."""
+        if isinstance(self.memory, GatingMemory) and tree.nodes and not any(f.stage == "analysis" for f in q.faults):
+            node = tree.nodes[0]
+            ok = node.status == "verified"
+            indicator = topic_template(node.indicator.text, topics)
+            trace = Trace(
+                question=template,
+                analysis=RecalledAnalysis(indicator, node.indicator.relations, analysis.depth, node.indicator.answer_type),
+                trajectory=tuple(node.tried), sufficient=ok,
+                templates=tuple(dict.fromkeys((g.candidate.pattern(), g.candidate.relation_paths) for g in verified)),
+                warnings=tuple(node.tried[:-1] if ok else node.tried), privacy=privacy_tag(self.config),
+                brain_calls=q.ledger.by_side().get("brain", Usage()).calls)
+            self.memory.remember(trace)
+            q.memory["remembered"] = True
+        if self.edges is not None and qvec is not None:
+            best = [g for g in verified if g.value == max(v.value for v in verified)] if verified else []
+            used = {t for g in best for w in g.walks if answers and w.end == answers[0] for t in w.triple_ids}
+            seen = {t for g in q.grounded for w in g.walks for t in w.triple_ids}
+            effective = {kg.triple(t) for t in used}
+            traversed = {kg.triple(t) for t in seen} | (replay.edges if replay else set())
+            enhanced, penalised = self.edges.memorise(qvec, effective, traversed)
+            q.memory["edges_enhanced"], q.memory["edges_penalised"] = enhanced, penalised
 
     async def _analyse(self, q: _Question, brain: Brain, masked: str, tags: Sequence[str], anchors: Sequence[str],
                        hints: tuple[tuple[str, ...], ...]) -> Analysis:
@@ -223,10 +345,11 @@ class DualTowerController:
 
     async def _verify_node(self, q: _Question, brain: Brain, node: TreeNode, d_predict: int, masked: str,
                            view_triples, anchors: Sequence[str], tags: tuple[str, ...], kg: KnowledgeGraph,
-                           topics: Sequence[str], view) -> list[Grounded]:
+                           topics: Sequence[str], view, template: str | None = None) -> list[Grounded]:
         """Algorithm 3 for one node: explore, prune, select, ground, check, step — until verified or pruned."""
         cfg = self.config
-        scorer = PruneScorer(self.similarity, node.indicator.text, self.memory.exemplars(masked, node.indicator.text),
+        key = template if template is not None else masked
+        scorer = PruneScorer(self.similarity, node.indicator.text, self.memory.exemplars(key, node.indicator.text),
                              cfg.alpha)
         rejected: list[Candidate] = []
         action = (node.mode, node.depth)
@@ -249,6 +372,7 @@ class DualTowerController:
             node.candidates = tuple(c.text() for c in kept)
             started = time.perf_counter()
             grounded = self.hand.ground(q.session, view, kg, topics, kept, node.indicator)
+            q.grounded += grounded
             q.timed("verify", started)
             good = [g for g in grounded if g.reason is None]
             if good:
@@ -257,7 +381,7 @@ class DualTowerController:
                 return good
             node.failures += 1
             rejected = kept or rejected
-            step = next_step(node, d_predict, cfg.d_max, cfg.max_failures)
+            step = next_step(node, d_predict, cfg.d_max, cfg.max_failures, q.warnings)
             if step is None:
                 break
             action = step
@@ -270,6 +394,11 @@ class DualTowerController:
         keep = self.config.w_max
         if len(ranked) <= keep:
             return [c for c, _ in ranked]
+        if q.local_paths:  # verified templates / replayed paths: the Hand selects locally
+            local = [c for c, _ in ranked if c.relation_paths in q.local_paths]
+            if local:
+                q.memory["local_selections"] = int(q.memory.get("local_selections", 0)) + 1
+                return local[:keep]
         shown = [CandidateView(id=i + 1, text=c.text(), branches=c.relation_paths) for i, (c, _) in enumerate(ranked)]
         payload = SelectionPayload(question=masked, indicator=indicator.text, candidates=tuple(shown), keep=keep)
         started = time.perf_counter()
@@ -291,4 +420,4 @@ class DualTowerController:
             question=q.question, answers=tuple(answers), evidence=tuple(evidence), brain_payloads=tuple(q.payloads),
             brain=self.brains.name, brain_calls=q.ledger.by_side().get("brain", Usage()).calls, usage=q.ledger.to_dict(),
             exposure=q.session.exposure.to_dict(), faults=tuple(q.faults), tree=tuple(tree),
-            timings=dict(q.timings), fallback=fallback, topics=tuple(topics))
+            timings=dict(q.timings), fallback=fallback, topics=tuple(topics), memory=dict(q.memory))

@@ -1,14 +1,23 @@
-"""The experience-memory hook of the pruning score (PrivGemo §4.3.2, §4.4).
+"""The experience-memory hooks of the controller (PrivGemo §4.3.2, §4.4).
 
 ``s_prune = α·DRM(p, I) + (1−α)·max_{e ∈ E_mem} DRM(p, e)``: the second term needs anonymised
-exemplars (verified path templates) retrieved for the question and indicator. The experience
-memory is a separate piece of work; until it lands, :class:`NoMemory` returns no exemplar and the
-term is 0. A memory implements :class:`ExperienceMemory` and is passed to the controller.
+exemplars (verified path templates) retrieved for the question and indicator. A memory that only
+implements :class:`ExperienceMemory` feeds that term; :class:`NoMemory` returns no exemplar and the
+term is 0. A memory that also implements :class:`GatingMemory` (``rg.memory.ExperiencePool`` via
+``rg.memory.PoolMemory``) gates the Brain: :meth:`GatingMemory.hints` says whether a confident
+verified trace exists (skip the Brain's analysis and reuse its indicator and depth prior), where
+to start (InitPolicy), which actions failed before (warnings, tried last) and which verified
+relation paths the Hand may select locally; :meth:`GatingMemory.remember` stores the question's
+anonymised trace afterwards. Everything crossing this interface is anonymised: topic mentions are
+``TE_i``, paths are relations and coarse types, no answer and no raw name.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+Action = tuple[str, int]
 
 
 @runtime_checkable
@@ -25,3 +34,78 @@ class NoMemory:
 
     def exemplars(self, question: str, indicator: str) -> list[str]:
         return []
+
+
+@dataclass(frozen=True)
+class RecalledAnalysis:
+    """A stored question analysis: the anonymised indicator and its depth prior."""
+
+    indicator: str
+    relations: tuple[str, ...]
+    depth: int
+    answer_type: str | None = None
+
+
+@dataclass(frozen=True)
+class MemoryHints:
+    """Control hints from retrieved experience (PrivGemo Algorithm 6, GetExp).
+
+    Attributes:
+        skip_brain: A confident verified trace exists: reuse ``analysis`` instead of asking the Brain.
+        analysis: The best trace's analysis (None when nothing was retrieved).
+        init: InitPolicy: the (mode, depth) that verified last time.
+        warnings: Actions that failed in matching traces (tried last by NextStep).
+        exemplars: Verified path templates (patterns) for the pruning score.
+        relation_paths: Verified relation paths per branch; the Hand selects candidates with these
+            locally instead of asking the Brain.
+        score: The best dual-key score.
+    """
+
+    skip_brain: bool = False
+    analysis: RecalledAnalysis | None = None
+    init: Action | None = None
+    warnings: tuple[Action, ...] = ()
+    exemplars: tuple[str, ...] = ()
+    relation_paths: frozenset[tuple[tuple[str, ...], ...]] = frozenset()
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One question's anonymised decision trace, as the controller hands it to memory.
+
+    Attributes:
+        question: The question with topic mentions as ``TE_i`` (no other text is stored from it).
+        analysis: The indicator used and D_predict.
+        trajectory: (mode, depth) actions tried, in order.
+        templates: Verified candidates: (pattern, relation paths per branch).
+        sufficient: Whether verified evidence was found.
+        warnings: Actions that failed (with the reason), kept even when the question failed.
+        privacy: The privacy tag (mode, ratio, grouping) the trace was made under.
+        brain_calls: Brain calls the question took.
+    """
+
+    question: str
+    analysis: RecalledAnalysis
+    trajectory: tuple[Action, ...]
+    templates: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]
+    sufficient: bool
+    warnings: tuple[Action, ...]
+    privacy: str
+    brain_calls: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@runtime_checkable
+class GatingMemory(Protocol):
+    """An experience memory that also gates Brain calls and steers the tree (module docstring)."""
+
+    def exemplars(self, question: str, indicator: str) -> list[str]: ...
+
+    def hints(self, question: str, indicator: str | None, privacy: str) -> MemoryHints:
+        """Hints for a question (``indicator`` None: before analysis, question key only)."""
+        ...
+
+    def remember(self, trace: Trace) -> None:
+        """Store a finished question's trace (failures as warnings)."""
+        ...

@@ -45,6 +45,11 @@ class DualTowerResult:
         fallback: None when answered from verified evidence, else why not (``no_topics``,
             ``unverified``, ...).
         topics: The topic entities (raw; Hand side).
+        memory: What the memories did (empty without memory): ``analysis`` (``brain``,
+            ``experience`` or ``replay``), ``local_selections`` (Brain selections replaced by
+            verified templates or replayed paths), ``replay_edges``, ``memory_fallback`` (the
+            memory's path failed and the Brain was asked), ``remembered``, ``edges_enhanced`` and
+            ``edges_penalised``.
     """
 
     question: str
@@ -60,6 +65,7 @@ class DualTowerResult:
     timings: dict[str, float] = field(default_factory=dict)
     fallback: str | None = None
     topics: tuple[str, ...] = ()
+    memory: dict[str, Any] = field(default_factory=dict)
 
     @property
     def hand_only(self) -> bool:
@@ -72,4 +78,5 @@ class DualTowerResult:
             "brain_payloads": list(self.brain_payloads), "brain": self.brain, "brain_calls": self.brain_calls,
             "usage": self.usage, "exposure": self.exposure, "faults": [f.to_dict() for f in self.faults],
             "tree": list(self.tree), "timings": self.timings, "fallback": self.fallback, "topics": list(self.topics),
+            "memory": dict(self.memory),
         }

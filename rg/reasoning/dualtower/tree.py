@@ -12,6 +12,7 @@ has no experience to consult; the experience hooks of the paper's InitPolicy/Nex
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -56,11 +57,18 @@ class TreeNode:
                 "candidates": list(self.candidates)}
 
 
-def next_step(node: TreeNode, d_predict: int, d_max: int, max_failures: int) -> Action | None:
-    """The next untried action, or None when the node must be pruned."""
+def next_step(node: TreeNode, d_predict: int, d_max: int, max_failures: int,
+              avoid: Sequence[Action] = ()) -> Action | None:
+    """The next untried action, or None when the node must be pruned.
+
+    ``avoid``: actions experience warns about (they failed on matching questions); they are tried
+    after every other action of the schedule.
+    """
     if node.failures >= max_failures:
         return None
-    for action in schedule(d_predict, d_max):
+    actions = schedule(d_predict, d_max)
+    warned = set(avoid)
+    for action in [a for a in actions if a not in warned] + [a for a in actions if a in warned]:
         if action not in node.tried:
             return action
     return None

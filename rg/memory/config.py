@@ -1,0 +1,46 @@
+"""The ``memory:`` section: which memories the dual-tower controller uses, their key and files."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import Field, model_validator
+
+from rg.config import Config
+from rg.memory.edges import EdgeMemoryConfig
+from rg.memory.experience import ExperienceConfig
+from rg.memory.keys import KeyConfig
+
+
+class MemoryConfig(Config):
+    """Experience pool (PrivGemo) and edge memory (ReMindRAG) of the dual-tower controller.
+
+    Example::
+
+        memory:
+          key: {env: RG_MEMORY_KEY}
+          experience: {embedder: encoder, path: /secure/rg/pool.sealed}
+          edges: {path: /secure/rg/edges.sealed}
+          rounds: 3
+    """
+
+    key: KeyConfig = Field(default_factory=KeyConfig, description="Where the AES-256-GCM key comes from.")
+    experience: Optional[ExperienceConfig] = Field(
+        default_factory=ExperienceConfig, description="The experience pool; null: no pool.")
+    edges: Optional[EdgeMemoryConfig] = Field(
+        default_factory=EdgeMemoryConfig, description="The edge memory; null: no edge memory.")
+    embedder: str = Field("experience", description="Always 'experience': the edge memory embeds with the pool's "
+                          "embedder settings (memory.experience.embedder).")
+    rounds: int = Field(1, ge=1, le=20, description="evaluate_qa: passes over the same questions, memory kept between.")
+
+    @model_validator(mode="after")
+    def _something(self) -> "MemoryConfig":
+        if self.experience is None and self.edges is None:
+            raise ValueError("memory has neither experience nor edges. Fix: drop the memory section or enable one")
+        if self.embedder != "experience":
+            raise ValueError("memory.embedder must be 'experience'. Fix: set memory.experience.embedder instead")
+        return self
+
+    @property
+    def persistent(self) -> bool:
+        return any(part is not None and part.path is not None for part in (self.experience, self.edges))

@@ -1,0 +1,423 @@
+"""The privacy-aware experience pool (PrivGemo §4.4, Algorithm 6).
+
+A record ε = (Ĩ, D_predict, Π̃, P̃_tpl, Ω, e_Q, e_Ĩ, π): the anonymised indicator (with its
+relations and answer type), the depth prior, the mode/depth trajectory, the verified anonymised
+path templates, the outcome (successes, failures, failed actions kept as warnings), the embeddings
+of the topic-masked question and of the indicator, and the privacy tag (mode, ratio, grouping).
+No answer, no raw name and no question text is stored (only its embedding).
+
+Retrieval (GetExp) is dual-key: ``Score = λq·cos(e_Q, e_Qj) + λI·cos(e_I, e_Ij)``. Both keys sit
+side by side in one FAISS inner-product index per privacy tag (so incompatible records are never
+candidates), the query carrying the weights ``[λq·e_Q, λI·e_I]``; before question analysis the
+indicator is unknown and the question key alone is used. An index is exact
+(``IndexFlatIP``) up to ``exact_max`` records and HNSW (``IndexHNSWFlat``, inner product) past it.
+The high-frequency buffer holds up to ``buffer`` recently retrieved records with their hit counts;
+retrieval ranks the union of buffer and index hits by ``λsim·Score + λhit·Count/max Count``.
+
+Write-back merges a trace into a record of the same tag and indicator whose question key is
+closer than ``merge_threshold`` (templates united, counts added) and otherwise adds a record;
+:meth:`ExperiencePool.prune` drops the lowest-value records past ``max_records``. Cold-start
+exemplars from the config are loaded as records (never persisted). With a ``path`` the pool is
+sealed with AES-GCM (:mod:`rg.memory.sealed`): every write appends the record's new state; on
+load the last state of an id wins; :meth:`ExperiencePool.compact` keeps one state per record.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import faiss
+import numpy as np
+from pydantic import Field, model_validator
+
+from rg.config import Config
+from rg.memory.embed import Embedder, EmbedderKind
+from rg.memory.keys import KeyConfig
+from rg.memory.sealed import SealedLog
+from rg.reasoning.dualtower.memory import Action, MemoryHints, RecalledAnalysis, Trace
+
+MODES = ("topic", "refine", "predict")
+
+
+class ColdStartExemplar(Config):
+    """A hand-written verified trace to start from (anonymised: ``TE_1``, relations, types)."""
+
+    question: str = Field(min_length=1, description="The question with topic mentions as TE_i.")
+    indicator: str = Field(min_length=1, description="Anonymised indicator, e.g. 'TE -[directed_by]-> ANSWER'.")
+    relations: tuple[str, ...] = Field((), description="The indicator's relations.")
+    depth: int = Field(1, ge=1, le=6, description="Depth prior D_predict.")
+    templates: tuple[str, ...] = Field((), description="Verified path patterns (for the pruning score).")
+    privacy: str = Field("utility|1.0|0", description="Privacy tag the exemplar applies to (mode|ratio|grouped).")
+
+
+class ExperienceConfig(Config):
+    """The experience pool (PrivGemo defaults: λq = λI = 0.5, λsim = 0.7, λhit = 0.3, W_exp = 5, buffer 1,000)."""
+
+    lambda_q: float = Field(0.5, ge=0.0, le=1.0, description="λq: weight of the question key.")
+    lambda_i: float = Field(0.5, ge=0.0, le=1.0, description="λI: weight of the indicator key.")
+    lambda_sim: float = Field(0.7, ge=0.0, le=1.0, description="λsim: weight of the dual-key score in the buffer rank.")
+    lambda_hit: float = Field(0.3, ge=0.0, le=1.0, description="λhit: weight of the (normalised) hit count.")
+    w_exp: int = Field(5, ge=1, le=100, description="W_exp: experiences retrieved per lookup.")
+    buffer: int = Field(1000, ge=0, le=1_000_000, description="High-frequency buffer capacity (records).")
+    skip_threshold: float = Field(
+        0.9, ge=0.0, le=1.0,
+        description="Question-key cosine at or above which a verified trace lets the Hand skip the Brain's analysis.")
+    merge_threshold: float = Field(0.97, ge=0.0, le=1.0, description="Question-key cosine to merge into a record.")
+    exact_max: int = Field(20000, ge=1, description="Records per privacy tag kept in an exact index; HNSW past it.")
+    hnsw_m: int = Field(32, ge=4, le=128, description="HNSW neighbours per node.")
+    hnsw_ef_search: int = Field(64, ge=8, le=4096, description="HNSW search breadth.")
+    max_records: int = Field(200_000, ge=1, description="Past this many records, prune() drops the lowest-value ones.")
+    embedder: EmbedderKind = Field("encoder", description="'encoder' (sentence encoder) or 'hashing' (no model).")
+    hashing_dim: int = Field(256, ge=16, le=4096, description="embedder hashing: vector size.")
+    cold_start: tuple[ColdStartExemplar, ...] = Field((), description="Cold-start exemplars (PrivGemo uses 5).")
+    path: Optional[str] = Field(None, description="Sealed pool file; None keeps the pool in memory only.")
+
+    @model_validator(mode="after")
+    def _weights(self) -> "ExperienceConfig":
+        if self.lambda_q + self.lambda_i == 0:
+            raise ValueError("lambda_q and lambda_i are both 0: no key would be compared. Fix: set one above 0")
+        return self
+
+
+@dataclass
+class ExperienceRecord:
+    """One stored experience (module docstring); ``e_q``/``e_i`` are unit float32 vectors."""
+
+    id: str
+    indicator: str
+    relations: tuple[str, ...]
+    depth: int
+    answer_type: str | None
+    trajectory: tuple[Action, ...]
+    templates: dict[str, tuple[tuple[str, ...], ...]]
+    successes: int
+    failures: int
+    warnings: tuple[Action, ...]
+    privacy: str
+    e_q: np.ndarray
+    e_i: np.ndarray
+    hits: int = 0
+    cold: bool = False
+
+    @property
+    def verified(self) -> bool:
+        return self.successes > 0 and bool(self.templates)
+
+    @property
+    def value(self) -> float:
+        """Low-value pruning rank: verified uses and hits, minus failures."""
+        return self.successes - self.failures + 0.1 * self.hits
+
+    def to_bytes(self) -> bytes:
+        body = {
+            "id": self.id, "indicator": self.indicator, "relations": list(self.relations), "depth": self.depth,
+            "answer_type": self.answer_type, "trajectory": [list(a) for a in self.trajectory],
+            "templates": {p: [list(b) for b in paths] for p, paths in self.templates.items()},
+            "successes": self.successes, "failures": self.failures, "warnings": [list(a) for a in self.warnings],
+            "privacy": self.privacy, "hits": self.hits,
+            "e_q": base64.b64encode(self.e_q.astype(np.float32).tobytes()).decode(),
+            "e_i": base64.b64encode(self.e_i.astype(np.float32).tobytes()).decode(),
+        }
+        return json.dumps(body, ensure_ascii=False).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "ExperienceRecord":
+        body: dict[str, Any] = json.loads(data)
+        return cls(
+            id=body["id"], indicator=body["indicator"], relations=tuple(body["relations"]), depth=int(body["depth"]),
+            answer_type=body["answer_type"], trajectory=tuple((m, int(d)) for m, d in body["trajectory"]),
+            templates={p: tuple(tuple(b) for b in paths) for p, paths in body["templates"].items()},
+            successes=int(body["successes"]), failures=int(body["failures"]),
+            warnings=tuple((m, int(d)) for m, d in body["warnings"]), privacy=body["privacy"], hits=int(body["hits"]),
+            e_q=np.frombuffer(base64.b64decode(body["e_q"]), dtype=np.float32).copy(),
+            e_i=np.frombuffer(base64.b64decode(body["e_i"]), dtype=np.float32).copy())
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """A retrieved record with its dual-key score and buffer rank."""
+
+    record: ExperienceRecord
+    score: float
+    rank: float
+
+
+@dataclass
+class _TagIndex:
+    """The FAISS index of one privacy tag over concatenated [e_Q, e_I] keys."""
+
+    dim: int
+    config: ExperienceConfig
+    ids: list[str] = field(default_factory=list)
+    index: Any = None
+    keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    row: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.index = faiss.IndexFlatIP(2 * self.dim)
+        self.keys = np.zeros((16, 2 * self.dim), np.float32)  # (capacity, 2·dim), rows in ``ids`` order
+
+    def key_rows(self, ids: Sequence[str]) -> np.ndarray:
+        """The stored keys of ``ids``. Shapes: -> (len(ids), 2·dim)."""
+        return self.keys[[self.row[i] for i in ids]]
+
+    @property
+    def approximate(self) -> bool:
+        return isinstance(self.index, faiss.IndexHNSWFlat)
+
+    def add(self, record_id: str, key: np.ndarray) -> None:
+        if len(self.ids) == len(self.keys):
+            self.keys = np.concatenate([self.keys, np.zeros_like(self.keys)])
+        self.row[record_id] = len(self.ids)
+        self.keys[len(self.ids)] = key
+        self.ids.append(record_id)
+        self.index.add(key.reshape(1, -1))
+        if not self.approximate and len(self.ids) > self.config.exact_max:
+            self.rebuild(self.keys[: len(self.ids)])
+
+    def rebuild(self, keys: np.ndarray) -> None:
+        """A fresh index over ``keys`` (rows in ``ids`` order), HNSW when past ``exact_max``."""
+        self.keys = np.array(keys, dtype=np.float32).reshape(len(self.ids), 2 * self.dim)
+        self.row = {i: n for n, i in enumerate(self.ids)}
+        if len(self.ids) > self.config.exact_max:
+            index = faiss.IndexHNSWFlat(2 * self.dim, self.config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efSearch = self.config.hnsw_ef_search
+        else:
+            index = faiss.IndexFlatIP(2 * self.dim)
+        if len(keys):
+            index.add(np.ascontiguousarray(keys, dtype=np.float32))
+        self.index = index
+
+    def search(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+        if not self.ids:
+            return []
+        scores, rows = self.index.search(query.reshape(1, -1), min(k, len(self.ids)))
+        return [(self.ids[r], float(s)) for r, s in zip(rows[0].tolist(), scores[0].tolist()) if r >= 0]
+
+
+class ExperiencePool:
+    """The experience pool (module docstring).
+
+    Args:
+        config: Settings.
+        embedder: Embeds questions and indicators (unit vectors).
+        log: Sealed file to persist to and load from (None: in memory only).
+    """
+
+    def __init__(self, config: ExperienceConfig, embedder: Embedder, log: SealedLog | None = None) -> None:
+        self.config = config
+        self.embedder = embedder
+        self.dim = embedder.dim
+        self.log = log
+        self.records: dict[str, ExperienceRecord] = {}
+        self.indexes: dict[str, _TagIndex] = {}
+        self.buffer: OrderedDict[str, int] = OrderedDict()
+        self.refused = 0
+        if log is not None:
+            self.refused = len(log.report.refused)
+            latest: dict[str, ExperienceRecord] = {}
+            for _, data in log.report.records:
+                record = ExperienceRecord.from_bytes(data)
+                if record.depth < 0:  # a tombstone: the record was pruned
+                    latest.pop(record.id, None)
+                else:
+                    latest[record.id] = record
+            for record in latest.values():
+                self._index(record)
+        for exemplar in config.cold_start:
+            self._cold(exemplar)
+
+    # ------------------------------------------------------------------ storage
+    def _key(self, e_q: np.ndarray, e_i: np.ndarray) -> np.ndarray:
+        return np.concatenate([e_q, e_i]).astype(np.float32)
+
+    def _index(self, record: ExperienceRecord) -> None:
+        if record.e_q.shape != (self.dim,):
+            raise ValueError(f"a stored record has {record.e_q.size}-dimensional keys, the embedder {self.dim}. Fix: use "
+                             "the embedder the pool was written with (memory.experience.embedder) or a new path")
+        self.records[record.id] = record
+        index = self.indexes.setdefault(record.privacy, _TagIndex(self.dim, self.config))
+        index.add(record.id, self._key(record.e_q, record.e_i))
+
+    def _persist(self, record: ExperienceRecord) -> None:
+        if self.log is not None and not record.cold:
+            self.log.append(record.to_bytes())
+
+    def _cold(self, exemplar: ColdStartExemplar) -> None:
+        e_q, e_i = self.embedder.embed([exemplar.question, exemplar.indicator])
+        record = ExperienceRecord(
+            id="cold-" + secrets.token_hex(6), indicator=exemplar.indicator, relations=exemplar.relations,
+            depth=exemplar.depth, answer_type=None, trajectory=(("topic", exemplar.depth),),
+            templates={t: () for t in exemplar.templates}, successes=1, failures=0, warnings=(),
+            privacy=exemplar.privacy, e_q=e_q, e_i=e_i, cold=True)
+        self._index(record)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def add_many(self, records: Sequence[ExperienceRecord]) -> None:
+        """Bulk load (benchmarks, migrations): index all and persist them with one fsync."""
+        for record in records:
+            self._index(record)
+        if self.log is not None:
+            self.log.append_many((SealedLog.new_id(), r.to_bytes()) for r in records if not r.cold)
+
+    def compact(self) -> int:
+        """Rewrite the sealed file with one state per stored record; returns how many."""
+        if self.log is None:
+            return 0
+        return self.log.compact((SealedLog.new_id(), r.to_bytes()) for r in self.records.values() if not r.cold)
+
+    # ------------------------------------------------------------------ retrieval
+    def retrieve(self, question: str, indicator: str | None, privacy: str, k: int | None = None) -> list[Retrieved]:
+        """GetExp: the top ``k`` (default W_exp) compatible records, best buffer rank first; hits counted."""
+        if privacy not in self.indexes:
+            return []
+        if indicator is None:
+            return self.search(self.embedder.embed([question])[0], None, privacy, k)
+        e_q, e_i = self.embedder.embed([question, indicator])
+        return self.search(e_q, e_i, privacy, k)
+
+    def search(self, e_q: np.ndarray, e_i: np.ndarray | None, privacy: str, k: int | None = None) -> list[Retrieved]:
+        """:meth:`retrieve` on given unit embeddings (``e_i`` None: the question key alone).
+
+        Shapes: e_q (dim,), e_i (dim,) or None.
+        """
+        cfg = self.config
+        k = k or cfg.w_exp
+        index = self.indexes.get(privacy)
+        if index is None or not index.ids:
+            return []
+        if e_i is None:
+            query = self._key(e_q, np.zeros_like(e_q))
+        else:
+            query = self._key(cfg.lambda_q * e_q, cfg.lambda_i * e_i)
+        scores = dict(index.search(query, k))
+        in_buffer = [i for i in self.buffer if i in index.row and i not in scores]
+        if in_buffer:
+            scores.update(zip(in_buffer, (index.key_rows(in_buffer) @ query).tolist()))  # (B, 2·dim) @ (2·dim,)
+        top_hits = max([self.buffer.get(i, 0) for i in scores] + [1])
+        ranked = sorted(((cfg.lambda_sim * s + cfg.lambda_hit * self.buffer.get(i, 0) / top_hits, s, i)
+                         for i, s in scores.items()), key=lambda x: (-x[0], -x[1], x[2]))[:k]
+        out = [Retrieved(self.records[i], s, r) for r, s, i in ranked]
+        for item in out:
+            self._hit(item.record.id)
+        return out
+
+    def _hit(self, record_id: str) -> None:
+        self.records[record_id].hits += 1
+        if self.config.buffer == 0:
+            return
+        self.buffer[record_id] = self.buffer.get(record_id, 0) + 1
+        self.buffer.move_to_end(record_id)
+        if len(self.buffer) > self.config.buffer:  # evict the least-hit (oldest first among equals)
+            victim = min(self.buffer, key=lambda i: self.buffer[i])
+            del self.buffer[victim]
+
+    def hints(self, question: str, indicator: str | None, privacy: str) -> MemoryHints:
+        """Control hints from the retrieved records (Algorithm 6: ShouldSkipBrain, InitPolicy, MatchWarnings)."""
+        found = self.retrieve(question, indicator, privacy)
+        if not found:
+            return MemoryHints()
+        verified = [f for f in found if f.record.verified]
+        best = max(verified, key=lambda f: f.score) if verified else None
+        warnings = tuple(dict.fromkeys(a for f in found for a in f.record.warnings))
+        exemplars = tuple(dict.fromkeys(p for f in verified for p in f.record.templates))
+        paths = frozenset(b for f in verified for b in f.record.templates.values() if b)
+        if best is None:
+            return MemoryHints(warnings=warnings, score=found[0].score)
+        record = best.record
+        confident = (best.score >= self.config.skip_threshold and record.successes > record.failures
+                     and bool(record.relations))
+        init = record.trajectory[-1] if record.trajectory else None
+        return MemoryHints(
+            skip_brain=confident,
+            analysis=RecalledAnalysis(record.indicator, record.relations, record.depth, record.answer_type),
+            init=init, warnings=tuple(a for a in warnings if a != init), exemplars=exemplars, relation_paths=paths,
+            score=best.score)
+
+    def exemplars(self, question: str, indicator: str, privacy: str) -> list[str]:
+        """Verified template patterns of the retrieved records (the pruning score's memory term)."""
+        return [p for f in self.retrieve(question, indicator, privacy) if f.record.verified for p in f.record.templates]
+
+    # ------------------------------------------------------------------ write-back
+    def remember(self, trace: Trace) -> ExperienceRecord:
+        """WriteBack: merge the trace into a close record of the same tag and indicator, or add one."""
+        e_q, e_i = self.embedder.embed([trace.question, trace.analysis.indicator])
+        templates = {p: paths for p, paths in trace.templates}
+        index = self.indexes.get(trace.privacy)
+        target = None
+        if index is not None and index.ids:
+            for rid, score in index.search(self._key(e_q, np.zeros_like(e_q)), 3):
+                record = self.records[rid]
+                if score >= self.config.merge_threshold and record.indicator == trace.analysis.indicator \
+                        and not record.cold:
+                    target = record
+                    break
+        if target is None:
+            target = ExperienceRecord(
+                id=secrets.token_hex(8), indicator=trace.analysis.indicator, relations=trace.analysis.relations,
+                depth=trace.analysis.depth, answer_type=trace.analysis.answer_type, trajectory=trace.trajectory,
+                templates=templates, successes=int(trace.sufficient), failures=int(not trace.sufficient),
+                warnings=trace.warnings, privacy=trace.privacy, e_q=e_q, e_i=e_i)
+            self._index(target)
+        else:  # merge: unite templates, add counts, keep the latest successful trajectory
+            target.templates.update(templates)
+            target.successes += int(trace.sufficient)
+            target.failures += int(not trace.sufficient)
+            target.warnings = tuple(dict.fromkeys(target.warnings + trace.warnings))
+            if trace.sufficient:
+                target.trajectory = trace.trajectory
+        self._persist(target)
+        if len(self.records) > self.config.max_records:
+            self.prune(self.config.max_records)
+        return target
+
+    def prune(self, keep: int) -> int:
+        """PruneLowValue: keep the ``keep`` highest-value records (cold-start exemplars always stay)."""
+        live = [r for r in self.records.values() if not r.cold]
+        drop = sorted(live, key=lambda r: (r.value, r.hits))[: max(len(live) - keep, 0)]
+        for record in drop:
+            del self.records[record.id]
+            self.buffer.pop(record.id, None)
+            if self.log is not None:
+                tomb = ExperienceRecord(record.id, "", (), -1, None, (), {}, 0, 0, (), record.privacy,
+                                        record.e_q[:0], record.e_i[:0])
+                self.log.append(tomb.to_bytes())
+        if drop:
+            for tag, index in self.indexes.items():
+                index.ids = [i for i in index.ids if i in self.records]
+                keys = [self._key(self.records[i].e_q, self.records[i].e_i) for i in index.ids]
+                index.rebuild(np.stack(keys) if keys else np.zeros((0, 2 * self.dim), np.float32))
+        return len(drop)
+
+
+class PoolMemory:
+    """An :class:`ExperiencePool` as the controller's :class:`~rg.reasoning.dualtower.memory.GatingMemory`.
+
+    The controller passes its privacy tag with each lookup; ``exemplars`` (the older hook) uses the
+    tag given here.
+    """
+
+    def __init__(self, pool: ExperiencePool, privacy: str) -> None:
+        self.pool = pool
+        self.privacy = privacy
+
+    def exemplars(self, question: str, indicator: str) -> list[str]:
+        return self.pool.exemplars(question, indicator, self.privacy)
+
+    def hints(self, question: str, indicator: str | None, privacy: str) -> MemoryHints:
+        return self.pool.hints(question, indicator, privacy)
+
+    def remember(self, trace: Trace) -> None:
+        self.pool.remember(trace)
+
+
+__all__ = ["ColdStartExemplar", "ExperienceConfig", "ExperiencePool", "ExperienceRecord", "KeyConfig", "PoolMemory",
+           "Retrieved", "MODES"]
