@@ -135,11 +135,9 @@ WRITER = """
 import sys
 from rg.memory.sealed import SealedLog
 log = SealedLog(sys.argv[1], bytes(range(32)))
-i = 0
-while True:
+for i in range(20_000):  # bounded (about 60 MB); the test kills it long before
     log.append(b"record %06d " % i + b"x" * 3000)
     print(i, flush=True)
-    i += 1
 """
 
 
@@ -148,13 +146,15 @@ def test_sigkill_mid_append_loses_at_most_the_record_in_flight(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
     acked = -1
     started = time.monotonic()
-    while acked < 40 and time.monotonic() - started < 30:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        acked = int(line)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    try:
+        while acked < 40 and time.monotonic() - started < 30:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            acked = int(line)
+    finally:  # the writer never outlives the test
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
     for line in proc.stdout:  # acknowledgements written before the kill
         acked = int(line)
     proc.stdout.close()
