@@ -57,6 +57,25 @@ def test_sections_are_wired_together(tmp_path):
     assert cfg.qa["chains"].encoder.cache_dir == str(tmp_path / "cache")
 
 
+def test_a_dualtower_run_takes_the_plan_stage_planner_as_its_brain(tmp_path):
+    data = tiny(tmp_path / "run", tmp_path / "cache")
+    data["qa"]["dual"] = {"reasoner": "dualtower", "dualtower": {"brain": {"beams": 2}, "privacy": {"mode": "utility"}}}
+    data["qa"]["dual_given"] = {"reasoner": "dualtower", "dualtower": {"brain": {"planner": "elsewhere/planner"}}}
+    cfg = validate_config(data, PipelineConfig)
+    dual = cfg.qa["dual"]
+    assert dual.retriever is None and dual.reasoner == "dualtower"
+    assert dual.dualtower.brain.kind == "local" and dual.dualtower.brain.beams == 2
+    assert dual.dualtower.brain.planner == str(tmp_path / "run" / "plan" / "planner")
+    assert cfg.qa["dual_given"].dualtower.brain.planner == "elsewhere/planner"
+    assert dual.input == cfg.qa["chains"].input and dual.side == "val" and dual.split.val_fraction == 0.25
+    assert dual.output_dir == str(tmp_path / "run" / "qa" / "dual")
+
+    data["plan"] = None
+    del data["qa"]["paths"], data["qa"]["dual_given"]
+    with pytest.raises(ConfigError, match=r"qa\.dual\.dualtower\.brain: a local Brain without `planner` needs a `plan` stage"):
+        validate_config(data, PipelineConfig)
+
+
 def test_a_disabled_stage_takes_its_input_as_a_path(tmp_path):
     cfg = validate_config(
         {"output_dir": str(tmp_path), "input": ["a.parquet", "b.parquet"], "split": {"file": "split.json"},

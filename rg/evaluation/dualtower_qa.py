@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rg.data.sample import Sample
 from rg.evaluation.qa import Prediction
-from rg.llm.usage import Usage, UsageLedger
+from rg.llm.usage import UsageLedger
 from rg.privacy.schema import SCHEMA_FILE, KGSchema
 from rg.reasoning.dualtower import DualTowerConfig, DualTowerResult, build_controller
 from rg.retrievers.planner.model import load_planner
@@ -84,7 +84,7 @@ class DualTowerQA:
 
 def prediction(sample: Sample, result: DualTowerResult, seconds: float) -> Prediction:
     """The evaluation's record of one controller result."""
-    usage = UsageLedger.from_dict(result.usage).total() if result.usage.get("stages") else Usage()
+    ledger = UsageLedger.from_dict(result.usage) if result.usage.get("stages") else UsageLedger()
     failure = None
     if not result.answers:
         failure = result.fallback or "no_candidates"
@@ -92,7 +92,7 @@ def prediction(sample: Sample, result: DualTowerResult, seconds: float) -> Predi
         failure = None  # answered by the Hand alone; the faults are in the usage failures
     return Prediction(id=sample.id, question=sample.question, answers=result.answers,
                       ranked=tuple({"text": a, "score": None} for a in result.answers),
-                      reader=f"{SCORER}:{result.brain}", scorer=SCORER, chains=True, failure=failure, usage=usage,
+                      reader=f"{SCORER}:{result.brain}", scorer=SCORER, chains=True, failure=failure, usage=ledger.total(), usage_by_side=ledger.by_side(),
                       triples=len(sample.triples), evidence_lines=len(result.evidence),
                       evidence_topics=len(result.topics),
                       evidence_walks=f"{SCORER}:{result.memory['analysis']}" if result.memory else SCORER,

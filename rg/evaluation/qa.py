@@ -97,6 +97,8 @@ class Prediction:
             ``no_answer_line``, ``llm_timeout``, ...) or ``<step>_error: <Type>: <message>``
             with step ``retrieve``, ``evidence`` or ``read``.
         usage: LLM usage of the question (zero for a local reader).
+        usage_by_side: The same split by side (``hand`` / ``brain``) where a reasoner books sides
+            (the dual tower); empty otherwise.
         triples: Retrieved triples given to evidence construction.
         evidence_lines: Evidence lines built (what an LLM reader's prompt holds, up to its cap).
         evidence_topics: Topic entities found among the retrieved triples.
@@ -116,6 +118,7 @@ class Prediction:
     chains: bool = True
     failure: str | None = None
     usage: Usage = field(default_factory=Usage)
+    usage_by_side: Mapping[str, Usage] = field(default_factory=dict)
     triples: int = 0
     evidence_lines: int = 0
     evidence_topics: int = 0
@@ -139,6 +142,7 @@ class Prediction:
             "chains": self.chains,
             "failure": self.failure,
             "usage": self.usage.to_dict(),
+            "usage_by_side": {side: u.to_dict() for side, u in self.usage_by_side.items()},
             "triples": self.triples,
             "evidence_lines": self.evidence_lines,
             "evidence_topics": self.evidence_topics,
@@ -159,6 +163,7 @@ class Prediction:
             chains=bool(data["chains"]),
             failure=data["failure"],
             usage=Usage.from_dict(data["usage"]),
+            usage_by_side={side: Usage.from_dict(u) for side, u in data.get("usage_by_side", {}).items()},
             triples=int(data["triples"]),
             evidence_lines=int(data["evidence_lines"]),
             evidence_topics=int(data["evidence_topics"]),

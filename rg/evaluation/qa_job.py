@@ -47,6 +47,7 @@ from rg.evaluation.qa_report import QAReportFiles, failure_line, markdown_table,
 from rg.evaluation.scorers import TripleScorer
 from rg.evidence import EvidenceConfig
 from rg.linking.config import LinkingConfig, linking_setting
+from rg.llm.usage import Usage
 from rg.metrics import MatchMode
 from rg.memory.config import MemoryConfig
 from rg.reasoning.dualtower.config import DualTowerConfig
@@ -395,13 +396,24 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     }
     if cfg.dualtower is not None and cfg.reasoner == "dualtower":
         run["dualtower"] = cfg.dualtower.model_dump(mode="json", exclude={"brain": {"llm": {"api_key"}}})
-        run["brain_calls_per_question"] = sum(s.prediction.usage.calls for s in scores) / len(scores)
+        run["brain_calls_per_question"] = per_side(scores)["brain"]["calls"]
+        run["usage_per_question_by_side"] = per_side(scores)
     if cfg.memory is not None:
         run["memory"] = cfg.memory.model_dump(mode="json")
         run["memory_rounds"] = rounds
         run["memory_stats"] = rounds_stats
     files = write_qa_results(summary, scores, cfg.output_dir, run, _title(cfg, run))
     return QAResult(summary=summary, files=files, run=run)
+
+
+def per_side(scores) -> dict[str, dict[str, float]]:
+    """Mean calls and tokens per question on each side (``hand``, ``brain``), over every question."""
+    out = {}
+    for side in ("hand", "brain"):
+        used = [s.prediction.usage_by_side.get(side, Usage()) for s in scores]
+        out[side] = {key: sum(getattr(u, key) for u in used) / max(len(used), 1)
+                     for key in ("calls", "prompt_tokens", "completion_tokens", "total_tokens")}
+    return out
 
 
 def format_qa(result: QAResult) -> str:

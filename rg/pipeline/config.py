@@ -18,6 +18,9 @@ section does not set it:
 * the retriever of evaluate and QA: the train stage's exported checkpoint; a method or QA
   retriever ``{kind: planner}`` without a ``path`` gets the plan stage's exported planner, and
   evaluate's default methods include it;
+* a QA run with ``reasoner: dualtower`` needs no retriever; its local Brain without a
+  ``planner`` gets the plan stage's exported planner (trained with ``mask_topics``, it reads the
+  anonymised questions the Brain is sent);
 * the tuned reader (``read``) learns from the train stage's retriever's evidence, and a QA run
   with ``reader: {kind: tuned}`` without a ``checkpoint`` reads with the read stage's export;
 * ``split``, ``side``, ``encoder`` and ``ray``: the pipeline's, so every stage agrees on which
@@ -155,6 +158,18 @@ def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
             method = {**method, "path": planner}
         return method
 
+    def with_brain_planner(dualtower: Any, where: str) -> Any:
+        """A dual-tower run's local Brain without a ``planner`` reads the plan stage's export."""
+        dualtower = _mapping(dualtower)
+        if not isinstance(dualtower, dict):
+            return dualtower
+        brain = _mapping(dualtower.get("brain")) or {}
+        if isinstance(brain, dict) and brain.get("kind", "local") == "local" and brain.get("planner") is None:
+            if planner is None:
+                raise ValueError(f"{where}: a local Brain without `planner` needs a `plan` stage; add one or set the path")
+            dualtower = {**dualtower, "brain": {**brain, "planner": planner}}
+        return dualtower
+
     read = _mapping(data.get("read"))
     reader_dir = None
     if read is not None:
@@ -191,11 +206,14 @@ def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
         run.setdefault("input", inputs)
         run.setdefault("output_dir", str(base / "qa" / str(name)))
         run.setdefault("side", side)
-        if "retriever" not in run:
-            if retriever is None:
-                raise ValueError(f"qa.{name}: set `retriever` (a checkpoint path or a baseline); there is no train stage")
-            run["retriever"] = retriever
-        run["retriever"] = with_planner(run["retriever"], f"qa.{name}.retriever")
+        if run.get("reasoner") == "dualtower":
+            run["dualtower"] = with_brain_planner(run.get("dualtower"), f"qa.{name}.dualtower.brain")
+        else:
+            if "retriever" not in run:
+                if retriever is None:
+                    raise ValueError(f"qa.{name}: set `retriever` (a checkpoint path or a baseline); there is no train stage")
+                run["retriever"] = retriever
+            run["retriever"] = with_planner(run["retriever"], f"qa.{name}.retriever")
         reader = _mapping(run.get("reader"))
         if isinstance(reader, dict) and reader.get("kind") == "tuned" and reader.get("checkpoint") is None:
             if reader_dir is None:

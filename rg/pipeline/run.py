@@ -128,7 +128,9 @@ def _qa_table(outcomes: list[StageOutcome]) -> list[str]:
     for outcome in outcomes:
         m = outcome.result.metrics
         o = m["overall"]
-        if m["chains"] and m.get("walks") == "planned":  # "walks" is absent in states of older rg versions
+        if m.get("reasoner") == "dualtower":  # "reasoner" is absent in states of older rg versions
+            evidence = f"dual tower, {m['privacy_mode']} view, {m['brain_calls_per_question']:.2f} Brain calls/q"
+        elif m["chains"] and m.get("walks") == "planned":
             evidence = "chains of the decoded paths"
         else:
             evidence = f"{'chains' if m['chains'] else 'raw triples'}, top {m['top_k'] or 'all'}"

@@ -4,7 +4,7 @@ One :class:`DualTowerConfig` holds the paper's search limits (W_max = 3, D_max =
 α = 0.6), the Brain (``local``: the relation-path planner on the anonymised payload; ``llm``: an
 OpenAI-compatible endpoint reached only through :func:`rg.privacy.brain_client`), the privacy
 boundary (mode and structure sanitiser) and the Hand's subgraph, exploration and reader
-settings. Cross-field rules fail at load time naming the key and the fix.
+settings (``hand``: the local reader, or a trusted local LLM booked as ``side: hand``). Cross-field rules fail at load time naming the key and the fix.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from typing import Literal, Optional
 from pydantic import Field, model_validator
 
 from rg.config import Config
-from rg.llm.config import LLMConfig
+from rg.llm.config import LLMConfig, hand_side_only
 from rg.privacy.config import PrivacyConfig
 from rg.privacy.structure import SanitiserConfig
 from rg.reasoning.retriever_reader import RetrieverReaderConfig
 
 BrainKind = Literal["local", "llm"]
+HandKind = Literal["local", "llm"]
 SimilarityKind = Literal["encoder", "lexical"]
 
 
@@ -64,6 +65,34 @@ class BrainConfig(Config):
         return self
 
 
+class HandConfig(Config):
+    """How the Hand answers from the verified raw evidence (it stays trusted and local)."""
+
+    kind: HandKind = Field(
+        "local",
+        description="'local': the retriever reader over the verified walks; 'llm': a trusted local model "
+        "(`llm`, side: hand) reads the verified evidence, with the local reader as its fallback.",
+    )
+    llm: Optional[LLMConfig] = Field(
+        None, description="kind llm: the Hand's local endpoint; its `side` must be 'hand' (it sees raw names)."
+    )
+    max_lines: int = Field(50, ge=1, le=2000, description="kind llm: evidence lines shown in the prompt.")
+    follow_up: bool = Field(
+        True, description="kind llm: ask once more for the `ans:` format when the first reply has none."
+    )
+
+    @model_validator(mode="after")
+    def _kind_has_its_source(self) -> "HandConfig":
+        if self.kind == "llm":
+            if self.llm is None:
+                raise ValueError("hand.kind is 'llm' but hand.llm is not set. Fix: give hand.llm (base_url, model, "
+                                 "side: hand) of a local model or set hand.kind: local")
+            hand_side_only(self.llm, "the Hand LLM")
+        if self.kind == "local" and self.llm is not None:
+            raise ValueError("hand.llm is set but hand.kind is 'local'. Fix: set hand.kind: llm or drop hand.llm")
+        return self
+
+
 class DualTowerConfig(Config):
     """The dual-tower controller (PrivGemo Algorithms 2–5).
 
@@ -74,6 +103,7 @@ class DualTowerConfig(Config):
     kind: Literal["dualtower"] = Field("dualtower", description="Always 'dualtower'.")
     brain: BrainConfig = Field(default_factory=BrainConfig, description="The Brain (untrusted; anonymised payloads only).")
     privacy: PrivacyConfig = Field(default_factory=PrivacyConfig, description="Anonymisation mode of the Brain's view.")
+    hand: HandConfig = Field(default_factory=HandConfig, description="How the Hand answers (local reader or a local LLM).")
     sanitiser: SanitiserConfig = Field(
         default_factory=lambda: SanitiserConfig(group=False),
         description="Structure sanitiser applied to the working subgraph before anything is shown "

@@ -11,7 +11,8 @@ Per question, inside a fresh :class:`rg.privacy.PrivacySession` (key and maps dr
    mode and depth, fuzzy-prune to W1, let the Brain select W_max when more remain (on a fault: the
    W_max best by the pruning score), ground the kept paths on the raw subgraph and check sufficiency;
    on failure :func:`~rg.reasoning.dualtower.tree.next_step`;
-4. **answer**: the local reader over the verified evidence.
+4. **answer**: the Hand's reader over the verified evidence (the local reader, or a trusted local
+   LLM with the local reader as its fallback; :mod:`rg.reasoning.dualtower.reading`).
 
 Brain faults never lose a question: the client retries 429/5xx/timeouts (bounded), the Brain
 re-asks malformed replies (bounded), and then the Hand goes on alone.
@@ -59,7 +60,7 @@ from rg.reasoning.dualtower.prune import PruneScorer, fuzzy_top
 from rg.reasoning.dualtower.result import BrainFault, DualTowerResult
 from rg.reasoning.dualtower.similarity import Similarity
 from rg.reasoning.dualtower.tree import ReasoningTree, TreeNode, next_step
-from rg.reasoning.retriever_reader import RetrieverReader
+from rg.reasoning.dualtower.reading import LOCAL_FALLBACK, HandReader
 from rg.retrievers.planner.model import PlannerModel
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ class DualTowerController:
         self.similarity = similarity
         self.memory = memory if memory is not None else NoMemory()
         self.edges = edges
-        self.reader = RetrieverReader(config.reader)
+        self.reader = HandReader(config)
 
     def answer(self, question: str, topics: Sequence[str] = (), triples: Sequence[Triple] | None = None) -> DualTowerResult:
         """Answer one question from synchronous code (see :meth:`aanswer`)."""
@@ -238,7 +239,9 @@ class DualTowerController:
             q.memory["analysis"] = source  # without memory, results stay as they were
         started = time.perf_counter()
         evidence = self.hand.evidence(kg, topics, verified)
-        reading = await self.reader.read(q.question, evidence)
+        reading, hand_fault = await self.reader.read(q.question, evidence, q.ledger)
+        if hand_fault is not None:
+            q.faults.append(BrainFault("hand_read", hand_fault, reading.usage.calls, LOCAL_FALLBACK))
         q.timed("read", started)
         fallback = None if verified else "unverified"
         lines = tuple(c.render() for c in evidence.chains())

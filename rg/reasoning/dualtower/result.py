@@ -11,10 +11,10 @@ class BrainFault:
     """One Brain call that gave no usable result, and what the Hand did instead.
 
     Attributes:
-        stage: ``analysis`` or ``selection``.
+        stage: ``analysis`` or ``selection`` (``hand_read``: the Hand LLM, whose fallback is the local reader).
         reason: ``rate_limited``, ``server_error``, ``timeout``, ``malformed``, ``egress_refused``, ...
         attempts: Calls made to the Brain for it (re-asks included; HTTP retries are in the usage ledger).
-        fallback: What was used instead: ``hand_analysis`` or ``fuzzy_top``.
+        fallback: What was used instead: ``hand_analysis``, ``fuzzy_top`` or ``local_reader``.
     """
 
     stage: str

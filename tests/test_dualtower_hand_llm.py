@@ -1,0 +1,89 @@
+"""The Hand LLM (``hand.kind: llm``): a trusted local model answers from the verified raw evidence,
+booked as side ``hand``; the Brain's endpoint still sees only anonymised payloads; a Hand LLM that
+gives no answer falls back to the local reader with the reason recorded, so no question is lost."""
+
+from __future__ import annotations
+
+import pytest
+
+from rg.config import ConfigError, validate_config
+from rg.data.sample import Sample
+from rg.evaluation.dualtower_qa import prediction
+from rg.graph import KnowledgeGraph
+from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
+from rg.reasoning.dualtower import DualTowerConfig, build_controller
+from rg.stores.memory import MemoryStore
+from tests.dualtower_world import TRIPLES, schema
+from tests.test_dualtower_wire import RAW_ENTITIES, brain, leaks
+
+FAST = {"max_retries": 0, "backoff_s": 0.0, "max_backoff_s": 0.0, "timeout_s": 5.0}
+
+
+def controller(brain_url: str, hand_url: str | None):
+    hand = {"kind": "local"} if hand_url is None else {
+        "kind": "llm", "llm": {"base_url": hand_url, "model": "local-reader", "side": "hand", **FAST}}
+    config = DualTowerConfig(
+        privacy={"mode": "utility"}, similarity="lexical", hand=hand,
+        brain={"kind": "llm", "llm": {"base_url": brain_url, "model": "remote", "side": "brain", **FAST}})
+    return build_controller(config, schema(), store=MemoryStore(KnowledgeGraph.from_triples(TRIPLES)))
+
+
+def reader(body: dict) -> str:
+    """A scripted Hand model: the tail of the evidence line whose relation the question's verb names."""
+    prompt = body["messages"][-1]["content"].rsplit("Task:", 1)[1]
+    verb = prompt.split("Question: ", 1)[1].split()[1][:5]  # "who starred in Casino" -> "starr"
+    line = next(x for x in prompt.splitlines() if f"[{verb}" in x)
+    return f"ans: {line.rsplit(' → ', 1)[1]}"
+
+
+def test_the_hand_llm_reads_raw_evidence_and_is_booked_on_the_hand_side():
+    with ScriptedServer(Script.always(Respond(brain))) as remote, ScriptedServer(Script.always(Respond(reader))) as local:
+        alone = controller(remote.base_url, None).answer("who starred in Casino", ["Casino"])
+        result = controller(remote.base_url, local.base_url).answer("who starred in Casino", ["Casino"])
+        brain_bodies = [r.raw.decode("utf-8") for r in remote.chat_requests]
+        hand_prompts = [r.body["messages"][-1]["content"] for r in local.chat_requests]
+    # the local reader takes the Brain's first kept path; the Hand's model reads what the question asks
+    assert alone.answers == ("Martin Scorsese",) and "read" not in alone.usage.get("stages", {})
+    assert result.answers == ("Robert De Niro",) and not result.faults and result.fallback is None
+    assert len(hand_prompts) == 1 and "Casino → [starred_actors] → Robert De Niro" in hand_prompts[0]
+    assert "Question: who starred in Casino" in hand_prompts[0]  # the Hand's model sees raw names
+    assert [leaks(body, RAW_ENTITIES) for body in brain_bodies] == [[]] * len(brain_bodies)
+    read = result.usage["stages"]["read"]
+    assert list(read) == ["hand"] and read["hand"]["calls"] == 1 and read["hand"]["prompt_tokens"] > 0
+    assert alone.brain_calls + result.brain_calls == len(brain_bodies) and result.brain_calls >= 1
+
+    sample = Sample("q1", "who starred in Casino", ("Robert De Niro",), ("Casino",), ("Robert De Niro",), tuple(TRIPLES))
+    pred = prediction(sample, result, 0.1)
+    assert pred.usage_by_side["hand"].calls == 1 and pred.usage_by_side["brain"].calls == result.brain_calls
+    assert pred.usage.calls == 1 + result.brain_calls
+    assert type(pred).from_dict(pred.to_dict()).usage_by_side == pred.usage_by_side
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason", "calls"),
+    [
+        (Reply("I am not sure."), "no_answer_line", 2),  # the follow-up asks once more, then the local reader
+        (Status(500), "llm_server_error", 1),
+    ],
+)
+def test_a_hand_llm_without_an_answer_falls_back_to_the_local_reader(reply, reason, calls):
+    with ScriptedServer(Script.always(Respond(brain))) as remote, ScriptedServer(Script.always(reply)) as local:
+        alone = controller(remote.base_url, None).answer("who starred in Casino", ["Casino"])
+        result = controller(remote.base_url, local.base_url).answer("who starred in Casino", ["Casino"])
+        asked = len(local.chat_requests)
+    assert asked == calls
+    assert [(f.stage, f.reason, f.attempts, f.fallback) for f in result.faults] == [
+        ("hand_read", reason, calls, "local_reader")]
+    assert result.answers == alone.answers == ("Martin Scorsese",)  # the local reader's answer: never a lost question
+    assert result.usage["stages"]["read"]["hand"]["calls"] == calls
+
+
+def test_hand_config_errors_name_the_field_and_the_fix():
+    with pytest.raises(ConfigError, match=r"hand.llm is not set. Fix: give hand.llm"):
+        validate_config({"hand": {"kind": "llm"}}, DualTowerConfig)
+    with pytest.raises(ConfigError, match=r"llm.side is 'brain', but the Hand LLM sends raw evidence.*Fix: set `llm.side: hand`"):
+        validate_config({"hand": {"kind": "llm", "llm": {"base_url": "http://127.0.0.1:1/v1", "model": "m",
+                                                          "side": "brain"}}}, DualTowerConfig)
+    with pytest.raises(ConfigError, match=r"hand.llm is set but hand.kind is 'local'"):
+        validate_config({"hand": {"llm": {"base_url": "http://127.0.0.1:1/v1", "model": "m"}}}, DualTowerConfig)
+    assert DualTowerConfig().hand.kind == "local"
