@@ -105,6 +105,9 @@ class ServeConfig(Config):
     brain_timeout_s: float = Field(
         20.0, gt=0, le=600, description="Deadline of one Brain call from the Hand; then the Hand goes on alone.")
     retry_after_s: int = Field(1, ge=0, le=3600, description="Retry-After of a 503 (backpressure).")
+    hand_retries: int = Field(
+        1, ge=0, le=3, description="Times a question is sent again when its Hand replica died under it (answering is "
+                                   "read-only, so a retry is safe), within request_timeout_s; then 503.")
     ingress: DeploymentSettings = Field(
         default_factory=lambda: DeploymentSettings(max_ongoing_requests=64, max_queued_requests=128, num_cpus=0.1),
         description="The FastAPI ingress.")
