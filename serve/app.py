@@ -215,6 +215,13 @@ class Ingress:
         return HTMLResponse(self.page)
 
 
+def _metrics_interval(settings: DeploymentSettings) -> dict[str, float]:
+    # passed only when changed: Ray warns that the field is deprecated, yet 2.60's routers and replicas still push
+    # their load every metrics_interval_s (the replacement environment variables are not read yet)
+    default = AutoscalingConfig.model_fields["metrics_interval_s"].default
+    return {} if settings.metrics_interval_s == default else {"metrics_interval_s": settings.metrics_interval_s}
+
+
 def _options(settings: DeploymentSettings, retry_after_s: int) -> dict[str, Any]:
     return {
         "max_ongoing_requests": settings.max_ongoing_requests,
@@ -224,7 +231,9 @@ def _options(settings: DeploymentSettings, retry_after_s: int) -> dict[str, Any]
                                                 initial_replicas=max(1, settings.min_replicas),
                                                 target_ongoing_requests=settings.target_ongoing_requests,
                                                 upscale_delay_s=settings.upscale_delay_s,
-                                                downscale_delay_s=settings.downscale_delay_s),
+                                                downscale_delay_s=settings.downscale_delay_s,
+                                                look_back_period_s=settings.look_back_period_s,
+                                                **_metrics_interval(settings)),
         "ray_actor_options": {"num_cpus": settings.num_cpus},
     }
 

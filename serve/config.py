@@ -34,12 +34,22 @@ class DeploymentSettings(Config):
     upscale_delay_s: float = Field(30.0, ge=0, description="Load must stay above target this long before scaling up.")
     downscale_delay_s: float = Field(600.0, ge=0, description="Load must stay below target this long before "
                                                               "scaling down.")
+    look_back_period_s: float = Field(30.0, gt=0, le=3600, description="Window the autoscaler averages the load "
+                                                                      "over.")
+    metrics_interval_s: float = Field(
+        10.0, gt=0, le=600, description="How often load is recorded and pushed to the autoscaler (Ray 2.60 still reads "
+                                        "this AutoscalingConfig field, though it marks it deprecated); keep it below "
+                                        "look_back_period_s.")
 
     @model_validator(mode="after")
     def _range(self) -> "DeploymentSettings":
         if self.min_replicas > self.max_replicas:
             raise ValueError(f"min_replicas ({self.min_replicas}) > max_replicas ({self.max_replicas}). "
                              "Fix: raise max_replicas or lower min_replicas")
+        if self.metrics_interval_s >= self.look_back_period_s:
+            raise ValueError(f"metrics_interval_s ({self.metrics_interval_s}) >= look_back_period_s "
+                             f"({self.look_back_period_s}): the autoscaler would average over less than one sample. "
+                             "Fix: lower metrics_interval_s or raise look_back_period_s")
         return self
 
 
