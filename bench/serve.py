@@ -8,9 +8,11 @@ LLM Brain at a scripted 127.0.0.1 server (a one-hop indicator; selection keeps t
 candidates): no model is trained or loaded, so the numbers are the serving path's own. Measured
 in one run:
 
-- **baseline**: the same controller (same KG, config and scripted Brain) called in-process,
-  sequentially, on the same questions; **overhead_p50_ms** = Serve's p50 at concurrency 1 minus
-  the baseline's p50 (HTTP proxy, ingress, two handle hops, the BrainProxy hop);
+- **baseline**: the same controller (same KG, config and scripted Brain) called in-process, each
+  question back to back with the same question through the endpoint (one client), so both see the
+  same machine state; **overhead_p50_ms** = the endpoint's p50 minus the baseline's p50 (HTTP
+  proxy, ingress, the Ingress→Hand hop, two Hand→BrainProxy hops), ``overhead_paired_p50_ms`` the
+  median of the per-question differences;
 - **load**: a fixed number of requests at 1, 2, 4, 8, ... concurrent aiohttp clients on loopback:
   throughput, p50, p99, status counts;
 - **load step**: closed-loop clients, few → many → few (``step``), while the Hand autoscales
@@ -81,28 +83,41 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))] if ordered else float("nan")
 
 
-def in_process(args: dict[str, Any], items: list[tuple[str, tuple[str, ...]]]) -> list[float]:
-    """Seconds per question of the same controller called in this process, one at a time on one event loop
-    (as a Hand replica runs it), after two warm-up questions."""
+def in_process(args: dict[str, Any]):
+    """The same controller as the endpoint's Hand (same KG, config and scripted Brain), built in this process."""
     from serve.config import ServeConfig
     from serve.hand import load_kg
     from rg.reasoning.dualtower import build_controller
 
     config = ServeConfig.model_validate(args)
     store, schema = load_kg(config)
-    controller = build_controller(config.controller_config(), schema, store=store)
+    return build_controller(config.controller_config(), schema, store=store)
 
-    async def timed() -> list[float]:
-        for question, topics in items[:2]:  # warm up, as the endpoint is warmed up
+
+async def paired(url: str, controller, items: list[tuple[str, tuple[str, ...]]]) -> tuple[list[float], list[float]]:
+    """Each question answered in-process and then through the endpoint, back to back on one event loop (as a Hand
+    replica runs it), so both see the same machine state; seconds (in-process, endpoint) per question, after two
+    warm-up questions each."""
+    base: list[float] = []
+    served: list[float] = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
+        async def ask(question: str, topics: tuple[str, ...]) -> float:
+            started = time.perf_counter()
+            async with session.post(url, json={"question": question, "topics": list(topics)}) as response:
+                await response.read()
+                if response.status != 200:
+                    raise RuntimeError(f"the endpoint answered {response.status} at concurrency 1")
+            return time.perf_counter() - started
+
+        for question, topics in items[:2]:
             await controller.aanswer(question, topics)
-        seconds = []
+            await ask(question, topics)
         for question, topics in items:
             started = time.perf_counter()
             await controller.aanswer(question, topics)
-            seconds.append(time.perf_counter() - started)
-        return seconds
-
-    return asyncio.run(timed())
+            base.append(time.perf_counter() - started)
+            served.append(await ask(question, topics))
+    return base, served
 
 
 async def fire(url: str, items: list[tuple[str, tuple[str, ...]]], concurrency: int,
@@ -256,7 +271,7 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
     items = [(q.question, q.q_entities) for q in kg.questions][:requests]
     with ScriptedServer(Script.always(Respond(scripted_brain))) as brain:
         args = app_args(brain.base_url, max(requests, 20))
-        baseline = in_process(args, items)
+        controller = in_process(args)
         started_ray = not ray.is_initialized()
         if started_ray:
             ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -267,7 +282,7 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
             serve.run(build_app(args), name="bench", route_prefix="/")
             startup_s = time.perf_counter() - started
             url = f"http://127.0.0.1:{port}/v1/answer"
-            asyncio.run(fire(url, items[:2], 1, 60))  # warm the routes
+            baseline, served = asyncio.run(paired(url, controller, items))
             load = []
             with ReplicaWatch("bench") as watch:
                 for level in levels:
@@ -296,8 +311,10 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
         "bench": "serve", "python": platform.python_version(), "cpus": 2, "requests_per_level": requests,
         "startup_s": round(startup_s, 1),
         "in_process_p50_ms": round(1000 * percentile(baseline, 50), 1),
+        "serve_p50_ms_paired": round(1000 * percentile(served, 50), 1),
+        "overhead_p50_ms": round(1000 * (percentile(served, 50) - percentile(baseline, 50)), 1),
+        "overhead_paired_p50_ms": round(1000 * percentile([b - a for a, b in zip(baseline, served)], 50), 1),
         "serve_p50_ms_at_1": ones["p50_ms"],
-        "overhead_p50_ms": round(ones["p50_ms"] - 1000 * percentile(baseline, 50), 1),
         "p99_ms": max(row["p99_ms"] for row in load),
         "load": load,
         "max_replicas_seen": max((row[1] for row in watch.samples), default=0),
