@@ -8,12 +8,18 @@ LLM Brain at a scripted 127.0.0.1 server (a one-hop indicator; selection keeps t
 candidates): no model is trained or loaded, so the numbers are the serving path's own. Measured
 in one run:
 
-- **baseline**: the same controller (same KG, config and scripted Brain) called in-process,
-  sequentially, on the same questions; **overhead_p50_ms** = Serve's p50 at concurrency 1 minus
-  the baseline's p50 (HTTP proxy, ingress, two handle hops, the BrainProxy hop);
+- **baseline**: the same controller (same KG, config and scripted Brain) called in-process, each
+  question back to back with the same question through the endpoint (one client), so both see the
+  same machine state; **overhead_p50_ms** = the endpoint's p50 minus the baseline's p50 (HTTP
+  proxy, ingress, the Ingress→Hand hop, two Hand→BrainProxy hops), ``overhead_paired_p50_ms`` the
+  median of the per-question differences;
 - **load**: a fixed number of requests at 1, 2, 4, 8, ... concurrent aiohttp clients on loopback:
-  throughput, p50, p99, status counts; the Hand's running replicas are polled throughout
-  (autoscaling 1..``max_replicas``) → ``max_replicas_seen``;
+  throughput, p50, p99, status counts;
+- **load step**: closed-loop clients, few → many → few (``step``), while the Hand autoscales
+  1..3 replicas of 0.5 CPU each (they fit on 2 CPUs with the ingress and the BrainProxy; load is
+  averaged over 2 s and pushed every 0.5 s): its running and starting replicas over time and the
+  offered load (clients, requests in flight) → ``max_replicas_seen``, ``replicas_back_to_min_s``
+  and the plot ``<out stem>_replicas.png``;
 - **overload**: ``overload_factor`` × the Hand's capacity (replicas × (ongoing + queued)) at once:
   backpressure should answer 503 with Retry-After; ``non_503_errors_under_overload`` counts any
   other failure and ``lost_accepted_requests`` counts requests that got no HTTP response at all.
@@ -37,9 +43,11 @@ import aiohttp
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.llm.scripted_server import Respond, Script, ScriptedServer
 
-HAND = {"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 1, "max_ongoing_requests": 2,
-        "max_queued_requests": 4, "num_cpus": 0,
-        "upscale_delay_s": 1.0, "downscale_delay_s": 5.0}
+HAND = {"min_replicas": 1, "max_replicas": 3, "target_ongoing_requests": 1, "max_ongoing_requests": 2,
+        "max_queued_requests": 4, "num_cpus": 0.5, "upscale_delay_s": 1.0, "downscale_delay_s": 4.0,
+        "look_back_period_s": 2.0, "metrics_interval_s": 0.5}
+STEP = {"quick": [(1, 4.0), (8, 14.0), (1, 4.0)], "full": [(1, 10.0), (8, 75.0), (1, 10.0)]}
+"""Load step: (closed-loop clients, seconds) phases."""
 
 
 def scripted_brain(body: dict[str, Any]) -> str:
@@ -65,8 +73,8 @@ def app_args(brain_url: str, questions: int) -> dict[str, Any]:
                       "brain": {"kind": "llm", "llm": {"base_url": brain_url, "model": "scripted", "side": "brain",
                                                        "max_retries": 0, "timeout_s": 10.0}}},
         "request_timeout_s": 60.0, "brain_timeout_s": 30.0,
-        "ingress": {"max_ongoing_requests": 256, "max_queued_requests": 256, "num_cpus": 0},
-        "hand": HAND, "brain": {"max_ongoing_requests": 16, "max_queued_requests": 64, "num_cpus": 0},
+        "ingress": {"max_ongoing_requests": 256, "max_queued_requests": 256, "num_cpus": 0.1},
+        "hand": HAND, "brain": {"max_ongoing_requests": 16, "max_queued_requests": 64, "num_cpus": 0.25},
     }
 
 
@@ -75,28 +83,41 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))] if ordered else float("nan")
 
 
-def in_process(args: dict[str, Any], items: list[tuple[str, tuple[str, ...]]]) -> list[float]:
-    """Seconds per question of the same controller called in this process, one at a time on one event loop
-    (as a Hand replica runs it), after two warm-up questions."""
+def in_process(args: dict[str, Any]):
+    """The same controller as the endpoint's Hand (same KG, config and scripted Brain), built in this process."""
     from serve.config import ServeConfig
     from serve.hand import load_kg
     from rg.reasoning.dualtower import build_controller
 
     config = ServeConfig.model_validate(args)
     store, schema = load_kg(config)
-    controller = build_controller(config.controller_config(), schema, store=store)
+    return build_controller(config.controller_config(), schema, store=store)
 
-    async def timed() -> list[float]:
-        for question, topics in items[:2]:  # warm up, as the endpoint is warmed up
+
+async def paired(url: str, controller, items: list[tuple[str, tuple[str, ...]]]) -> tuple[list[float], list[float]]:
+    """Each question answered in-process and then through the endpoint, back to back on one event loop (as a Hand
+    replica runs it), so both see the same machine state; seconds (in-process, endpoint) per question, after two
+    warm-up questions each."""
+    base: list[float] = []
+    served: list[float] = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
+        async def ask(question: str, topics: tuple[str, ...]) -> float:
+            started = time.perf_counter()
+            async with session.post(url, json={"question": question, "topics": list(topics)}) as response:
+                await response.read()
+                if response.status != 200:
+                    raise RuntimeError(f"the endpoint answered {response.status} at concurrency 1")
+            return time.perf_counter() - started
+
+        for question, topics in items[:2]:
             await controller.aanswer(question, topics)
-        seconds = []
+            await ask(question, topics)
         for question, topics in items:
             started = time.perf_counter()
             await controller.aanswer(question, topics)
-            seconds.append(time.perf_counter() - started)
-        return seconds
-
-    return asyncio.run(timed())
+            base.append(time.perf_counter() - started)
+            served.append(await ask(question, topics))
+    return base, served
 
 
 async def fire(url: str, items: list[tuple[str, tuple[str, ...]]], concurrency: int,
@@ -127,18 +148,31 @@ class ReplicaWatch:
     def __init__(self, app: str, every_s: float = 0.5) -> None:
         self.app, self.every_s = app, every_s
         self.samples: list[list[float]] = []
+        """[seconds since start, running replicas, starting replicas]"""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._started = time.perf_counter()
+        self.origin = time.perf_counter()
 
     def _run(self) -> None:
         from ray import serve
 
         while not self._stop.is_set():
-            status = serve.status().applications[self.app].deployments["HandServer"]
-            self.samples.append([round(time.perf_counter() - self._started, 2),
-                                 int(status.replica_states.get("RUNNING", 0))])
+            states = serve.status().applications[self.app].deployments["HandServer"].replica_states
+            self.samples.append([round(time.perf_counter() - self.origin, 2), int(states.get("RUNNING", 0)),
+                                 int(states.get("STARTING", 0))])
             self._stop.wait(self.every_s)
+
+    def running(self) -> int:
+        return self.samples[-1][1] if self.samples else 0
+
+    def wait_for(self, replicas: int, timeout_s: float) -> float | None:
+        """Seconds until ``replicas`` run and none is starting (None: not within ``timeout_s``)."""
+        began = time.perf_counter()
+        while time.perf_counter() - began < timeout_s:
+            if self.samples and self.samples[-1][1:] == [replicas, 0]:
+                return round(time.perf_counter() - began, 1)
+            time.sleep(self.every_s)
+        return None
 
     def __enter__(self) -> "ReplicaWatch":
         self._thread.start()
@@ -147,6 +181,71 @@ class ReplicaWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+
+
+async def step_load(url: str, items: list[tuple[str, tuple[str, ...]]], phases: list[tuple[int, float]],
+                    origin: float) -> list[tuple[float, float, int | None]]:
+    """Closed-loop clients: in each (clients, seconds) phase, ``clients`` loops ask one question after another
+    until the phase ends; (start, end, status or None) per request, in seconds since ``origin``."""
+    out: list[tuple[float, float, int | None]] = []
+
+    async def client(session: aiohttp.ClientSession, until: float, offset: int) -> None:
+        k = offset
+        while time.perf_counter() < until:
+            question, topics = items[k % len(items)]
+            k += 1
+            started = time.perf_counter()
+            try:
+                async with session.post(url, json={"question": question, "topics": list(topics)}) as response:
+                    await response.read()
+                    status: int | None = response.status
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                status = None
+            out.append((round(started - origin, 3), round(time.perf_counter() - origin, 3), status))
+            if status == 503:
+                await asyncio.sleep(0.2)  # backpressure: a client waits a little before asking again
+
+    connector = aiohttp.TCPConnector(limit=max(clients for clients, _ in phases))
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+        for clients, seconds in phases:
+            until = time.perf_counter() + seconds
+            await asyncio.gather(*(client(session, until, i * 7) for i in range(clients)))
+    return out
+
+
+def in_flight(requests: list[tuple[float, float, int | None]], times: list[float]) -> list[int]:
+    """Requests in flight at each of ``times`` (the offered load the endpoint saw)."""
+    return [sum(1 for start, end, _ in requests if start <= t < end) for t in times]
+
+
+def plot_replicas(report: dict[str, Any], path: Path) -> None:
+    """Hand replicas (running, starting) and offered load (clients, requests in flight) over the load step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    step = report["step"]
+    t = [row[0] for row in step["replicas_over_time"]]
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 5))
+    top.step(t, [row[1] for row in step["replicas_over_time"]], where="post", label="running")
+    top.step(t, [row[2] for row in step["replicas_over_time"]], where="post", label="starting", linestyle="--")
+    top.set_ylabel("Hand replicas")
+    top.set_yticks(range(0, HAND["max_replicas"] + 2))
+    top.legend(loc="upper right")
+    top.set_title(f"bench.serve load step: at most {step['max_replicas']} running "
+                  f"({step['max_replicas_running_or_starting']} running or starting); back to {HAND['min_replicas']} "
+                  f"{step['min_again_after_high_s']} s after the high phase", fontsize=10)
+    bottom.step([row[0] for row in step["offered_over_time"]], [row[1] for row in step["offered_over_time"]],
+                where="post", label="clients")
+    bottom.plot([row[0] for row in step["offered_over_time"]], [row[2] for row in step["offered_over_time"]],
+                label="requests in flight")
+    bottom.set_ylabel("offered load")
+    bottom.set_xlabel("seconds")
+    bottom.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def summary(results: list[tuple[int | None, float]], wall_s: float) -> dict[str, Any]:
@@ -158,7 +257,11 @@ def summary(results: list[tuple[int | None, float]], wall_s: float) -> dict[str,
             "p50_ms": round(1000 * percentile(ok, 50), 1), "p99_ms": round(1000 * percentile(ok, 99), 1)}
 
 
-def run(requests: int, levels: list[int], overload_factor: int, out: Path) -> dict[str, Any]:
+def run(requests: int, levels: list[int], overload_factor: int, out: Path,
+        step: list[tuple[int, float]] | None = None, settle_s: float = 30.0) -> dict[str, Any]:
+    """The whole benchmark (module docstring); ``step`` defaults to the quick load step, ``settle_s`` bounds each
+    wait for the Hand to be back at ``min_replicas``."""
+    step = step or STEP["quick"]
     import ray
     from ray import serve
 
@@ -168,7 +271,7 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path) -> di
     items = [(q.question, q.q_entities) for q in kg.questions][:requests]
     with ScriptedServer(Script.always(Respond(scripted_brain))) as brain:
         args = app_args(brain.base_url, max(requests, 20))
-        baseline = in_process(args, items)
+        controller = in_process(args)
         started_ray = not ray.is_initialized()
         if started_ray:
             ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -179,13 +282,19 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path) -> di
             serve.run(build_app(args), name="bench", route_prefix="/")
             startup_s = time.perf_counter() - started
             url = f"http://127.0.0.1:{port}/v1/answer"
-            asyncio.run(fire(url, items[:2], 1, 60))  # warm the routes
+            baseline, served = asyncio.run(paired(url, controller, items))
             load = []
             with ReplicaWatch("bench") as watch:
                 for level in levels:
                     began = time.perf_counter()
                     results = asyncio.run(fire(url, items, level, 120))
                     load.append({"concurrency": level, **summary(results, time.perf_counter() - began)})
+                settled_before = watch.wait_for(HAND["min_replicas"], settle_s)
+                step_began = time.perf_counter() - watch.origin
+                step_requests = asyncio.run(step_load(url, items, step, watch.origin))
+                step_ended = time.perf_counter() - watch.origin
+                back_to_min_s = watch.wait_for(HAND["min_replicas"], settle_s)
+                step_samples = [row for row in watch.samples if row[0] >= step_began]
                 capacity = HAND["max_replicas"] * (HAND["max_ongoing_requests"] + HAND["max_queued_requests"])
                 burst = (items * (overload_factor * capacity // len(items) + 1))[: overload_factor * capacity]
                 began = time.perf_counter()
@@ -202,20 +311,64 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path) -> di
         "bench": "serve", "python": platform.python_version(), "cpus": 2, "requests_per_level": requests,
         "startup_s": round(startup_s, 1),
         "in_process_p50_ms": round(1000 * percentile(baseline, 50), 1),
+        "serve_p50_ms_paired": round(1000 * percentile(served, 50), 1),
+        "overhead_p50_ms": round(1000 * (percentile(served, 50) - percentile(baseline, 50)), 1),
+        "overhead_paired_p50_ms": round(1000 * percentile([b - a for a, b in zip(baseline, served)], 50), 1),
         "serve_p50_ms_at_1": ones["p50_ms"],
-        "overhead_p50_ms": round(ones["p50_ms"] - 1000 * percentile(baseline, 50), 1),
         "p99_ms": max(row["p99_ms"] for row in load),
         "load": load,
-        "max_replicas_seen": max((n for _, n in watch.samples), default=0),
+        "max_replicas_seen": max((row[1] for row in watch.samples), default=0),
         "replicas_over_time": watch.samples,
+        "step": step_report(step, step_requests, step_samples, step_began, step_ended, settled_before,
+                            back_to_min_s),
         "overload": {"requests": len(overload), "capacity": capacity, "wall_s": round(overload_wall, 2),
                      **summary(overload, overload_wall)},
         "non_503_errors_under_overload": non_503,
         "lost_accepted_requests": sum(1 for status, _ in overload if status is None),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
+    report["step"]["plot"] = str(out.with_name(f"{out.stem}_replicas.png"))
+    plot_replicas(report, Path(report["step"]["plot"]))
     out.write_text(json.dumps(report, indent=2))
     return report
+
+
+def min_again_s(samples: list[list[float]], high_end: float) -> float | None:
+    """Seconds from the end of the step's high phase until the Hand was back at ``min_replicas`` with none starting."""
+    return next((round(row[0] - high_end, 1) for row in samples
+                 if row[0] >= high_end and row[1:] == [HAND["min_replicas"], 0]), None)
+
+
+def step_report(phases: list[tuple[int, float]], requests: list[tuple[float, float, int | None]],
+                samples: list[list[float]], began: float, ended: float, settled_before: float | None,
+                back_to_min_s: float | None) -> dict[str, Any]:
+    """The load step's part of the report: schedule, statuses, replicas and offered load over time."""
+    edges, t = [], began
+    for clients, seconds in phases:
+        edges.append((round(t, 2), clients))
+        t += seconds
+    clients_at = [next((c for start, c in reversed(edges) if row[0] >= start), 0) if row[0] < ended else 0
+                  for row in samples]
+    times = [row[0] for row in samples]
+    high = max(phases, key=lambda phase: phase[0])
+    high_start = edges[phases.index(high)][0]
+    codes: dict[str, int] = {}
+    for _, _, status in requests:
+        codes[str(status)] = codes.get(str(status), 0) + 1
+    return {
+        "phases": [{"clients": c, "seconds": s} for c, s in phases],
+        "began_s": round(began, 2), "ended_s": round(ended, 2), "requests": len(requests), "status": codes,
+        "min_replicas_before_s": settled_before,
+        "max_replicas": max((row[1] for row in samples), default=0),
+        "max_replicas_running_or_starting": max((row[1] + row[2] for row in samples), default=0),
+        "first_scale_up_s": next((round(row[0] - high_start, 1) for row in samples
+                                  if row[0] >= high_start and row[1] > 1), None),
+        "min_again_after_high_s": min_again_s(samples, high_start + high[1]),
+        "replicas_at_end": samples[-1][1] if samples else 0,
+        "replicas_back_to_min_s": back_to_min_s,
+        "replicas_over_time": samples,
+        "offered_over_time": [[t, c, n] for t, c, n in zip(times, clients_at, in_flight(requests, times))],
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -227,9 +380,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results/serve.json"))
     ns = parser.parse_args(argv)
     requests, levels = (16, [1, 2, 4, 8]) if ns.quick else (ns.requests, [int(x) for x in ns.levels.split(",")])
-    report = run(requests, levels, ns.overload_factor, ns.out)
+    report = run(requests, levels, ns.overload_factor, ns.out, STEP["quick" if ns.quick else "full"],
+                 settle_s=30.0 if ns.quick else 90.0)
     print(f"serve: overhead p50 {report['overhead_p50_ms']} ms (in-process {report['in_process_p50_ms']} ms), "
-          f"p99 {report['p99_ms']} ms, max replicas {report['max_replicas_seen']}, overload "
+          f"p99 {report['p99_ms']} ms, max replicas {report['max_replicas_seen']} running, "
+          f"{report['step']['max_replicas_running_or_starting']} running or starting in the step (back to "
+          f"{HAND['min_replicas']} in {report['step']['replicas_back_to_min_s']} s), overload "
           f"{report['overload']['status']} (non-503 errors {report['non_503_errors_under_overload']}, lost "
           f"{report['lost_accepted_requests']}) → {ns.out}")
 

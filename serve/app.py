@@ -15,8 +15,10 @@ the last user message is the question), ``GET /v1/models``, ``GET /healthz`` (th
 ``GET /readyz`` (the Hand and its store, and the BrainProxy, answer), ``GET /`` (the web page),
 ``GET /docs`` (OpenAPI). Bad input or an unknown option → 422 naming the field; a body over
 ``max_body_bytes`` → 413; past ``request_timeout_s`` → 504; a full queue → 503 with
-``Retry-After``. A Brain that cannot be reached gives a Hand-only answer with
-``brain: unavailable``.
+``Retry-After``; a Hand replica that dies under a question → the question is sent again (at most
+``hand_retries`` times, within the deadline; header ``X-RG-Hand-Attempts``), then 503 with
+``Retry-After`` (:mod:`serve.hand_call`). A Brain that cannot be reached gives a Hand-only answer
+with ``brain: unavailable``.
 """
 
 
@@ -33,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.exceptions import RayActorError, RayTaskError
 from ray.serve.config import AutoscalingConfig, BackpressureConfig
-from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, RayServeException
+from ray.serve.exceptions import RayServeException
 from ray.serve.handle import DeploymentHandle
 
 from rg.config import ConfigError, validate_config
@@ -42,9 +44,12 @@ from rg.stores.config import MemoryStoreConfig
 from serve.brain_proxy import BrainProxy
 from serve.config import DeploymentSettings, ServeConfig
 from serve.hand import HandServer
+from serve.hand_call import ask_hand
 
 PAGE = Path(__file__).with_name("page.html")
 READY_TIMEOUT_S = 5.0
+ATTEMPTS_HEADER = "X-RG-Hand-Attempts"
+"""Response header: calls to the Hand this answer took (2 or more: its replica died and the question was retried)."""
 
 api = FastAPI(title="rg question answering",
               description="PrivGemo-style Hand/Brain answers over a knowledge graph; the Brain sees only "
@@ -126,31 +131,21 @@ class Ingress:
         self.page = PAGE.read_text(encoding="utf-8")
         self.created = int(time.time())
 
-    async def _answer(self, question: str, topics: list[str]) -> dict[str, Any]:
+    async def _answer(self, question: str, topics: list[str], response: Response) -> dict[str, Any]:
         if len(question) > self.config.max_question_chars:
             raise HTTPException(422, detail=[{"loc": ["body", "question"], "type": "string_too_long",
                                               "msg": f"question has {len(question)} characters; the limit is "
                                                      f"{self.config.max_question_chars} (max_question_chars)"}])
-        response = self.hand.answer.remote(question, topics)
-        try:
-            return await asyncio.wait_for(_resolve(response), self.config.request_timeout_s)
-        except asyncio.TimeoutError:
-            response.cancel()
-            raise HTTPException(504, detail=f"no answer within {self.config.request_timeout_s} s "
-                                            "(request_timeout_s)") from None
-        except (BackPressureError, DeploymentUnavailableError) as err:
-            raise HTTPException(503, detail=f"the Hand is overloaded or starting ({type(err).__name__}); retry",
-                                headers={"Retry-After": str(self.config.retry_after_s)}) from None
-        except RayActorError:
-            raise HTTPException(503, detail="the Hand replica serving this request died; retry",
-                                headers={"Retry-After": str(self.config.retry_after_s)}) from None
-        except RayTaskError as err:
-            raise HTTPException(500, detail=f"the Hand failed: {type(err.cause).__name__}: {err.cause}") from None
+        result, attempts = await ask_hand(lambda: self.hand.answer.remote(question, topics),
+                                          timeout_s=self.config.request_timeout_s, retries=self.config.hand_retries,
+                                          retry_after_s=self.config.retry_after_s)
+        response.headers[ATTEMPTS_HEADER] = str(attempts)
+        return result
 
     @api.post("/v1/answer")
-    async def answer(self, body: AnswerBody) -> dict[str, Any]:
+    async def answer(self, body: AnswerBody, response: Response) -> dict[str, Any]:
         """Answer one question: answers, evidence, what the Brain saw, usage per side, exposure."""
-        result = await self._answer(body.question, body.topics)
+        result = await self._answer(body.question, body.topics, response)
         out = {
             "question": result["question"], "answers": result["answers"], "evidence": result["evidence"],
             "topics": result["topics"], "fallback": result["fallback"],
@@ -166,7 +161,7 @@ class Ingress:
         return out
 
     @api.post("/v1/chat/completions")
-    async def chat_completions(self, body: ChatBody) -> JSONResponse:
+    async def chat_completions(self, body: ChatBody, response: Response) -> JSONResponse:
         """OpenAI-compatible: the last user message is the question; the answers are the reply."""
         if body.model is not None and body.model != self.config.model_name:
             return JSONResponse(status_code=404, content={"error": {
@@ -176,7 +171,7 @@ class Ingress:
         if not users or not users[-1].strip():
             raise HTTPException(422, detail=[{"loc": ["body", "messages"], "type": "value_error",
                                               "msg": "messages need a non-empty user message (the question)"}])
-        result = await self._answer(users[-1].strip(), [])
+        result = await self._answer(users[-1].strip(), [], response)
         answers = result["answers"]
         text = "; ".join(answers) if answers else f"No answer found in the knowledge graph ({result['fallback']})."
         brain = result["usage_by_side"]["brain"]
@@ -187,7 +182,7 @@ class Ingress:
             "usage": {"prompt_tokens": brain["prompt_tokens"], "completion_tokens": brain["completion_tokens"],
                       "total_tokens": brain["total_tokens"]},
             "rg": {"answers": answers, "evidence": result["evidence"], "brain": result["brain_status"]},
-        })
+        }, headers={ATTEMPTS_HEADER: response.headers[ATTEMPTS_HEADER]})
 
     @api.get("/v1/models")
     async def models(self) -> dict[str, Any]:
@@ -220,6 +215,13 @@ class Ingress:
         return HTMLResponse(self.page)
 
 
+def _metrics_interval(settings: DeploymentSettings) -> dict[str, float]:
+    # passed only when changed: Ray warns that the field is deprecated, yet 2.60's routers and replicas still push
+    # their load every metrics_interval_s (the replacement environment variables are not read yet)
+    default = AutoscalingConfig.model_fields["metrics_interval_s"].default
+    return {} if settings.metrics_interval_s == default else {"metrics_interval_s": settings.metrics_interval_s}
+
+
 def _options(settings: DeploymentSettings, retry_after_s: int) -> dict[str, Any]:
     return {
         "max_ongoing_requests": settings.max_ongoing_requests,
@@ -229,7 +231,9 @@ def _options(settings: DeploymentSettings, retry_after_s: int) -> dict[str, Any]
                                                 initial_replicas=max(1, settings.min_replicas),
                                                 target_ongoing_requests=settings.target_ongoing_requests,
                                                 upscale_delay_s=settings.upscale_delay_s,
-                                                downscale_delay_s=settings.downscale_delay_s),
+                                                downscale_delay_s=settings.downscale_delay_s,
+                                                look_back_period_s=settings.look_back_period_s,
+                                                **_metrics_interval(settings)),
         "ray_actor_options": {"num_cpus": settings.num_cpus},
     }
 

@@ -34,12 +34,22 @@ class DeploymentSettings(Config):
     upscale_delay_s: float = Field(30.0, ge=0, description="Load must stay above target this long before scaling up.")
     downscale_delay_s: float = Field(600.0, ge=0, description="Load must stay below target this long before "
                                                               "scaling down.")
+    look_back_period_s: float = Field(30.0, gt=0, le=3600, description="Window the autoscaler averages the load "
+                                                                      "over.")
+    metrics_interval_s: float = Field(
+        10.0, gt=0, le=600, description="How often load is recorded and pushed to the autoscaler (Ray 2.60 still reads "
+                                        "this AutoscalingConfig field, though it marks it deprecated); keep it below "
+                                        "look_back_period_s.")
 
     @model_validator(mode="after")
     def _range(self) -> "DeploymentSettings":
         if self.min_replicas > self.max_replicas:
             raise ValueError(f"min_replicas ({self.min_replicas}) > max_replicas ({self.max_replicas}). "
                              "Fix: raise max_replicas or lower min_replicas")
+        if self.metrics_interval_s >= self.look_back_period_s:
+            raise ValueError(f"metrics_interval_s ({self.metrics_interval_s}) >= look_back_period_s "
+                             f"({self.look_back_period_s}): the autoscaler would average over less than one sample. "
+                             "Fix: lower metrics_interval_s or raise look_back_period_s")
         return self
 
 
@@ -105,6 +115,9 @@ class ServeConfig(Config):
     brain_timeout_s: float = Field(
         20.0, gt=0, le=600, description="Deadline of one Brain call from the Hand; then the Hand goes on alone.")
     retry_after_s: int = Field(1, ge=0, le=3600, description="Retry-After of a 503 (backpressure).")
+    hand_retries: int = Field(
+        1, ge=0, le=3, description="Times a question is sent again when its Hand replica died under it (answering is "
+                                   "read-only, so a retry is safe), within request_timeout_s; then 503.")
     ingress: DeploymentSettings = Field(
         default_factory=lambda: DeploymentSettings(max_ongoing_requests=64, max_queued_requests=128, num_cpus=0.1),
         description="The FastAPI ingress.")
