@@ -56,6 +56,11 @@ api = FastAPI(title="rg question answering",
                           "anonymised, egress-guarded payloads.")
 
 
+def no_answer_text(fallback: str | None) -> str:
+    """The chat reply when the Hand found no answer, naming why."""
+    why = fallback or "the verified evidence names no answer"
+    return f"No answer found in the knowledge graph ({why})."
+
 class AnswerOptions(BaseModel):
     """Per-request options; any other key is a 422."""
 
@@ -173,7 +178,7 @@ class Ingress:
                                               "msg": "messages need a non-empty user message (the question)"}])
         result = await self._answer(users[-1].strip(), [], response)
         answers = result["answers"]
-        text = "; ".join(answers) if answers else f"No answer found in the knowledge graph ({result['fallback']})."
+        text = "; ".join(answers) if answers else no_answer_text(result["fallback"])
         brain = result["usage_by_side"]["brain"]
         return JSONResponse({
             "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),

@@ -328,3 +328,10 @@ def test_the_page_shows_the_answer_and_what_the_brain_saw(endpoint, tmp_path):
         print(f"screenshot: {screenshot}")
     finally:
         driver.quit()
+
+
+def test_a_chat_reply_without_an_answer_names_why():
+    from serve.app import no_answer_text
+
+    assert no_answer_text("no_topics") == "No answer found in the knowledge graph (no_topics)."
+    assert no_answer_text(None) == "No answer found in the knowledge graph (the verified evidence names no answer)."
