@@ -29,6 +29,7 @@ from rg.data.sample import Triple
 from rg.graph import KnowledgeGraph
 from rg.llm.client import OpenAICompatibleClient
 from rg.llm.config import LLMConfig
+from rg.llm.journal import UsageJournal
 from rg.llm.usage import Usage, UsageLedger
 from rg.privacy.guard import EgressRefused
 from rg.privacy.schema import KGSchema
@@ -113,15 +114,17 @@ class LocalBrainFactory:
 
 
 class LLMBrainFactory:
-    """An LLM Brain per question over one shared connection pool, rebound to each session's guard."""
+    """An LLM Brain per question over one shared connection pool, rebound to each session's guard;
+    every completed Brain call is also appended to ``journal`` (``rg.llm.journal``), when given."""
 
-    def __init__(self, config: LLMConfig, reasks: int = 1) -> None:
-        self.config, self.reasks = config, reasks
+    def __init__(self, config: LLMConfig, reasks: int = 1, journal: UsageJournal | None = None) -> None:
+        self.config, self.reasks, self.journal = config, reasks, journal
         self._client: OpenAICompatibleClient | None = None
         self.name = f"llm:{config.model}"
 
     def __call__(self, session: PrivacySession, ledger: UsageLedger) -> Brain:
-        brain = LLMBrain(self._client if self._client is not None else self.config, session, self.reasks)
+        brain = LLMBrain(self._client if self._client is not None else self.config, session, self.reasks,
+                         journal=self.journal)
         if self._client is None:
             self._client = brain.client
         brain.client.ledger = ledger  # the twin books this question's calls apart
