@@ -363,7 +363,7 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     if len(gold) != len(samples):
         raise ValueError(f"question ids repeat in {cfg.input}; every question needs a unique id")
     rounds: list[dict[str, Any]] = []
-    run_id, journal = new_run_id(), str(Path(cfg.output_dir) / JOURNAL_FILE)
+    run_id, journal = new_run_id(), str((Path(cfg.output_dir) / JOURNAL_FILE).resolve())  # actors: other cwd
     actor = None
     if cfg.memory is not None:  # one owner of the memories for every worker and every round
         from rg.memory.actor import memory_actor

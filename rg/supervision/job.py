@@ -317,7 +317,7 @@ def _refine_locked(cfg: RefineConfig, progress: bool, fresh: bool, retry_fallbac
     init_ray(cfg.ray)
     check_resources(cfg, ray.cluster_resources().get("CPU", 0.0))
     run = new_run_id()
-    journal = str(out / JOURNAL_FILE)
+    journal = str((out / JOURNAL_FILE).resolve())  # the actors may run in another working directory
     ledger, bad, counts = UsageLedger(), Counter(), Counter()
     seen: set[str] = set(skip)
     early_reasons: Counter = Counter()  # fallback reasons while the endpoint has not answered yet
