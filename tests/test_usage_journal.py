@@ -29,6 +29,7 @@ from rg.llm.client import LLMError, OpenAICompatibleClient
 from rg.llm.config import LLMConfig
 from rg.llm.journal import JOURNAL_FILE, UsageJournal, read_journal, usage_by_side
 from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
+from rg.llm.usage import Usage
 from rg.privacy import brain_client
 from rg.privacy.config import PrivacyConfig
 from rg.privacy.session import PrivacySession
@@ -225,11 +226,14 @@ def test_killed_qa_run_and_its_rerun_book_exactly_what_the_server_answered(tmp_p
 
 
 # ------------------------------------------------------------------------------ the dual tower's LLM Brain
-def test_dualtower_llm_brain_books_brain_side_entries_over_runs(ray_local, tmp_path):
+def test_dualtower_llm_brain_books_brain_side_entries_and_sums_every_run_per_side(ray_local, tmp_path):
     samples = [Sample(f"q{i}", q, (a,), topics, (a,), TRIPLES) for i, (q, topics, a) in enumerate(QUESTIONS[:4])]
     write_rog_parquet(samples, tmp_path / "samples.parquet")
     schema().save(tmp_path)
     out = tmp_path / "out"
+    earlier = UsageJournal(out / JOURNAL_FILE, run="earlier")  # what a killed earlier run left
+    earlier.append("brain_analyse", "brain", Usage(prompt_tokens=7, completion_tokens=1, total_tokens=8, calls=1))
+    earlier.append("read", "hand", Usage(prompt_tokens=11, completion_tokens=2, total_tokens=13, calls=2))
     with ScriptedServer(Script.always(Respond(scripted_brain))) as srv:
         cfg = validate_config({
             "input": str(tmp_path / "samples.parquet"), "output_dir": str(out), "side": "all",
@@ -239,23 +243,23 @@ def test_dualtower_llm_brain_books_brain_side_entries_over_runs(ray_local, tmp_p
                                     "llm": {"base_url": srv.base_url, "model": "scripted", "side": "brain",
                                             "max_retries": 0, "timeout_s": 10.0}}},
         }, QAEvaluateConfig)
-        first = evaluate_qa(cfg, progress=False)
-        first_requests = len(srv.chat_requests)
-        second = evaluate_qa(cfg, progress=False)
+        result = evaluate_qa(cfg, progress=False)
         requests = len(srv.chat_requests)
-    lines = entries(out / JOURNAL_FILE)
-    assert len(lines) == requests == 2 * first_requests and first_requests >= len(samples)
+    lines = [e for e in entries(out / JOURNAL_FILE) if e["run"] == result.run["run_id"]]
+    assert len(lines) == requests >= len(samples) and len(entries(out / JOURNAL_FILE)) == requests + 2
     assert {e["side"] for e in lines} == {"brain"}
-    assert {e["stage"] for e in lines} <= {"brain_analyse", "brain_select"}
-    assert "brain_analyse" in {e["stage"] for e in lines}
-    assert sum(e["run"] == first.run["run_id"] for e in lines) == first_requests
-    per_question = sum(json.loads(r)["usage"]["calls"] for r in second.files.predictions.read_text().splitlines())
-    run = second.run
-    assert run["llm_usage_this_run"]["total"]["calls"] == per_question == requests - first_requests
+    assert "brain_analyse" in {e["stage"] for e in lines} and {e["stage"] for e in lines} <= {"brain_analyse",
+                                                                                                "brain_select"}
+    per_question = sum(json.loads(r)["usage"]["calls"] for r in result.files.predictions.read_text().splitlines())
+    run = result.run
+    assert run["llm_usage_this_run"]["total"]["calls"] == per_question == requests
+    assert set(run["llm_usage_this_run"]["stages"]["brain_analyse"]) == {"brain"}
     sides = run["llm_usage_all_runs_by_side"]
-    assert sides["brain"]["calls"] == requests and sides["hand"] == ZERO
-    assert sides["brain"]["prompt_tokens"] == sum(e["usage"]["prompt_tokens"] for e in lines) > 0
-    assert f"all runs into this folder: brain {requests} calls" in format_qa(second)
+    brain_tokens = sum(e["usage"]["prompt_tokens"] for e in lines)
+    assert (sides["brain"]["calls"], sides["brain"]["prompt_tokens"]) == (requests + 1, brain_tokens + 7)
+    assert (sides["hand"]["calls"], sides["hand"]["prompt_tokens"], sides["hand"]["completion_tokens"]) == (2, 11, 2)
+    assert run["llm_usage_all_runs"]["total"]["calls"] == requests + 3
+    assert f"all runs into this folder: hand 2 calls 11+2 tokens; brain {requests + 1} calls" in format_qa(result)
 
 
 # ------------------------------------------------------------------------------ the Serve BrainProxy
