@@ -248,7 +248,8 @@ def deployment(config: ServeConfig) -> serve.Application:
     # tunables travel only as the Hand's user_config: changing them is a lightweight update (reconfigure on the
     # running replicas), while any change to the bound args restarts replicas
     data = config.model_dump(exclude={"tunables"})
-    brain = BrainProxy.options(**_options(config.brain, config.retry_after_s)).bind(config.dualtower.model_dump())
+    brain = BrainProxy.options(**_options(config.brain, config.retry_after_s)).bind(config.dualtower.model_dump(),
+                                                                                   config.usage_journal)
     hand = HandServer.options(**_options(config.hand, config.retry_after_s),
                               user_config=config.tunables.model_dump(exclude_none=True)).bind(data, brain)
     return Ingress.options(

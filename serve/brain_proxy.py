@@ -24,6 +24,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, RayServeException
 from ray.serve.handle import DeploymentHandle
 
+from rg.llm.journal import UsageJournal, new_run_id
 from rg.llm.usage import UsageLedger
 from rg.privacy.exposure import ExposureLedger
 from rg.privacy.schema import KGSchema
@@ -87,11 +88,13 @@ class BrainProxy:
 
     Args:
         config: The controller's settings (``brain`` and ``privacy`` are read).
+        journal: Usage journal (``ServeConfig.usage_journal``) an LLM Brain appends each completed
+            call to, as it completes, under one run id per replica; None: no journal.
     """
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], journal: str | None = None) -> None:
         self.config = DualTowerConfig.model_validate(config)
-        self.brains = brain_factory(self.config)
+        self.brains = brain_factory(self.config, journal=UsageJournal(journal, new_run_id()) if journal else None)
         self.schema = KGSchema.build(())  # the Brain holds no KG: its guard knows only public words
 
     async def call(self, kind: str, text: str) -> BrainReply:

@@ -9,9 +9,10 @@ reconfigures running replicas without restarting them.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal, Optional
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from rg.config import Config
 from rg.data.synthetic import SyntheticConfig
@@ -123,6 +124,15 @@ class ServeConfig(Config):
         description="The FastAPI ingress.")
     hand: DeploymentSettings = Field(default_factory=DeploymentSettings, description="The Hand (KG, linker, controller).")
     brain: DeploymentSettings = Field(default_factory=DeploymentSettings, description="The BrainProxy.")
+    usage_journal: Optional[str] = Field(
+        None, description="Usage journal (rg.llm.journal, JSON Lines) the BrainProxy appends each completed LLM "
+                          "Brain call to, one run id per replica; on a cluster, a path every Brain node can write "
+                          "(a relative one is made absolute where the app is built, e.g. the directory of `serve run`). None: no journal.")
+
+    @field_validator("usage_journal")
+    @classmethod
+    def _absolute_journal(cls, value: Optional[str]) -> Optional[str]:
+        return str(Path(value).resolve()) if value else None  # replicas run in other working directories
 
     @model_validator(mode="after")
     def _linking(self) -> "ServeConfig":

@@ -10,6 +10,7 @@ from rg.config import ConfigError, validate_config
 from rg.data.sample import Sample
 from rg.evaluation.dualtower_qa import prediction
 from rg.graph import KnowledgeGraph
+from rg.llm.journal import UsageJournal, read_journal
 from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from rg.reasoning.dualtower import DualTowerConfig, build_controller
 from rg.stores.memory import MemoryStore
@@ -19,13 +20,13 @@ from tests.test_dualtower_wire import RAW_ENTITIES, brain, leaks
 FAST = {"max_retries": 0, "backoff_s": 0.0, "max_backoff_s": 0.0, "timeout_s": 5.0}
 
 
-def controller(brain_url: str, hand_url: str | None):
+def controller(brain_url: str, hand_url: str | None, journal: UsageJournal | None = None):
     hand = {"kind": "local"} if hand_url is None else {
         "kind": "llm", "llm": {"base_url": hand_url, "model": "local-reader", "side": "hand", **FAST}}
     config = DualTowerConfig(
         privacy={"mode": "utility"}, similarity="lexical", hand=hand,
         brain={"kind": "llm", "llm": {"base_url": brain_url, "model": "remote", "side": "brain", **FAST}})
-    return build_controller(config, schema(), store=MemoryStore(KnowledgeGraph.from_triples(TRIPLES)))
+    return build_controller(config, schema(), store=MemoryStore(KnowledgeGraph.from_triples(TRIPLES)), journal=journal)
 
 
 def reader(body: dict) -> str:
@@ -36,10 +37,11 @@ def reader(body: dict) -> str:
     return f"ans: {line.rsplit(' → ', 1)[1]}"
 
 
-def test_the_hand_llm_reads_raw_evidence_and_is_booked_on_the_hand_side():
+def test_the_hand_llm_reads_raw_evidence_and_is_booked_on_the_hand_side(tmp_path):
     with ScriptedServer(Script.always(Respond(brain))) as remote, ScriptedServer(Script.always(Respond(reader))) as local:
         alone = controller(remote.base_url, None).answer("who starred in Casino", ["Casino"])
-        result = controller(remote.base_url, local.base_url).answer("who starred in Casino", ["Casino"])
+        journal = UsageJournal(tmp_path / "llm_usage.jsonl", "r1")
+        result = controller(remote.base_url, local.base_url, journal).answer("who starred in Casino", ["Casino"])
         brain_bodies = [r.raw.decode("utf-8") for r in remote.chat_requests]
         hand_prompts = [r.body["messages"][-1]["content"] for r in local.chat_requests]
     # the local reader takes the Brain's first kept path; the Hand's model reads what the question asks
@@ -51,6 +53,9 @@ def test_the_hand_llm_reads_raw_evidence_and_is_booked_on_the_hand_side():
     read = result.usage["stages"]["read"]
     assert list(read) == ["hand"] and read["hand"]["calls"] == 1 and read["hand"]["prompt_tokens"] > 0
     assert alone.brain_calls + result.brain_calls == len(brain_bodies) and result.brain_calls >= 1
+    journaled = read_journal(tmp_path / "llm_usage.jsonl", "r1")  # both sides, as each call completed
+    assert journaled.get("read", "hand").calls == 1
+    assert journaled.by_side()["brain"].calls == result.brain_calls
 
     sample = Sample("q1", "who starred in Casino", ("Robert De Niro",), ("Casino",), ("Robert De Niro",), tuple(TRIPLES))
     pred = prediction(sample, result, 0.1)

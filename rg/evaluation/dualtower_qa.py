@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rg.data.sample import Sample
 from rg.evaluation.qa import Prediction
+from rg.llm.journal import UsageJournal
 from rg.llm.usage import UsageLedger
 from rg.privacy.schema import SCHEMA_FILE, KGSchema
 from rg.reasoning.dualtower import DualTowerConfig, DualTowerResult, build_controller
@@ -48,11 +49,13 @@ class DualTowerQA:
         memory: The ``memory:`` section (``rg.memory.MemoryConfig``); None: no memory.
         memory_actor: Name of the :class:`rg.memory.actor.PoolActor` (namespace ``rg``) that owns the
             memories; the driver creates it (``evaluate_qa``) and every worker uses it.
+        journal: An LLM Brain appends each completed call here, as it completes (``rg.llm.journal``).
     """
 
     def __init__(self, config: DualTowerConfig, schema_dir: str | None = None, memory=None,
-                 memory_actor: str | None = None) -> None:
+                 memory_actor: str | None = None, journal: UsageJournal | None = None) -> None:
         self.config = config
+        self.journal = journal
         self.memory = self.edges = None
         if memory is not None:  # rg.memory.MemoryConfig: one named actor owns the memories for every worker
             import ray
@@ -70,7 +73,7 @@ class DualTowerQA:
 
     def _controller(self, schema: KGSchema):
         return build_controller(self.config, schema, planner=self.planner, encoder=self.encoder, memory=self.memory,
-                                edges=self.edges)
+                                edges=self.edges, journal=self.journal)
 
     async def answer(self, samples: list[Sample]) -> list[Prediction]:
         return list(await asyncio.gather(*(self._one(s) for s in samples)))

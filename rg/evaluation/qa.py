@@ -35,6 +35,7 @@ from rg.data.sample import Sample
 from rg.evaluation.scorers import PathScorer, TripleScorer
 from rg.evidence import Evidence, EvidenceConfig, build_evidence, top_k_triples, triple_evidence
 from rg.evidence.planned import PlannedPaths, planned_evidence
+from rg.llm.journal import UsageJournal
 from rg.llm.usage import Usage
 from rg.reasoning import LLMReader, LLMReaderConfig, Reader, Reading, RetrieverReader, RetrieverReaderConfig
 from rg.reasoning.tuned_reader import TunedReader, TunedReaderConfig
@@ -67,10 +68,12 @@ ReaderChoice = Annotated[RetrieverReaderChoice | LLMReaderChoice | TunedReaderCh
 """The ``reader`` section of a QA config, picked by its ``kind``."""
 
 
-def build_reader(choice: RetrieverReaderChoice | LLMReaderChoice | TunedReaderChoice) -> Reader:
-    """The reader a config section names (an LLM reader creates its client on first use)."""
+def build_reader(choice: RetrieverReaderChoice | LLMReaderChoice | TunedReaderChoice,
+                 journal: UsageJournal | None = None) -> Reader:
+    """The reader a config section names (an LLM reader creates its client on first use and
+    appends each completed call to ``journal``, when given)."""
     if isinstance(choice, LLMReaderChoice):
-        return LLMReader(choice)
+        return LLMReader(choice, journal=journal)
     if isinstance(choice, TunedReaderChoice):
         return TunedReader.from_config(choice)
     return RetrieverReader(choice)

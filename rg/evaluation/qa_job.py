@@ -47,6 +47,7 @@ from rg.evaluation.qa_report import QAReportFiles, failure_line, markdown_table,
 from rg.evaluation.scorers import TripleScorer
 from rg.evidence import EvidenceConfig
 from rg.linking.config import LinkingConfig, linking_setting
+from rg.llm.journal import JOURNAL_FILE, UsageJournal, journal_usage, new_run_id
 from rg.llm.usage import Usage
 from rg.metrics import MatchMode
 from rg.memory.config import MemoryConfig
@@ -174,22 +175,27 @@ def build_qa_scorer(cfg: QAEvaluateConfig) -> TripleScorer:
 
 
 class _QAActor:
-    """Ray Data actor: loads the scorer and reader once, answers batches of RoG rows (as their inference views)."""
+    """Ray Data actor: loads the scorer and reader once, answers batches of RoG rows (as their inference views).
 
-    def __init__(self, cfg: QAEvaluateConfig) -> None:
+    Its LLM clients (an LLM reader's, an LLM Brain's) append each completed call to the usage
+    journal ``journal`` under run id ``run``, from this process, as the call completes.
+    """
+
+    def __init__(self, cfg: QAEvaluateConfig, journal: str | None = None, run: str = "") -> None:
         import torch
 
         torch.set_num_threads(max(1, int(cfg.actor_cpus)))  # one process per actor: match its CPU share
         self.cfg = cfg
         self.dualtower = None
+        book = UsageJournal(journal, run) if journal else None
         if cfg.reasoner == "dualtower":
             from rg.evaluation.dualtower_qa import DualTowerQA
 
             assert cfg.dualtower is not None  # checked by the config
-            self.dualtower = DualTowerQA(cfg.dualtower, cfg.schema_dir, cfg.memory, memory_actor_name(cfg))
+            self.dualtower = DualTowerQA(cfg.dualtower, cfg.schema_dir, cfg.memory, memory_actor_name(cfg), book)
         else:
             self.scorer = build_qa_scorer(cfg)
-            self.reader = build_reader(cfg.reader)
+            self.reader = build_reader(cfg.reader, book)
         self.linker = None
         if cfg.linking is not None:
             from rg.linking import EntityLinker, NameIndex
@@ -269,9 +275,10 @@ def _title(cfg: QAEvaluateConfig, run: dict[str, Any]) -> str:
 
 
 def _predict(
-    cfg: QAEvaluateConfig, ids: frozenset[str], progress: bool
+    cfg: QAEvaluateConfig, ids: frozenset[str], progress: bool, journal: str | None = None, run: str = ""
 ) -> tuple[dict[str, Prediction], dict[str, bool]]:
-    """Stream the questions ``ids`` from the inputs through the actor pool.
+    """Stream the questions ``ids`` from the inputs through the actor pool (whose LLM calls are
+    appended to the usage journal ``journal`` under run id ``run``).
 
     Returns:
         Predictions by id, and by id whether the answers are in the subgraph (``Gold.covered``,
@@ -292,7 +299,7 @@ def _predict(
     size = min(cfg.num_actors, blocks)
     ds = ds.map_batches(
         _QAActor,
-        fn_constructor_kwargs={"cfg": cfg},
+        fn_constructor_kwargs={"cfg": cfg, "journal": journal, "run": run},
         batch_size=cfg.batch_size,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(
@@ -340,6 +347,11 @@ def round_summary(round_no: int, scores: Sequence[QuestionScore]) -> dict[str, A
 def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     """Answer every question of ``cfg.side``, score the answers, write and return the results.
 
+    Every LLM call of the run (an LLM reader's, an LLM Brain's) is appended by the actor that made
+    it, as it completes, to ``<output_dir>/llm_usage.jsonl`` (:mod:`rg.llm.journal`); the run record
+    gets ``llm_usage_this_run`` and ``llm_usage_all_runs`` (every run into ``output_dir``, killed
+    ones included), and ``llm_usage_all_runs_by_side`` (``hand`` / ``brain``).
+
     Raises:
         ValueError: when the side holds no question, ids repeat, or the actor pool does not fit.
     """
@@ -352,6 +364,7 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     if len(gold) != len(samples):
         raise ValueError(f"question ids repeat in {cfg.input}; every question needs a unique id")
     rounds: list[dict[str, Any]] = []
+    run_id, journal = new_run_id(), str((Path(cfg.output_dir) / JOURNAL_FILE).resolve())  # actors: other cwd
     actor = None
     if cfg.memory is not None:  # one owner of the memories for every worker and every round
         from rg.memory.actor import memory_actor
@@ -359,7 +372,7 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         init_ray(cfg.ray)
         actor = memory_actor(cfg.memory, memory_actor_name(cfg))
     for round_no in range(1, (cfg.memory.rounds if cfg.memory is not None else 1) + 1):
-        predictions, coverage = _predict(cfg, frozenset(gold), progress)
+        predictions, coverage = _predict(cfg, frozenset(gold), progress, journal, run_id)
         round_gold = {i: replace(g, covered=coverage.get(i, False)) for i, g in gold.items()}
         scores: list[QuestionScore] = []
         for sample in samples:
@@ -393,6 +406,8 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         "batch_size": cfg.batch_size,
         "seconds": seconds,
         "questions_per_s": len(scores) / seconds if seconds > 0 else None,
+        "run_id": run_id,
+        **journal_usage(journal, run_id),
     }
     if cfg.dualtower is not None and cfg.reasoner == "dualtower":
         run["dualtower"] = cfg.dualtower.model_dump(mode="json", exclude={"brain": {"llm": {"api_key"}}})
@@ -419,7 +434,22 @@ def per_side(scores) -> dict[str, dict[str, float]]:
 def format_qa(result: QAResult) -> str:
     """The Markdown table with its run line, and where the files went."""
     files = result.files
-    lines = [run_line(result.run), markdown_table(result.summary).rstrip(), failure_line(result.summary)]
+    lines = [run_line(result.run), markdown_table(result.summary).rstrip(), failure_line(result.summary),
+             usage_line(result.run)]
     lines.append(f"results: {Path(files.json).resolve()}  table: {Path(files.markdown).resolve()}  "
                  f"plot: {Path(files.plot).resolve()}  predictions: {Path(files.predictions).resolve()}")
     return "\n".join(line for line in lines if line)
+
+
+def usage_line(run: dict[str, Any]) -> str:
+    """LLM calls and tokens of this run and of every run into the folder, per side; ``""`` when
+    no run into the folder made an LLM call."""
+    every = run.get("llm_usage_all_runs", {}).get("total", {})
+    if not every.get("calls"):
+        return ""
+    this = run["llm_usage_this_run"]["total"]
+    sides = "; ".join(f"{side} {u['calls']} calls {u['prompt_tokens']:,}+{u['completion_tokens']:,} tokens"
+                      for side, u in run["llm_usage_all_runs_by_side"].items() if u["calls"])
+    return (f"LLM calls this run {this['calls']} (failures {this['failures']}, tokens "
+            f"{this['prompt_tokens']:,}+{this['completion_tokens']:,}); all runs into this folder: {sides} "
+            f"(journal {run['llm_journal']})")

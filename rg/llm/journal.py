@@ -7,9 +7,15 @@ ran (a Ray actor), as each call completes, with one ``O_APPEND`` write per line 
 concurrent actors do not interleave. :func:`read_journal` sums it into a ledger, over all runs
 or one.
 
-    journal = UsageJournal("out/llm_usage.jsonl", run="a1b2c3")
+    journal = UsageJournal(Path(output_dir) / JOURNAL_FILE, run=new_run_id())
     client = OpenAICompatibleClient(cfg, journal=journal)
-    read_journal("out/llm_usage.jsonl").total().calls
+    read_journal(journal.path).total().calls              # every run's calls
+    journal_usage(journal.path, journal.run)              # the report's two ledgers
+
+Every LLM stage books here in the same format: refine (``rg.supervision.job``), the QA evaluation's
+LLM reader and the dual tower's LLM Brain (``rg.evaluation.qa_job``) and the Serve BrainProxy
+(``serve.brain_proxy``). Each entry records the side (``hand`` or ``brain``) of the client that
+made the call, so :meth:`~rg.llm.usage.UsageLedger.by_side` of a read journal is the usage per side.
 """
 
 from __future__ import annotations
@@ -17,9 +23,19 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
-from rg.llm.usage import Usage, UsageLedger
+from rg.llm.usage import SIDES, Usage, UsageLedger
+
+JOURNAL_FILE = "llm_usage.jsonl"
+"""The journal's name beside a job's outputs: one line per LLM call of every run into that folder."""
+
+
+def new_run_id() -> str:
+    """A fresh run id (12 hex digits), one per job submission or Serve replica."""
+    return uuid.uuid4().hex[:12]
 
 
 class UsageJournal:
@@ -65,3 +81,18 @@ def read_journal(path: str | Path, run: str | None = None) -> UsageLedger:
             if run is None or entry.get("run") == run:
                 ledger.add(entry["stage"], entry["side"], Usage.from_dict(entry["usage"]))
     return ledger
+
+
+def usage_by_side(ledger: UsageLedger) -> dict[str, dict[str, int | float]]:
+    """``{side: usage}`` for both sides (``hand`` and ``brain``; a side with no call is all zeros)."""
+    sides = ledger.by_side()
+    return {side: sides.get(side, Usage()).to_dict() for side in SIDES}
+
+
+def journal_usage(path: str | Path, run: str) -> dict[str, Any]:
+    """The report keys of a job whose calls are all journaled: ``llm_usage_this_run`` (this run's
+    entries), ``llm_usage_all_runs`` (every run's, killed runs included; same shape,
+    :meth:`UsageLedger.to_dict`) and ``llm_usage_all_runs_by_side`` (:func:`usage_by_side`)."""
+    every = read_journal(path)
+    return {"llm_journal": str(Path(path).resolve()), "llm_usage_this_run": read_journal(path, run).to_dict(),
+            "llm_usage_all_runs": every.to_dict(), "llm_usage_all_runs_by_side": usage_by_side(every)}

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from rg.llm.client import OpenAICompatibleClient
 from rg.llm.config import LLMConfig
+from rg.llm.journal import UsageJournal
 from rg.llm.usage import UsageLedger
 from rg.privacy.session import PrivacySession
 
 
 def brain_client(
-    config: LLMConfig | OpenAICompatibleClient, session: PrivacySession, ledger: UsageLedger | None = None
+    config: LLMConfig | OpenAICompatibleClient, session: PrivacySession, ledger: UsageLedger | None = None,
+    journal: UsageJournal | None = None,
 ) -> OpenAICompatibleClient:
     """A client for a ``side: brain`` endpoint whose every request passes ``session.guard`` first.
 
     Pass a config to build a new client, or an existing Brain-side client to rebind it to the
-    next question's session (the connection pool and ledger are shared).
+    next question's session (the connection pool, ledger and usage journal are shared). A new
+    client appends each completed call to ``journal`` (``side: brain``), when given.
 
     In ``plaintext`` mode the session guards nothing (the baseline the privacy modes are measured
     against); in ``utility`` and ``privacy`` modes a request holding any raw string the session
@@ -28,4 +31,4 @@ def brain_client(
         raise ValueError(f"brain_client is for side: brain endpoints; {settings.base_url} has side: {settings.side}")
     if isinstance(config, OpenAICompatibleClient):
         return config.with_guard(session.guard)
-    return OpenAICompatibleClient(config, ledger=ledger, guard=session.guard)
+    return OpenAICompatibleClient(config, ledger=ledger, guard=session.guard, journal=journal)

@@ -27,6 +27,7 @@ from rg.config import Config
 from rg.evidence import Evidence
 from rg.llm.client import Completion, LLMClient, LLMError, OpenAICompatibleClient
 from rg.llm.config import LLMConfig, hand_side_only
+from rg.llm.journal import UsageJournal
 from rg.llm.prompts import PromptTemplate
 from rg.llm.usage import Usage
 from rg.metrics import normalize_answer
@@ -155,20 +156,24 @@ class LLMReader:
         config: Endpoint and prompt limits.
         client: An existing client (its ledger books the calls under stage ``read``); by
             default one is created on first use, inside the process that calls (e.g. an actor).
+        journal: The usage journal the default client appends each completed call to
+            (:mod:`rg.llm.journal`); unused when ``client`` is given.
 
     Attributes:
         name: ``llm:<model>``.
     """
 
-    def __init__(self, config: LLMReaderConfig, client: LLMClient | None = None) -> None:
+    def __init__(self, config: LLMReaderConfig, client: LLMClient | None = None,
+                 journal: UsageJournal | None = None) -> None:
         self.config = config
         self.name = f"llm:{config.llm.model}"
         self._client = client
+        self.journal = journal
 
     @property
     def client(self) -> LLMClient:
         if self._client is None:
-            self._client = OpenAICompatibleClient(self.config.llm)
+            self._client = OpenAICompatibleClient(self.config.llm, journal=self.journal)
         return self._client
 
     def messages(self, question: str, evidence: Evidence) -> list[dict[str, str]]:

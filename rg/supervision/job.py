@@ -19,7 +19,6 @@ import json
 import pickle
 import shutil
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Iterator, Literal
@@ -37,7 +36,7 @@ from rg.data.splits import SplitConfig, SplitName
 from rg.data.integrity import write_json_atomic
 from rg.data.streaming import READ_CPUS, read_input
 from rg.llm.client import OpenAICompatibleClient
-from rg.llm.journal import UsageJournal, read_journal
+from rg.llm.journal import JOURNAL_FILE, UsageJournal, new_run_id, read_journal
 from rg.llm.usage import Usage, UsageLedger
 from rg.locks import output_lock
 from rg.runtime import RayConfig, init_ray
@@ -68,8 +67,6 @@ PREPARE_CPUS = 0.25
 """CPUs reserved per candidate-pool task (about 3 ms of work per question). Reserving a whole
 CPU let only one such task run beside a pool of 4 LLM actors on 2 CPUs, and the pool starved."""
 REPORT_FILE = "refine_report.json"
-JOURNAL_FILE = "llm_usage.jsonl"
-"""Usage journal beside the labels: one line per LLM call of every run (rg.llm.journal)."""
 
 
 class RefineConfig(Config):
@@ -319,8 +316,8 @@ def _refine_locked(cfg: RefineConfig, progress: bool, fresh: bool, retry_fallbac
     skip = frozenset(x.id for x in iter_part_labels(parts))
     init_ray(cfg.ray)
     check_resources(cfg, ray.cluster_resources().get("CPU", 0.0))
-    run = uuid.uuid4().hex[:12]
-    journal = str(out / JOURNAL_FILE)
+    run = new_run_id()
+    journal = str((out / JOURNAL_FILE).resolve())  # the actors may run in another working directory
     ledger, bad, counts = UsageLedger(), Counter(), Counter()
     seen: set[str] = set(skip)
     early_reasons: Counter = Counter()  # fallback reasons while the endpoint has not answered yet

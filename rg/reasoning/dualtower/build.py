@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rg.linking.linker import EntityLinker
+from rg.llm.journal import UsageJournal
 from rg.privacy.schema import KGSchema
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.controller import BrainFactory, DualTowerController, LLMBrainFactory, LocalBrainFactory
@@ -17,7 +18,8 @@ from rg.text.encoder import TextEncoder
 def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStore | None = None,
                      linker: EntityLinker | None = None, planner: PlannerModel | None = None,
                      encoder: TextEncoder | None = None, memory: ExperienceMemory | None = None,
-                     brains: BrainFactory | None = None, edges=None) -> DualTowerController:
+                     brains: BrainFactory | None = None, edges=None,
+                     journal: UsageJournal | None = None) -> DualTowerController:
     """The controller ``config`` describes.
 
     Args:
@@ -32,22 +34,27 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
             process that receives only the sealed payloads, as ``serve/`` deploys it); the Brain
             settings are then not read here.
         edges: The edge memory (``rg.memory.EdgeMemory``; none: no replay).
+        journal: An LLM Brain and a Hand LLM append each completed call to this usage journal
+            (``rg.llm.journal``).
 
     Raises:
         ValueError: for a local Brain with neither ``planner`` nor ``brain.planner``, naming the fix.
     """
     if brains is None:
-        brains = brain_factory(config, planner)
+        brains = brain_factory(config, planner, journal)
     similarity: Similarity
     if config.similarity == "encoder":
         similarity = EncoderSimilarity(encoder if encoder is not None else TextEncoder())
     else:
         similarity = LexicalSimilarity()
-    return DualTowerController(config, schema, Hand(config, store, linker), brains, similarity, memory, edges)
+    return DualTowerController(config, schema, Hand(config, store, linker), brains, similarity, memory, edges,
+                               journal)
 
 
-def brain_factory(config: DualTowerConfig, planner: PlannerModel | None = None) -> BrainFactory:
-    """The Brain factory ``config.brain`` describes (the planner is loaded here unless given).
+def brain_factory(config: DualTowerConfig, planner: PlannerModel | None = None,
+                  journal: UsageJournal | None = None) -> BrainFactory:
+    """The Brain factory ``config.brain`` describes (the planner is loaded here unless given); an
+    LLM Brain appends each completed call to ``journal`` (``rg.llm.journal``), when given.
 
     Raises:
         ValueError: for a local Brain with neither ``planner`` nor ``brain.planner``, naming the fix.
@@ -60,4 +67,4 @@ def brain_factory(config: DualTowerConfig, planner: PlannerModel | None = None) 
             planner = load_planner(config.brain.planner)
         return LocalBrainFactory(planner, config.brain.beams, config.brain.indicators)
     assert config.brain.llm is not None  # checked by BrainConfig
-    return LLMBrainFactory(config.brain.llm, config.brain.reasks)
+    return LLMBrainFactory(config.brain.llm, config.brain.reasks, journal)

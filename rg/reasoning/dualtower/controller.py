@@ -30,6 +30,7 @@ from rg.data.sample import Triple
 from rg.graph import KnowledgeGraph
 from rg.llm.client import OpenAICompatibleClient
 from rg.llm.config import LLMConfig
+from rg.llm.journal import UsageJournal
 from rg.llm.usage import Usage, UsageLedger
 from rg.privacy.guard import EgressRefused
 from rg.privacy.schema import KGSchema
@@ -114,15 +115,17 @@ class LocalBrainFactory:
 
 
 class LLMBrainFactory:
-    """An LLM Brain per question over one shared connection pool, rebound to each session's guard."""
+    """An LLM Brain per question over one shared connection pool, rebound to each session's guard;
+    every completed Brain call is also appended to ``journal`` (``rg.llm.journal``), when given."""
 
-    def __init__(self, config: LLMConfig, reasks: int = 1) -> None:
-        self.config, self.reasks = config, reasks
+    def __init__(self, config: LLMConfig, reasks: int = 1, journal: UsageJournal | None = None) -> None:
+        self.config, self.reasks, self.journal = config, reasks, journal
         self._client: OpenAICompatibleClient | None = None
         self.name = f"llm:{config.model}"
 
     def __call__(self, session: PrivacySession, ledger: UsageLedger) -> Brain:
-        brain = LLMBrain(self._client if self._client is not None else self.config, session, self.reasks)
+        brain = LLMBrain(self._client if self._client is not None else self.config, session, self.reasks,
+                         journal=self.journal)
         if self._client is None:
             self._client = brain.client
         brain.client.ledger = ledger  # the twin books this question's calls apart
@@ -163,11 +166,12 @@ class DualTowerController:
             gates Brain calls, steers the tree and stores each question's anonymised trace.
         edges: The edge memory (``rg.memory.EdgeMemory``; None: no replay). Replayed paths seed
             the analysis and selection locally; after each question the evidence used is memorised.
+        journal: A Hand LLM appends each completed call to this usage journal (``rg.llm.journal``).
     """
 
     def __init__(self, config: DualTowerConfig, schema: KGSchema, hand: Hand, brains: BrainFactory,
                  similarity: Similarity, memory: ExperienceMemory | None = None,
-                 edges: "EdgeMemory | None" = None) -> None:
+                 edges: "EdgeMemory | None" = None, journal: UsageJournal | None = None) -> None:
         self.config = config
         self.schema = schema
         self.hand = hand
@@ -175,7 +179,7 @@ class DualTowerController:
         self.similarity = similarity
         self.memory = memory if memory is not None else NoMemory()
         self.edges = edges
-        self.reader = HandReader(config)
+        self.reader = HandReader(config, journal=journal)
 
     def answer(self, question: str, topics: Sequence[str] = (), triples: Sequence[Triple] | None = None) -> DualTowerResult:
         """Answer one question from synchronous code (see :meth:`aanswer`)."""

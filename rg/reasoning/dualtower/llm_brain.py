@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from rg.llm.client import LLMError, OpenAICompatibleClient
 from rg.llm.config import LLMConfig
+from rg.llm.journal import UsageJournal
 from rg.llm.prompts import PromptTemplate
 from rg.llm.usage import UsageLedger
 from rg.privacy.session import PrivacySession
@@ -35,11 +36,12 @@ class LLMBrain:
         reasks: Re-asks after a malformed reply.
         ledger: Usage ledger to book calls in (shared across questions by the caller).
         client: An existing Brain client to rebind to ``session`` (shares its connection pool).
+        journal: Usage journal a new client appends each completed call to (a rebound client keeps its own).
     """
 
     def __init__(self, config: LLMConfig | OpenAICompatibleClient, session: PrivacySession, reasks: int = 1,
-                 ledger: UsageLedger | None = None) -> None:
-        self.client = brain_client(config, session, ledger)
+                 ledger: UsageLedger | None = None, journal: UsageJournal | None = None) -> None:
+        self.client = brain_client(config, session, ledger, journal)
         self.reasks = reasks
         self.name = f"llm:{self.client.config.model}"
 

@@ -16,6 +16,7 @@ import dataclasses
 
 from rg.evidence import Evidence
 from rg.llm.client import OpenAICompatibleClient
+from rg.llm.journal import UsageJournal
 from rg.llm.usage import UsageLedger
 from rg.reasoning.base import Reading
 from rg.reasoning.dualtower.config import DualTowerConfig
@@ -33,9 +34,11 @@ class HandReader:
         config: The controller's settings (``hand`` and ``reader``).
         client: An existing Hand-side client (tests); by default one is created on first use, in
             the process that reads, and shared by every question's twin.
+        journal: The created client appends each completed call here (``rg.llm.journal``).
     """
 
-    def __init__(self, config: DualTowerConfig, client: OpenAICompatibleClient | None = None) -> None:
+    def __init__(self, config: DualTowerConfig, client: OpenAICompatibleClient | None = None,
+                 journal: UsageJournal | None = None) -> None:
         self.local = RetrieverReader(config.reader)
         hand = config.hand
         self.llm_config = (
@@ -43,12 +46,13 @@ class HandReader:
             else LLMReaderConfig(llm=hand.llm, max_lines=hand.max_lines, follow_up=hand.follow_up)
         )
         self._client = client
+        self.journal = journal
         self.name = f"llm:{hand.llm.model}" if hand.llm is not None else "local"
 
     def _reader(self, ledger: UsageLedger) -> LLMReader:
         assert self.llm_config is not None
         if self._client is None:
-            self._client = OpenAICompatibleClient(self.llm_config.llm)
+            self._client = OpenAICompatibleClient(self.llm_config.llm, journal=self.journal)
         twin = copy.copy(self._client)  # shares the connection pool; books this question's calls apart
         twin.ledger = ledger
         return LLMReader(self.llm_config, twin)
