@@ -50,6 +50,7 @@ from rg.linking.config import LinkingConfig, linking_setting
 from rg.metrics import MatchMode
 from rg.memory.config import MemoryConfig
 from rg.reasoning.dualtower.config import DualTowerConfig
+from rg.reasoning.traverse.config import TraverseConfig
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
 
@@ -66,10 +67,11 @@ class QAEvaluateConfig(QuestionSetConfig):
     KIND: ClassVar[str] = "evaluate_qa"
 
     output_dir: str = Field(description="Where qa.json / .md / .png and predictions.jsonl go.")
-    reasoner: Literal["retriever", "dualtower"] = Field(
+    reasoner: Literal["retriever", "dualtower", "traverse"] = Field(
         "retriever",
         description="'retriever': a triple scorer, evidence chains and a reader (ReG). 'dualtower': PrivGemo's "
-        "Hand/Brain controller (`dualtower`) on each question's subgraph; `retriever` is then unused.",
+        "Hand/Brain controller (`dualtower`) on each question's subgraph; `retriever` is then unused. 'traverse': "
+        "ReMindRAG's traversal (`traverse`), steered by `retriever`'s scores or a Hand-side LLM.",
     )
     retriever: MethodConfig | None = Field(
         None,
@@ -78,12 +80,15 @@ class QAEvaluateConfig(QuestionSetConfig):
     )
     dualtower: DualTowerConfig | None = Field(
         None, description="reasoner dualtower: the controller (brain, privacy mode, W_max, D_max, W1, α).")
+    traverse: TraverseConfig | None = Field(
+        None, description="reasoner traverse: local or LLM guide, step budget, sufficiency floor (rg.reasoning.traverse).")
     schema_dir: str | None = Field(
         None, description="reasoner dualtower: folder of the KG's privacy_schema.json (a privacy report writes one); "
         "None derives types and relation clusters from each question's subgraph.")
     memory: MemoryConfig | None = Field(
         None, description="reasoner dualtower: the experience pool and edge memory (rg.memory), owned by one named "
-        "Ray actor; `memory.rounds` answers the questions that many times with the memory kept between rounds.")
+        "Ray actor; reasoner traverse: the edge memory only. `memory.rounds` answers the questions that many "
+        "times with the memory kept between rounds.")
     top_k: int | None = Field(100, ge=1, description="Retrieved triples per question (None: all, ranked).")
     min_triple_score: float | None = Field(
         None,
@@ -135,8 +140,19 @@ class QAEvaluateConfig(QuestionSetConfig):
         if self.reasoner == "retriever" and self.retriever is None:
             raise ValueError("retriever is not set; reasoner 'retriever' needs a triple scorer. Fix: set "
                              "`retriever: {kind: retriever, path: ...}` (or a baseline), or `reasoner: dualtower`")
-        if self.memory is not None and self.reasoner != "dualtower":
-            raise ValueError("`memory` is set but reasoner is not 'dualtower'. Fix: set reasoner: dualtower or drop memory")
+        if self.memory is not None and self.reasoner not in ("dualtower", "traverse"):
+            raise ValueError("`memory` is set but reasoner is not 'dualtower' or 'traverse'. Fix: set one of them or "
+                             "drop memory")
+        if self.reasoner == "traverse":
+            if self.traverse is None:
+                raise ValueError("reasoner is 'traverse' but `traverse` is not set. Fix: give `traverse: {kind: local}` "
+                                 "(with a retriever) or `traverse: {kind: llm, llm: {base_url, model}}`")
+            if self.traverse.kind == "local" and self.retriever is None:
+                raise ValueError("traverse.kind is 'local' but retriever is not set; its scores steer the traversal. "
+                                 "Fix: set `retriever: {kind: planner, path: ...}` (or a retriever or baseline)")
+            if self.memory is not None and (self.memory.experience is not None or self.memory.edges is None):
+                raise ValueError("reasoner 'traverse' uses the edge memory only. Fix: set memory.experience: null "
+                                 "and keep memory.edges (memory.embedder chooses its embedder)")
         if self.reasoner == "dualtower" and self.dualtower is None:
             raise ValueError("reasoner is 'dualtower' but `dualtower` is not set. Fix: give `dualtower: {brain: "
                              "{kind: local, planner: <planner folder>}}` (see configs/dualtower_synthetic.yaml)")
@@ -144,9 +160,8 @@ class QAEvaluateConfig(QuestionSetConfig):
 
     @model_validator(mode="after")
     def _planned_walks_need_a_planner(self) -> "QAEvaluateConfig":
-        if self.reasoner == "dualtower":
+        if self.reasoner != "retriever" or self.retriever is None:
             return self
-        assert self.retriever is not None  # checked above
         if self.evidence.walks == "planned" and self.retriever.kind != "planner":
             raise ValueError(
                 f"evidence.walks 'planned' grounds a planner's decoded paths, but retriever.kind is "
@@ -180,12 +195,18 @@ class _QAActor:
 
         torch.set_num_threads(max(1, int(cfg.actor_cpus)))  # one process per actor: match its CPU share
         self.cfg = cfg
-        self.dualtower = None
+        self.answerer = None
         if cfg.reasoner == "dualtower":
             from rg.evaluation.dualtower_qa import DualTowerQA
 
             assert cfg.dualtower is not None  # checked by the config
-            self.dualtower = DualTowerQA(cfg.dualtower, cfg.schema_dir, cfg.memory, memory_actor_name(cfg))
+            self.answerer = DualTowerQA(cfg.dualtower, cfg.schema_dir, cfg.memory, memory_actor_name(cfg))
+        elif cfg.reasoner == "traverse":
+            from rg.evaluation.traverse_qa import TraverseQA
+
+            assert cfg.traverse is not None  # checked by the config
+            scorer = build_qa_scorer(cfg) if cfg.retriever is not None else None
+            self.answerer = TraverseQA(cfg.traverse, scorer, cfg.memory, memory_actor_name(cfg))
         else:
             self.scorer = build_qa_scorer(cfg)
             self.reader = build_reader(cfg.reader)
@@ -211,8 +232,8 @@ class _QAActor:
             samples, failed = link_samples(samples, self.linker)
             bad += failed
         cfg = self.cfg
-        if self.dualtower is not None:
-            predictions = await self.dualtower.answer(samples)
+        if self.answerer is not None:  # the dual tower or the traversal answers whole questions
+            predictions = await self.answerer.answer(samples)
         else:
             predictions = await answer_questions(
                 samples, self.scorer, self.reader, top_k=cfg.top_k, chains=cfg.chains, evidence=cfg.evidence,
@@ -320,20 +341,31 @@ def memory_actor_name(cfg: QAEvaluateConfig) -> str:
     return "rg-memory-" + hashlib.sha1(str(Path(cfg.output_dir).resolve()).encode()).hexdigest()[:10]
 
 
-def round_summary(round_no: int, scores: Sequence[QuestionScore]) -> dict[str, Any]:
-    """One memory round: Hits@1, Brain calls and tokens per question, and where analyses came from."""
+def round_summary(round_no: int, scores: Sequence[QuestionScore], side: str = "brain",
+                  first: dict[str, float] | None = None) -> dict[str, Any]:
+    """One memory round: Hits@1, LLM calls and tokens per question on ``side`` (the dual tower's LLM is
+    the Brain, the traversal's the Hand), and where analyses came from; with ``first`` (round 1's
+    Hits@1 by id) the questions wrong in round 1 and right now (``corrected``) and the reverse (``lost``)."""
     n = max(len(scores), 1)
     sources: dict[str, int] = {}
     for s in scores:
         source = s.prediction.evidence_walks.partition(":")[2] or "none"
         sources[source] = sources.get(source, 0) + 1
-    return {"round": round_no, "questions": len(scores),
-            "hits1": sum(s.hits_at_1 for s in scores) / n,
-            "brain_calls_per_question": sum(s.prediction.usage.calls for s in scores) / n,
-            "tokens_per_question": {"brain": sum(s.prediction.usage.prompt_tokens + s.prediction.usage.completion_tokens
-                                                 for s in scores) / n},
-            "replay_hit_rate": sources.get("replay", 0) / n, "experience_hit_rate": sources.get("experience", 0) / n,
-            "analysis_sources": sources}
+    calls = sum(s.prediction.usage.calls for s in scores) / n
+    out = {"round": round_no, "questions": len(scores),
+           "hits1": sum(s.hits_at_1 for s in scores) / n,
+           "brain_calls_per_question": calls if side == "brain" else 0.0,
+           "tokens_per_question": {side: sum(s.prediction.usage.prompt_tokens + s.prediction.usage.completion_tokens
+                                             for s in scores) / n},
+           "replay_hit_rate": sources.get("replay", 0) / n, "experience_hit_rate": sources.get("experience", 0) / n,
+           "analysis_sources": sources}
+    if side != "brain":
+        out[f"{side}_calls_per_question"] = calls
+        out["replay_used_rate"] = sum(v for k, v in sources.items() if k.startswith("replay")) / n
+    if first is not None:
+        out["corrected"] = sum(1 for s in scores if first.get(s.prediction.id) == 0 and s.hits_at_1 == 1)
+        out["lost"] = sum(1 for s in scores if first.get(s.prediction.id) == 1 and s.hits_at_1 == 0)
+    return out
 
 
 def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
@@ -351,6 +383,7 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     if len(gold) != len(samples):
         raise ValueError(f"question ids repeat in {cfg.input}; every question needs a unique id")
     rounds: list[dict[str, Any]] = []
+    first: dict[str, float] | None = None  # round 1's Hits@1 by id
     actor = None
     if cfg.memory is not None:  # one owner of the memories for every worker and every round
         from rg.memory.actor import memory_actor
@@ -365,7 +398,9 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
             prediction = predictions.get(sample.id) or Prediction(id=sample.id, question=sample.question, failure=LOST)
             scores.append(score_prediction(prediction, round_gold[sample.id], cfg.match))
         if cfg.memory is not None:
-            rounds.append(round_summary(round_no, scores))
+            side = "hand" if cfg.reasoner == "traverse" else "brain"
+            rounds.append(round_summary(round_no, scores, side, first))
+            first = first if first is not None else {s.prediction.id: s.hits_at_1 for s in scores}
     gold = round_gold
     if actor is not None:
         import ray
@@ -396,6 +431,9 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     if cfg.dualtower is not None and cfg.reasoner == "dualtower":
         run["dualtower"] = cfg.dualtower.model_dump(mode="json", exclude={"brain": {"llm": {"api_key"}}})
         run["brain_calls_per_question"] = sum(s.prediction.usage.calls for s in scores) / len(scores)
+    if cfg.traverse is not None and cfg.reasoner == "traverse":
+        run["traverse"] = cfg.traverse.model_dump(mode="json", exclude={"llm": {"api_key"}})
+        run["hand_calls_per_question"] = sum(s.prediction.usage.calls for s in scores) / len(scores)
     if cfg.memory is not None:
         run["memory"] = cfg.memory.model_dump(mode="json")
         run["memory_rounds"] = rounds

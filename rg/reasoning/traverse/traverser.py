@@ -58,6 +58,7 @@ class TraverseResult:
         usage: LLM calls and tokens of the question (zero for the local guide).
         fallbacks: Decisions the local rule made for the LLM (``<stage>:malformed`` / ``<stage>:llm_<reason>``).
         memorised: (enhanced, penalised) edge counts; None when nothing was memorised.
+        seeds: The seed entities found in the subgraph.
     """
 
     answers: tuple[str, ...]
@@ -72,6 +73,7 @@ class TraverseResult:
     usage: Usage = field(default_factory=Usage)
     fallbacks: tuple[str, ...] = ()
     memorised: tuple[int, int] | None = None
+    seeds: tuple[str, ...] = ()
 
 
 class Traverser:
@@ -129,7 +131,7 @@ class Traverser:
         return TraverseResult(answers=answered.answers, scores=answered.scores, guide=self.name, stop=stop,
                               steps=steps, source=source, edges=tuple(s.edges), replayed=replayed,
                               used=answered.used, usage=tally.usage, fallbacks=tuple(tally.fallbacks),
-                              memorised=tuple(memorised) if memorised is not None else None)
+                              memorised=tuple(memorised) if memorised is not None else None, seeds=s.seeds)
 
     def _replay(self, s: Subgraph, qvec) -> int:
         """Add the replayed paths to S (each from its seed); returns the replayed triples added."""
