@@ -4,10 +4,14 @@ with the edge memory in the named actor (a scripted Hand-side server on 127.0.0.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from rg.config import ConfigError, validate_config
+from rg.data.paraphrase import ParaphraseConfig
+from rg.data.synthetic.vocab import DIRECTED_BY
+from rg.evaluation.rounds import RoundRewriter
 from rg.data.rog import write_rog_parquet
 from rg.data.sample import Sample
 from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa
@@ -76,3 +80,46 @@ def test_llm_traversal_rounds_replay_and_cut_calls(ray_local, tmp_path):
     rows = [json.loads(line) for line in result.files.predictions.read_text().splitlines()]
     assert [r["evidence_walks"] for r in rows] == ["traverse:replay", "traverse:replay"]
     assert rows[0]["reader"] == "traverse:llm:scripted" and rows[0]["scorer"] == "none"
+
+
+FILMS = (("Heat", DIRECTED_BY, "Michael Mann"), ("Collateral", DIRECTED_BY, "Michael Mann"),
+         ("Casino", DIRECTED_BY, "Martin Scorsese"))
+HEAT = Sample("h", "Who directed Heat?", ("Michael Mann",), ("Heat",), ("Michael Mann",), FILMS, hops=1)
+SCORSESE = Sample("s", "Which films did Martin Scorsese direct?", ("Casino",), ("Martin Scorsese",), ("Casino",), FILMS,
+                  hops=1)
+
+
+def test_round_rewriter_paraphrases_and_same_template_questions():
+    para = [RoundRewriter("paraphrase", ParaphraseConfig(), r, 3)(HEAT) for r in (2, 3)]
+    assert [(s.question, s.answers, changed) for s, changed in para] == [
+        ("Which person directed the film Heat?", ("Michael Mann",), True),
+        ("Who was the director of Heat?", ("Michael Mann",), True)]
+    other = [RoundRewriter("same_template", ParaphraseConfig(), r, 3)(HEAT)[0] for r in (2, 3)]
+    assert [(s.question, s.q_entities, s.answers, s.a_entities) for s in other] == [
+        ("Who directed Collateral?", ("Collateral",), ("Michael Mann",), ("Michael Mann",)),
+        ("Who directed Casino?", ("Casino",), ("Martin Scorsese",), ("Martin Scorsese",))]
+    odd = replace(HEAT, question="Name Heat's director")
+    assert RoundRewriter("paraphrase", ParaphraseConfig(), 2, 3)(odd) == (odd, False)
+    with pytest.raises(ValueError, match="nothing to rewrite"):
+        RoundRewriter("same", ParaphraseConfig(), 2, 3)
+    with pytest.raises(ConfigError, match="paraphrase.metaqa_files is empty"):
+        validate_config({"bank": "metaqa"}, ParaphraseConfig)
+
+
+@pytest.mark.slow
+def test_same_template_rounds_score_against_the_new_gold(ray_local, tmp_path):
+    write_rog_parquet([HEAT, SCORSESE], tmp_path / "samples.parquet")
+    cfg = validate_config({
+        "input": str(tmp_path / "samples.parquet"), "output_dir": str(tmp_path / "out"), "side": "all",
+        "reasoner": "traverse", "retriever": {"kind": "hop_distance"},
+        "traverse": {"kind": "local", "min_score": -10, "max_steps": 1},
+        "memory": {"experience": None, "embedder": "hashing", "rounds": 2, "round_kind": "same_template"},
+        "num_actors": 1, "actor_cpus": 0.5, "batch_size": 2}, QAEvaluateConfig)
+    result = evaluate_qa(cfg, progress=False)
+    first, second = result.run["memory_rounds"]
+    assert (first["rewritten"], second["rewritten"], second["kind"]) == (0, 2, "same_template")
+    assert first["hits1"] == second["hits1"] == 1.0 and second["hand_calls_per_question"] == 0.0
+    rows = {r["id"]: r for r in map(json.loads, result.files.predictions.read_text().splitlines())}
+    assert (rows["h"]["question"], rows["h"]["answers"], rows["h"]["gold"]) == (
+        "Who directed Collateral?", ["Michael Mann"], ["Michael Mann"])
+    assert (rows["s"]["question"], rows["s"]["gold"]) == ("Which films did Michael Mann direct?", ["Collateral", "Heat"])

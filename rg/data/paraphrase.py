@@ -28,7 +28,11 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
+from pydantic import Field, model_validator
+
+from rg.config import Config
 from rg.data.records import iter_text_lines
 from rg.data.sample import Question, Triple
 from rg.data.synthetic.questions import EdgeIndex
@@ -226,3 +230,27 @@ def metaqa_bank(files: Sequence[tuple[str | Path, str | Path]]) -> TemplateBank:
     return TemplateBank(
         Family(qtype, (qtype_path(qtype),), tuple(w for w, _ in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))))
         for qtype, c in sorted(counts.items()))
+
+
+class ParaphraseConfig(Config):
+    """Where the question families of paraphrase / same-template rounds come from."""
+
+    bank: Literal["synthetic", "metaqa"] = Field(
+        "synthetic", description="'synthetic': the synthetic KG's templates; 'metaqa': MetaQA's question templates "
+        "read from `metaqa_files`.")
+    metaqa_files: list[tuple[str, str]] = Field(
+        default_factory=list, description="bank metaqa: (question file, qtype file) pairs, e.g. "
+        "[[<data>/metaqa/qa_test_1hop.txt.gz, <data>/metaqa/qa_test_1hop_qtype.txt.gz], ...].")
+    seed: int = Field(0, description="Seed of the paraphrase / entity order.")
+    max_answers: int = Field(10, ge=1, description="same_template: skip other entities with more answers than this.")
+
+    @model_validator(mode="after")
+    def _metaqa_needs_files(self) -> "ParaphraseConfig":
+        if self.bank == "metaqa" and not self.metaqa_files:
+            raise ValueError("paraphrase.bank is 'metaqa' but paraphrase.metaqa_files is empty. Fix: list the "
+                             "(question file, qtype file) pairs of MetaQA, e.g. qa_test_1hop.txt.gz and "
+                             "qa_test_1hop_qtype.txt.gz")
+        return self
+
+    def build(self) -> TemplateBank:
+        return synthetic_bank() if self.bank == "synthetic" else metaqa_bank(self.metaqa_files)

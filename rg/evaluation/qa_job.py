@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -190,7 +190,7 @@ def build_qa_scorer(cfg: QAEvaluateConfig) -> TripleScorer:
 class _QAActor:
     """Ray Data actor: loads the scorer and reader once, answers batches of RoG rows (as their inference views)."""
 
-    def __init__(self, cfg: QAEvaluateConfig) -> None:
+    def __init__(self, cfg: QAEvaluateConfig, round_no: int = 1) -> None:
         import torch
 
         torch.set_num_threads(max(1, int(cfg.actor_cpus)))  # one process per actor: match its CPU share
@@ -210,6 +210,12 @@ class _QAActor:
         else:
             self.scorer = build_qa_scorer(cfg)
             self.reader = build_reader(cfg.reader)
+        self.rewriter = None
+        if cfg.memory is not None and cfg.memory.round_kind != "same" and round_no > 1:
+            from rg.evaluation.rounds import RoundRewriter
+
+            memory = cfg.memory
+            self.rewriter = RoundRewriter(memory.round_kind, memory.paraphrase, round_no, memory.rounds)
         self.linker = None
         if cfg.linking is not None:
             from rg.linking import EntityLinker, NameIndex
@@ -220,12 +226,17 @@ class _QAActor:
         samples: list[Sample] = []
         bad: list[Prediction] = []
         covered: dict[str, bool] = {}  # needs the subgraph, which only the actors see
+        golds: dict[str, str] = {}  # the gold of a rewritten question (rg.evaluation.rounds), for the driver only
         for row in batch.to_pylist():  # RoG rows straight from the input files
             item = sample_from_row(row, "input", -1)
             if isinstance(item, BadRow):
                 bad.append(Prediction(id=str(row.get("id")), question=str(row.get("question") or ""),
                                       failure=f"bad_row:{item.reason}"))
             else:
+                if self.rewriter is not None:
+                    item, changed = self.rewriter(item)
+                    if changed:
+                        golds[item.id] = json.dumps(asdict(Gold.of(item)))
                 covered[item.id] = Gold.of(item).covered
                 samples.append(inference_view(item))
         if self.linker is not None:
@@ -241,7 +252,8 @@ class _QAActor:
             )
         done = [*predictions, *bad]
         return {"prediction": np.array([json.dumps(p.to_dict()) for p in done], dtype=object),
-                "covered": np.array([covered.get(p.id, False) for p in done], dtype=bool)}
+                "covered": np.array([covered.get(p.id, False) for p in done], dtype=bool),
+                "gold": np.array([golds.get(p.id, "") for p in done], dtype=object)}
 
 
 def link_samples(samples: list[Sample], linker) -> tuple[list[Sample], list[Prediction]]:
@@ -289,13 +301,13 @@ def _title(cfg: QAEvaluateConfig, run: dict[str, Any]) -> str:
 
 
 def _predict(
-    cfg: QAEvaluateConfig, ids: frozenset[str], progress: bool
-) -> tuple[dict[str, Prediction], dict[str, bool]]:
+    cfg: QAEvaluateConfig, ids: frozenset[str], progress: bool, round_no: int = 1
+) -> tuple[dict[str, Prediction], dict[str, bool], dict[str, Gold]]:
     """Stream the questions ``ids`` from the inputs through the actor pool.
 
     Returns:
-        Predictions by id, and by id whether the answers are in the subgraph (``Gold.covered``,
-        computed where the subgraph is).
+        Predictions by id, by id whether the answers are in the subgraph (``Gold.covered``,
+        computed where the subgraph is), and the gold of each question a memory round rewrote.
 
     Rows go from the input files to the actors with Ray Data (an id filter, no ``from_items``),
     so the driver never holds the subgraphs.
@@ -312,7 +324,7 @@ def _predict(
     size = min(cfg.num_actors, blocks)
     ds = ds.map_batches(
         _QAActor,
-        fn_constructor_kwargs={"cfg": cfg},
+        fn_constructor_kwargs={"cfg": cfg, "round_no": round_no},
         batch_size=cfg.batch_size,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(
@@ -324,14 +336,18 @@ def _predict(
     )
     predictions: dict[str, Prediction] = {}
     coverage: dict[str, bool] = {}
+    golds: dict[str, Gold] = {}
     with tqdm(total=len(ids), unit="q", desc="answer questions", disable=not progress) as bar:
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
-            for text, covered in zip(batch["prediction"], batch["covered"]):
+            for text, covered, gold in zip(batch["prediction"], batch["covered"], batch["gold"]):
                 prediction = Prediction.from_dict(json.loads(text))
                 predictions[prediction.id] = prediction
                 coverage[prediction.id] = bool(covered)
+                if gold:
+                    fields = json.loads(gold)
+                    golds[prediction.id] = Gold(**{**fields, "answers": tuple(fields["answers"])})
             bar.update(len(batch["prediction"]))
-    return predictions, coverage
+    return predictions, coverage, golds
 
 
 def memory_actor_name(cfg: QAEvaluateConfig) -> str:
@@ -391,15 +407,16 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         init_ray(cfg.ray)
         actor = memory_actor(cfg.memory, memory_actor_name(cfg))
     for round_no in range(1, (cfg.memory.rounds if cfg.memory is not None else 1) + 1):
-        predictions, coverage = _predict(cfg, frozenset(gold), progress)
-        round_gold = {i: replace(g, covered=coverage.get(i, False)) for i, g in gold.items()}
+        predictions, coverage, rewritten = _predict(cfg, frozenset(gold), progress, round_no)
+        round_gold = {i: rewritten.get(i) or replace(g, covered=coverage.get(i, False)) for i, g in gold.items()}
         scores: list[QuestionScore] = []
         for sample in samples:
             prediction = predictions.get(sample.id) or Prediction(id=sample.id, question=sample.question, failure=LOST)
             scores.append(score_prediction(prediction, round_gold[sample.id], cfg.match))
         if cfg.memory is not None:
             side = "hand" if cfg.reasoner == "traverse" else "brain"
-            rounds.append(round_summary(round_no, scores, side, first))
+            rounds.append({**round_summary(round_no, scores, side, first), "kind": cfg.memory.round_kind,
+                           "rewritten": len(rewritten)})
             first = first if first is not None else {s.prediction.id: s.hits_at_1 for s in scores}
     gold = round_gold
     if actor is not None:

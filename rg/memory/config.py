@@ -7,6 +7,7 @@ from typing import Literal, Optional
 from pydantic import Field, model_validator
 
 from rg.config import Config
+from rg.data.paraphrase import ParaphraseConfig
 from rg.memory.edges import EdgeMemoryConfig
 from rg.memory.experience import ExperienceConfig
 from rg.memory.keys import KeyConfig
@@ -34,6 +35,11 @@ class MemoryConfig(Config):
         "(memory.experience.embedder; the encoder when there is no pool); 'encoder' or 'hashing' choose it directly "
         "(e.g. for reasoner traverse, which has no pool).")
     rounds: int = Field(1, ge=1, le=20, description="evaluate_qa: passes over the same questions, memory kept between.")
+    round_kind: Literal["same", "paraphrase", "same_template"] = Field(
+        "same", description="evaluate_qa rounds 2..: the same questions, seeded paraphrases of them, or questions "
+        "of the same template about other topic entities (rg.evaluation.rounds).")
+    paraphrase: ParaphraseConfig = Field(
+        default_factory=ParaphraseConfig, description="round_kind paraphrase / same_template: the template families.")
 
     @model_validator(mode="after")
     def _something(self) -> "MemoryConfig":
