@@ -183,7 +183,8 @@ class LLMGuide:
         lines = self._lines(s)
         by_form: dict[str, str] = {}
         for n in s.nodes:
-            by_form.setdefault(normalize_answer(n), n)
+            if form := normalize_answer(n):
+                by_form.setdefault(form, n)
 
         def check(r: AnswerReply) -> Answered:
             bad = [u for u in r.used if not 0 <= u < len(lines)]
