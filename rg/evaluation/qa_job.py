@@ -374,6 +374,7 @@ def round_summary(round_no: int, scores: Sequence[QuestionScore], side: str = "b
            "tokens_per_question": {side: sum(s.prediction.usage.prompt_tokens + s.prediction.usage.completion_tokens
                                              for s in scores) / n},
            "replay_hit_rate": sources.get("replay", 0) / n, "experience_hit_rate": sources.get("experience", 0) / n,
+           "evidence_lines_per_question": sum(s.prediction.evidence_lines for s in scores) / n,
            "analysis_sources": sources}
     if side != "brain":
         out[f"{side}_calls_per_question"] = calls
