@@ -76,6 +76,7 @@ def test_llm_traversal_rounds_replay_and_cut_calls(ray_local, tmp_path):
     assert first["tokens_per_question"] == {"hand": 100.0} and second["tokens_per_question"] == {"hand": 50.0}
     assert (first["replay_hit_rate"], second["replay_hit_rate"]) == (0.0, 1.0)
     assert first["brain_calls_per_question"] == 0.0 and (second["corrected"], second["lost"]) == (0, 0)
+    assert first["evidence_lines_per_question"] == second["evidence_lines_per_question"] == 1.0
     assert requests == 12 and result.run["memory_stats"]["edges"] == 2
     rows = [json.loads(line) for line in result.files.predictions.read_text().splitlines()]
     assert [r["evidence_walks"] for r in rows] == ["traverse:replay", "traverse:replay"]
