@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -52,6 +52,7 @@ from rg.llm.usage import Usage
 from rg.metrics import MatchMode
 from rg.memory.config import MemoryConfig
 from rg.reasoning.dualtower.config import DualTowerConfig
+from rg.reasoning.traverse.config import TraverseConfig
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
 
@@ -68,10 +69,11 @@ class QAEvaluateConfig(QuestionSetConfig):
     KIND: ClassVar[str] = "evaluate_qa"
 
     output_dir: str = Field(description="Where qa.json / .md / .png and predictions.jsonl go.")
-    reasoner: Literal["retriever", "dualtower"] = Field(
+    reasoner: Literal["retriever", "dualtower", "traverse"] = Field(
         "retriever",
         description="'retriever': a triple scorer, evidence chains and a reader (ReG). 'dualtower': PrivGemo's "
-        "Hand/Brain controller (`dualtower`) on each question's subgraph; `retriever` is then unused.",
+        "Hand/Brain controller (`dualtower`) on each question's subgraph; `retriever` is then unused. 'traverse': "
+        "ReMindRAG's traversal (`traverse`), steered by `retriever`'s scores or a Hand-side LLM.",
     )
     retriever: MethodConfig | None = Field(
         None,
@@ -80,12 +82,15 @@ class QAEvaluateConfig(QuestionSetConfig):
     )
     dualtower: DualTowerConfig | None = Field(
         None, description="reasoner dualtower: the controller (brain, privacy mode, W_max, D_max, W1, α).")
+    traverse: TraverseConfig | None = Field(
+        None, description="reasoner traverse: local or LLM guide, step budget, sufficiency floor (rg.reasoning.traverse).")
     schema_dir: str | None = Field(
         None, description="reasoner dualtower: folder of the KG's privacy_schema.json (a privacy report writes one); "
         "None derives types and relation clusters from each question's subgraph.")
     memory: MemoryConfig | None = Field(
         None, description="reasoner dualtower: the experience pool and edge memory (rg.memory), owned by one named "
-        "Ray actor; `memory.rounds` answers the questions that many times with the memory kept between rounds.")
+        "Ray actor; reasoner traverse: the edge memory only. `memory.rounds` answers the questions that many "
+        "times with the memory kept between rounds.")
     top_k: int | None = Field(100, ge=1, description="Retrieved triples per question (None: all, ranked).")
     min_triple_score: float | None = Field(
         None,
@@ -137,8 +142,19 @@ class QAEvaluateConfig(QuestionSetConfig):
         if self.reasoner == "retriever" and self.retriever is None:
             raise ValueError("retriever is not set; reasoner 'retriever' needs a triple scorer. Fix: set "
                              "`retriever: {kind: retriever, path: ...}` (or a baseline), or `reasoner: dualtower`")
-        if self.memory is not None and self.reasoner != "dualtower":
-            raise ValueError("`memory` is set but reasoner is not 'dualtower'. Fix: set reasoner: dualtower or drop memory")
+        if self.memory is not None and self.reasoner not in ("dualtower", "traverse"):
+            raise ValueError("`memory` is set but reasoner is not 'dualtower' or 'traverse'. Fix: set one of them or "
+                             "drop memory")
+        if self.reasoner == "traverse":
+            if self.traverse is None:
+                raise ValueError("reasoner is 'traverse' but `traverse` is not set. Fix: give `traverse: {kind: local}` "
+                                 "(with a retriever) or `traverse: {kind: llm, llm: {base_url, model}}`")
+            if self.traverse.kind == "local" and self.retriever is None:
+                raise ValueError("traverse.kind is 'local' but retriever is not set; its scores steer the traversal. "
+                                 "Fix: set `retriever: {kind: planner, path: ...}` (or a retriever or baseline)")
+            if self.memory is not None and (self.memory.experience is not None or self.memory.edges is None):
+                raise ValueError("reasoner 'traverse' uses the edge memory only. Fix: set memory.experience: null "
+                                 "and keep memory.edges (memory.embedder chooses its embedder)")
         if self.reasoner == "dualtower" and self.dualtower is None:
             raise ValueError("reasoner is 'dualtower' but `dualtower` is not set. Fix: give `dualtower: {brain: "
                              "{kind: local, planner: <planner folder>}}` (see configs/dualtower_synthetic.yaml)")
@@ -146,9 +162,8 @@ class QAEvaluateConfig(QuestionSetConfig):
 
     @model_validator(mode="after")
     def _planned_walks_need_a_planner(self) -> "QAEvaluateConfig":
-        if self.reasoner == "dualtower":
+        if self.reasoner != "retriever" or self.retriever is None:
             return self
-        assert self.retriever is not None  # checked above
         if self.evidence.walks == "planned" and self.retriever.kind != "planner":
             raise ValueError(
                 f"evidence.walks 'planned' grounds a planner's decoded paths, but retriever.kind is "
@@ -177,25 +192,37 @@ def build_qa_scorer(cfg: QAEvaluateConfig) -> TripleScorer:
 class _QAActor:
     """Ray Data actor: loads the scorer and reader once, answers batches of RoG rows (as their inference views).
 
-    Its LLM clients (an LLM reader's, an LLM Brain's) append each completed call to the usage
-    journal ``journal`` under run id ``run``, from this process, as the call completes.
+    Its LLM clients (an LLM reader's, an LLM Brain's, a Hand LLM's) append each completed call to
+    the usage journal ``journal`` under run id ``run``, from this process, as the call completes.
     """
 
-    def __init__(self, cfg: QAEvaluateConfig, journal: str | None = None, run: str = "") -> None:
+    def __init__(self, cfg: QAEvaluateConfig, round_no: int = 1, journal: str | None = None, run: str = "") -> None:
         import torch
 
         torch.set_num_threads(max(1, int(cfg.actor_cpus)))  # one process per actor: match its CPU share
         self.cfg = cfg
-        self.dualtower = None
+        self.answerer = None
         book = UsageJournal(journal, run) if journal else None
         if cfg.reasoner == "dualtower":
             from rg.evaluation.dualtower_qa import DualTowerQA
 
             assert cfg.dualtower is not None  # checked by the config
-            self.dualtower = DualTowerQA(cfg.dualtower, cfg.schema_dir, cfg.memory, memory_actor_name(cfg), book)
+            self.answerer = DualTowerQA(cfg.dualtower, cfg.schema_dir, cfg.memory, memory_actor_name(cfg), book)
+        elif cfg.reasoner == "traverse":
+            from rg.evaluation.traverse_qa import TraverseQA
+
+            assert cfg.traverse is not None  # checked by the config
+            scorer = build_qa_scorer(cfg) if cfg.retriever is not None else None
+            self.answerer = TraverseQA(cfg.traverse, scorer, cfg.memory, memory_actor_name(cfg), book)
         else:
             self.scorer = build_qa_scorer(cfg)
             self.reader = build_reader(cfg.reader, book)
+        self.rewriter = None
+        if cfg.memory is not None and cfg.memory.round_kind != "same" and round_no > 1:
+            from rg.evaluation.rounds import RoundRewriter
+
+            memory = cfg.memory
+            self.rewriter = RoundRewriter(memory.round_kind, memory.paraphrase, round_no, memory.rounds)
         self.linker = None
         if cfg.linking is not None:
             from rg.linking import EntityLinker, NameIndex
@@ -206,20 +233,25 @@ class _QAActor:
         samples: list[Sample] = []
         bad: list[Prediction] = []
         covered: dict[str, bool] = {}  # needs the subgraph, which only the actors see
+        golds: dict[str, str] = {}  # the gold of a rewritten question (rg.evaluation.rounds), for the driver only
         for row in batch.to_pylist():  # RoG rows straight from the input files
             item = sample_from_row(row, "input", -1)
             if isinstance(item, BadRow):
                 bad.append(Prediction(id=str(row.get("id")), question=str(row.get("question") or ""),
                                       failure=f"bad_row:{item.reason}"))
             else:
+                if self.rewriter is not None:
+                    item, changed = self.rewriter(item)
+                    if changed:
+                        golds[item.id] = json.dumps(asdict(Gold.of(item)))
                 covered[item.id] = Gold.of(item).covered
                 samples.append(inference_view(item))
         if self.linker is not None:
             samples, failed = link_samples(samples, self.linker)
             bad += failed
         cfg = self.cfg
-        if self.dualtower is not None:
-            predictions = await self.dualtower.answer(samples)
+        if self.answerer is not None:  # the dual tower or the traversal answers whole questions
+            predictions = await self.answerer.answer(samples)
         else:
             predictions = await answer_questions(
                 samples, self.scorer, self.reader, top_k=cfg.top_k, chains=cfg.chains, evidence=cfg.evidence,
@@ -227,7 +259,8 @@ class _QAActor:
             )
         done = [*predictions, *bad]
         return {"prediction": np.array([json.dumps(p.to_dict()) for p in done], dtype=object),
-                "covered": np.array([covered.get(p.id, False) for p in done], dtype=bool)}
+                "covered": np.array([covered.get(p.id, False) for p in done], dtype=bool),
+                "gold": np.array([golds.get(p.id, "") for p in done], dtype=object)}
 
 
 def link_samples(samples: list[Sample], linker) -> tuple[list[Sample], list[Prediction]]:
@@ -275,14 +308,15 @@ def _title(cfg: QAEvaluateConfig, run: dict[str, Any]) -> str:
 
 
 def _predict(
-    cfg: QAEvaluateConfig, ids: frozenset[str], progress: bool, journal: str | None = None, run: str = ""
-) -> tuple[dict[str, Prediction], dict[str, bool]]:
+    cfg: QAEvaluateConfig, ids: frozenset[str], progress: bool, round_no: int = 1, journal: str | None = None,
+    run: str = "",
+) -> tuple[dict[str, Prediction], dict[str, bool], dict[str, Gold]]:
     """Stream the questions ``ids`` from the inputs through the actor pool (whose LLM calls are
     appended to the usage journal ``journal`` under run id ``run``).
 
     Returns:
-        Predictions by id, and by id whether the answers are in the subgraph (``Gold.covered``,
-        computed where the subgraph is).
+        Predictions by id, by id whether the answers are in the subgraph (``Gold.covered``,
+        computed where the subgraph is), and the gold of each question a memory round rewrote.
 
     Rows go from the input files to the actors with Ray Data (an id filter, no ``from_items``),
     so the driver never holds the subgraphs.
@@ -299,7 +333,7 @@ def _predict(
     size = min(cfg.num_actors, blocks)
     ds = ds.map_batches(
         _QAActor,
-        fn_constructor_kwargs={"cfg": cfg, "journal": journal, "run": run},
+        fn_constructor_kwargs={"cfg": cfg, "round_no": round_no, "journal": journal, "run": run},
         batch_size=cfg.batch_size,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(
@@ -311,14 +345,18 @@ def _predict(
     )
     predictions: dict[str, Prediction] = {}
     coverage: dict[str, bool] = {}
+    golds: dict[str, Gold] = {}
     with tqdm(total=len(ids), unit="q", desc="answer questions", disable=not progress) as bar:
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
-            for text, covered in zip(batch["prediction"], batch["covered"]):
+            for text, covered, gold in zip(batch["prediction"], batch["covered"], batch["gold"]):
                 prediction = Prediction.from_dict(json.loads(text))
                 predictions[prediction.id] = prediction
                 coverage[prediction.id] = bool(covered)
+                if gold:
+                    fields = json.loads(gold)
+                    golds[prediction.id] = Gold(**{**fields, "answers": tuple(fields["answers"])})
             bar.update(len(batch["prediction"]))
-    return predictions, coverage
+    return predictions, coverage, golds
 
 
 def memory_actor_name(cfg: QAEvaluateConfig) -> str:
@@ -328,20 +366,33 @@ def memory_actor_name(cfg: QAEvaluateConfig) -> str:
     return "rg-memory-" + hashlib.sha1(str(Path(cfg.output_dir).resolve()).encode()).hexdigest()[:10]
 
 
-def round_summary(round_no: int, scores: Sequence[QuestionScore]) -> dict[str, Any]:
-    """One memory round: Hits@1, Brain calls and tokens per question, and where analyses came from."""
+def round_summary(round_no: int, scores: Sequence[QuestionScore], side: str = "brain",
+                  first: dict[str, float] | None = None) -> dict[str, Any]:
+    """One memory round: Hits@1, LLM calls and tokens per question on ``side`` (the dual tower's LLM is
+    the Brain, the traversal's the Hand), and where analyses came from; with ``first`` (round 1's
+    Hits@1 by id) the questions wrong in round 1 and right now (``corrected``) and the reverse (``lost``)."""
     n = max(len(scores), 1)
     sources: dict[str, int] = {}
     for s in scores:
         source = s.prediction.evidence_walks.partition(":")[2] or "none"
         sources[source] = sources.get(source, 0) + 1
-    return {"round": round_no, "questions": len(scores),
-            "hits1": sum(s.hits_at_1 for s in scores) / n,
-            "brain_calls_per_question": sum(s.prediction.usage.calls for s in scores) / n,
-            "tokens_per_question": {"brain": sum(s.prediction.usage.prompt_tokens + s.prediction.usage.completion_tokens
-                                                 for s in scores) / n},
-            "replay_hit_rate": sources.get("replay", 0) / n, "experience_hit_rate": sources.get("experience", 0) / n,
-            "analysis_sources": sources}
+    used = [s.prediction.usage_by_side.get(side, Usage()) if s.prediction.usage_by_side else s.prediction.usage
+            for s in scores]  # a reasoner that books sides (the dual tower with a Hand LLM) is split by side
+    calls = sum(u.calls for u in used) / n
+    out = {"round": round_no, "questions": len(scores),
+           "hits1": sum(s.hits_at_1 for s in scores) / n,
+           "brain_calls_per_question": calls if side == "brain" else 0.0,
+           "tokens_per_question": {side: sum(u.prompt_tokens + u.completion_tokens for u in used) / n},
+           "replay_hit_rate": sources.get("replay", 0) / n, "experience_hit_rate": sources.get("experience", 0) / n,
+           "evidence_lines_per_question": sum(s.prediction.evidence_lines for s in scores) / n,
+           "analysis_sources": sources}
+    if side != "brain":
+        out[f"{side}_calls_per_question"] = calls
+        out["replay_used_rate"] = sum(v for k, v in sources.items() if k.startswith("replay")) / n
+    if first is not None:
+        out["corrected"] = sum(1 for s in scores if first.get(s.prediction.id) == 0 and s.hits_at_1 == 1)
+        out["lost"] = sum(1 for s in scores if first.get(s.prediction.id) == 1 and s.hits_at_1 == 0)
+    return out
 
 
 def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
@@ -365,6 +416,7 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         raise ValueError(f"question ids repeat in {cfg.input}; every question needs a unique id")
     rounds: list[dict[str, Any]] = []
     run_id, journal = new_run_id(), str((Path(cfg.output_dir) / JOURNAL_FILE).resolve())  # actors: other cwd
+    first: dict[str, float] | None = None  # round 1's Hits@1 by id
     actor = None
     if cfg.memory is not None:  # one owner of the memories for every worker and every round
         from rg.memory.actor import memory_actor
@@ -372,14 +424,17 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         init_ray(cfg.ray)
         actor = memory_actor(cfg.memory, memory_actor_name(cfg))
     for round_no in range(1, (cfg.memory.rounds if cfg.memory is not None else 1) + 1):
-        predictions, coverage = _predict(cfg, frozenset(gold), progress, journal, run_id)
-        round_gold = {i: replace(g, covered=coverage.get(i, False)) for i, g in gold.items()}
+        predictions, coverage, rewritten = _predict(cfg, frozenset(gold), progress, round_no, journal, run_id)
+        round_gold = {i: rewritten.get(i) or replace(g, covered=coverage.get(i, False)) for i, g in gold.items()}
         scores: list[QuestionScore] = []
         for sample in samples:
             prediction = predictions.get(sample.id) or Prediction(id=sample.id, question=sample.question, failure=LOST)
             scores.append(score_prediction(prediction, round_gold[sample.id], cfg.match))
         if cfg.memory is not None:
-            rounds.append(round_summary(round_no, scores))
+            side = "hand" if cfg.reasoner == "traverse" else "brain"
+            rounds.append({**round_summary(round_no, scores, side, first), "kind": cfg.memory.round_kind,
+                           "rewritten": len(rewritten)})
+            first = first if first is not None else {s.prediction.id: s.hits_at_1 for s in scores}
     gold = round_gold
     if actor is not None:
         import ray
@@ -413,6 +468,9 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         run["dualtower"] = cfg.dualtower.model_dump(mode="json", exclude={"brain": {"llm": {"api_key"}}})
         run["brain_calls_per_question"] = per_side(scores)["brain"]["calls"]
         run["usage_per_question_by_side"] = per_side(scores)
+    if cfg.traverse is not None and cfg.reasoner == "traverse":
+        run["traverse"] = cfg.traverse.model_dump(mode="json", exclude={"llm": {"api_key"}})
+        run["hand_calls_per_question"] = sum(s.prediction.usage.calls for s in scores) / len(scores)
     if cfg.memory is not None:
         run["memory"] = cfg.memory.model_dump(mode="json")
         run["memory_rounds"] = rounds

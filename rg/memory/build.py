@@ -42,6 +42,8 @@ def open_memories(config: MemoryConfig, embedder: Embedder | None = None, encode
     exp = config.experience
     if embedder is None:
         kind, dim = (exp.embedder, exp.hashing_dim) if exp is not None else ("encoder", 256)
+        if config.embedder != "experience":  # no pool: chosen directly
+            kind = config.embedder
         embedder = make_embedder(kind, dim, encoder)
     key = load_key(config.key) if config.persistent else None
     pool = edges = None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
 from rg.config import Config
+from rg.data.paraphrase import ParaphraseConfig
 from rg.memory.edges import EdgeMemoryConfig
 from rg.memory.experience import ExperienceConfig
 from rg.memory.keys import KeyConfig
@@ -29,16 +30,24 @@ class MemoryConfig(Config):
         default_factory=ExperienceConfig, description="The experience pool; null: no pool.")
     edges: Optional[EdgeMemoryConfig] = Field(
         default_factory=EdgeMemoryConfig, description="The edge memory; null: no edge memory.")
-    embedder: str = Field("experience", description="Always 'experience': the edge memory embeds with the pool's "
-                          "embedder settings (memory.experience.embedder).")
+    embedder: Literal["experience", "encoder", "hashing"] = Field(
+        "experience", description="The edge memory's embedder: 'experience' uses the pool's settings "
+        "(memory.experience.embedder; the encoder when there is no pool); 'encoder' or 'hashing' choose it directly "
+        "(e.g. for reasoner traverse, which has no pool).")
     rounds: int = Field(1, ge=1, le=20, description="evaluate_qa: passes over the same questions, memory kept between.")
+    round_kind: Literal["same", "paraphrase", "same_template"] = Field(
+        "same", description="evaluate_qa rounds 2..: the same questions, seeded paraphrases of them, or questions "
+        "of the same template about other topic entities (rg.evaluation.rounds).")
+    paraphrase: ParaphraseConfig = Field(
+        default_factory=ParaphraseConfig, description="round_kind paraphrase / same_template: the template families.")
 
     @model_validator(mode="after")
     def _something(self) -> "MemoryConfig":
         if self.experience is None and self.edges is None:
             raise ValueError("memory has neither experience nor edges. Fix: drop the memory section or enable one")
-        if self.embedder != "experience":
-            raise ValueError("memory.embedder must be 'experience'. Fix: set memory.experience.embedder instead")
+        if self.embedder != "experience" and self.experience is not None:
+            raise ValueError("memory.embedder is set beside an experience pool, whose embedder the edge memory "
+                             "shares. Fix: set memory.experience.embedder instead and leave memory.embedder out")
         return self
 
     @property
