@@ -10,6 +10,7 @@ trial's run resumes from its last checkpoint because its run name derives from i
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,11 +77,12 @@ class ReleaseStoppedRuns(tune.Callback):
         return removed
 
 
-def train_trial(config: Mapping[str, Any], sweep: SweepTrainConfig, base: Mapping[str, Any], cls: type) -> None:
-    """One grid point: its Ray Train run, reporting each epoch to Tune."""
+def train_trial(config: Mapping[str, Any], sweep: SweepTrainConfig, base: Mapping[str, Any], cls: type,
+                root: str) -> None:
+    """One grid point: its Ray Train run, reporting each epoch to Tune (paths resolved against ``root``)."""
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    cfg: TrainConfig = sweep.trial_config(base, cls, config["point"])
+    cfg: TrainConfig = sweep.trial_config(base, cls, config["point"], root)
     run = train_planner if isinstance(cfg, PlannerTrainConfig) else train_retriever
     run(cfg, callbacks=[TuneReportCallback()])
 
@@ -92,17 +94,25 @@ def _lookup(data: Mapping[str, Any], key: str) -> Any:
     return node
 
 
-def run_train_sweep(sweep: SweepTrainConfig, progress: bool = True) -> TrainSweepResult:
-    """Run (or resume) the training sweep and write its table, plots and best config."""
+def run_train_sweep(sweep: SweepTrainConfig, progress: bool = True, root: str | None = None) -> TrainSweepResult:
+    """Run (or resume) the training sweep and write its table, plots and best config.
+
+    Args:
+        root: Where relative paths of the sweep and its base config resolve
+            (:func:`rg.data.storage.paths_root`: the storage root of a submitted job); default the
+            current folder. Tune runs each trial in its own folder, so nothing relative reaches a trial.
+    """
     from ray.tune.schedulers import ASHAScheduler
 
     started = time.perf_counter()
-    base, cls = sweep.load_base()
-    metric = selection_metric(sweep.trial_config(base, cls, {}))
-    out = Path(sweep.output_dir).resolve()
+    root = root or os.getcwd()
+    out = Path(root, sweep.output_dir).resolve()
+    sweep = sweep.model_copy(update={"output_dir": str(out)})
+    base, cls = sweep.load_base(root)
+    metric = selection_metric(sweep.trial_config(base, cls, {}, root))
     init_ray(sweep.ray)
     trainable = tune.with_resources(
-        tune.with_parameters(train_trial, sweep=sweep, base=base, cls=cls), dict(sweep.driver_resources)
+        tune.with_parameters(train_trial, sweep=sweep, base=base, cls=cls, root=root), dict(sweep.driver_resources)
     )
     experiment = out / "tune" / sweep.name
     resumed = tune.Tuner.can_restore(str(experiment))
