@@ -16,7 +16,7 @@ from rg.training.shards import WORKER_GROUP_KEY
 from rg.training.sweep import SweepTrainConfig, selection_metric
 from tests.test_storage_root import as_submitted_job  # noqa: F401 — fixture
 from tests.test_training_ray import encoder_cache, synthetic_parquet  # noqa: F401 — fixtures
-from tune.train import COST, ReleaseStoppedRuns, format_train_sweep, run_train_sweep
+from tune.train import COST, ReleaseStoppedRuns, driver_request, format_train_sweep, run_train_sweep
 
 
 def base_file(tmp_path, parquet, cache) -> str:
@@ -175,3 +175,15 @@ def test_submitted_sweep_without_a_root_exits_2_before_any_work(tmp_path, monkey
     assert run_job("tune.sweep", main, ["--config", sweep_file, "--set", f"storage_root={tmp_path}"]) == 2
     assert "RG_SHARED_DATA" in job_line(capsys.readouterr().err, "tune.sweep")
     assert not (tmp_path / "sweeps").exists()
+
+
+def test_a_driver_that_needs_no_cpu_is_still_a_valid_trial():
+    """The default `driver_resources: {CPU: 0}` used to make Tune refuse the trainable (an empty bundle)."""
+    from ray import tune
+
+    assert driver_request({"CPU": 0.0}) == {"CPU": 0.0, "memory": 1}
+    assert driver_request({"tune_driver": 1}) == {"tune_driver": 1}
+    with pytest.raises(ValueError, match="empty head"):
+        tune.with_resources(lambda config: None, {"CPU": 0.0})
+    trainable = tune.with_resources(lambda config: None, driver_request({"CPU": 0.0}))
+    assert trainable._resources.required_resources == {"memory": 1.0}

@@ -77,6 +77,15 @@ class ReleaseStoppedRuns(tune.Callback):
         return removed
 
 
+def driver_request(resources: Mapping[str, float]) -> dict[str, float]:
+    """What a trial's driver reserves. Tune refuses a trial that reserves nothing at all, so a driver
+    that needs no CPU (the default) reserves one byte of memory instead: it never competes with
+    the Train workers for CPUs."""
+    if any(float(v) for v in resources.values()):
+        return dict(resources)
+    return {**resources, "memory": 1}
+
+
 def train_trial(config: Mapping[str, Any], sweep: SweepTrainConfig, base: Mapping[str, Any], cls: type,
                 root: str) -> None:
     """One grid point: its Ray Train run, reporting each epoch to Tune (paths resolved against ``root``)."""
@@ -112,7 +121,8 @@ def run_train_sweep(sweep: SweepTrainConfig, progress: bool = True, root: str | 
     metric = selection_metric(sweep.trial_config(base, cls, {}, root))
     init_ray(sweep.ray)
     trainable = tune.with_resources(
-        tune.with_parameters(train_trial, sweep=sweep, base=base, cls=cls, root=root), dict(sweep.driver_resources)
+        tune.with_parameters(train_trial, sweep=sweep, base=base, cls=cls, root=root),
+        driver_request(sweep.driver_resources),
     )
     experiment = out / "tune" / sweep.name
     resumed = tune.Tuner.can_restore(str(experiment))
