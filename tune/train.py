@@ -145,6 +145,7 @@ def run_train_sweep(sweep: SweepTrainConfig, progress: bool = True, root: str | 
         )
     grid = tuner.fit()
     keys = list(sweep.space)
+    defaults = sweep.trial_config(base, cls, {}, root).model_dump()  # a key the base leaves out: the model's default
     rows, default, errors, stopped = [], None, 0, 0
     for result in grid:
         history = result.metrics_dataframe
@@ -153,8 +154,8 @@ def run_train_sweep(sweep: SweepTrainConfig, progress: bool = True, root: str | 
             continue
         point = result.config["point"]
         epochs = int(history["training_iteration"].max())
-        stopped += int(epochs < int(_lookup(base, "train.epochs") or epochs))
-        row = {k: point.get(k, _lookup(base, k)) for k in keys}
+        stopped += int(epochs < int(_lookup(defaults, "train.epochs") or epochs))
+        row = {k: point.get(k, _lookup(defaults, k)) for k in keys}
         row.update({metric: float(history[metric].max()), "epochs": epochs,
                     COST: float(history["time_total_s"].max())})
         if not point:
