@@ -45,14 +45,24 @@ def load_job_config(args: argparse.Namespace, model: type[C]) -> C | None:
         cfg = load_config(args.config, model, args.overrides)
         if not submitted_job():
             return cfg
-        raw = apply_overrides(read_yaml(args.config), [o for o in args.overrides if o.startswith("storage_root=")])
-        root = storage_root(raw.get("storage_root"))
+        root = storage_root(config_storage_root(args))
         cfg = resolve_paths(cfg, root)
         print(f"submitted Ray job: relative paths resolve against the storage root {root}", file=sys.stderr)
         return cfg
     except ConfigError as err:
         print(err, file=sys.stderr)
         return None
+
+
+def config_storage_root(args: argparse.Namespace) -> str | None:
+    """The config file's top-level ``storage_root:`` (after ``--set storage_root=...``), or None.
+
+    Raises:
+        ConfigError: when the file cannot be read.
+    """
+    raw = apply_overrides(read_yaml(args.config), [o for o in args.overrides if o.startswith("storage_root=")])
+    value = raw.get("storage_root")
+    return None if value is None else str(value)
 
 
 def config_kind(args: argparse.Namespace, default: str) -> str | None:

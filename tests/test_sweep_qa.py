@@ -91,6 +91,25 @@ def test_config_refuses_retrieval_keys_and_bad_points(tmp_path):
                           {"top_k": 10, "chains": True}, {"top_k": 10, "chains": False}]
 
 
+def test_base_paths_resolve_against_the_root(tmp_path, monkeypatch):
+    """The base evaluation's relative paths resolve against the sweep's root (the storage root of a
+    submitted job); in a submitted job they are never left relative."""
+    from rg.data.storage import JOB_ENV, StorageRootError
+
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump({"kind": "evaluate_qa", **BASE, "input": "subgraphs/demo",
+                                    "retriever": {"kind": "retriever", "path": "models/demo"}}))
+    cfg = validate_config({"base": str(base), "name": "s", "output_dir": "o", "space": {"top_k": [5]}}, SweepQAConfig)
+    monkeypatch.delenv(JOB_ENV, raising=False)
+    assert cfg.load_base()[1].input == "subgraphs/demo"
+    data, validated = cfg.load_base("/store")
+    assert (validated.input, validated.retriever.path) == ("/store/subgraphs/demo", "/store/models/demo")
+    assert data["output_dir"] == "/store/unused"
+    monkeypatch.setenv(JOB_ENV, json.dumps({"metadata": {"job_submission_id": "raysubmit_1"}}))
+    with pytest.raises(StorageRootError, match=r"`input: subgraphs/demo` is relative"):
+        cfg.load_base()
+
+
 def test_sweep_end_to_end_and_resume(ray_local, tmp_path):
     parquet = tmp_path / "samples.parquet"
     write_rog_parquet(list(SAMPLES), parquet)

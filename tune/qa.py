@@ -9,6 +9,7 @@ config restores it with ``Tuner.restore`` and runs only the trials that did not 
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +40,13 @@ def qa_trial(config: Mapping[str, Any], base: Mapping[str, Any], data: SweepData
     tune.report(evaluate_point(base, overrides_of(config), data))
 
 
-def run_qa_sweep(cfg: SweepQAConfig, progress: bool = True) -> SweepResult:
+def run_qa_sweep(cfg: SweepQAConfig, progress: bool = True, root: str | None = None) -> SweepResult:
     """Run (or resume) the sweep ``cfg`` describes and write its results.
+
+    Args:
+        root: Where relative paths of the sweep and its base config resolve
+            (:func:`rg.data.storage.paths_root`: the storage root of a submitted job); default the
+            current folder.
 
     Raises:
         ConfigError: when the base config or a grid point does not validate.
@@ -48,8 +54,9 @@ def run_qa_sweep(cfg: SweepQAConfig, progress: bool = True) -> SweepResult:
     from ray import tune
 
     started = time.perf_counter()
-    base_data, base = cfg.load_base()
-    out = Path(cfg.output_dir).resolve()
+    root = root or os.getcwd()
+    base_data, base = cfg.load_base(root)
+    out = Path(root, cfg.output_dir).resolve()
     data = SweepData.prepare(base, out / "scores", progress=progress)
     default = evaluate_point(base_data, [], data)
     init_ray(cfg.ray)

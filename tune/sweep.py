@@ -11,14 +11,19 @@ config (the base config first), reporting every epoch to Tune, with ASHA stoppin
 Rerunning the same ``name`` resumes either. Both write a CSV and Markdown table, the metric
 against each parameter, the Pareto front of the metric against its cost, and the best point as
 a config the jobs accept (``best.yaml``).
+
+Relative paths of the sweep and of its base config resolve against the folder the sweep starts
+in (Tune runs each trial in a folder of its own), or, under ``ray job submit``, against the
+storage root (``$RG_STORAGE_ROOT`` or ``storage_root:``), as every job's do (:mod:`rg.data.storage`).
 """
 
 from __future__ import annotations
 
 import sys
 
-from rg.cli import config_kind, job_parser, load_job_config
+from rg.cli import config_kind, config_storage_root, job_parser, load_job_config, run_job
 from rg.config import ConfigError
+from rg.data.storage import paths_root
 from rg.evaluation.sweep import SweepQAConfig
 from rg.training.sweep import SweepTrainConfig, selection_metric
 
@@ -36,16 +41,17 @@ def main(argv: list[str] | None = None) -> int:
     if cfg is None:
         return 2
     try:
+        root = paths_root(config_storage_root(args))
         if isinstance(cfg, SweepTrainConfig):
             from tune.train import format_train_sweep, run_train_sweep
 
-            base, cls = cfg.load_base()
-            metric = selection_metric(cfg.trial_config(base, cls, {}))
-            print(format_train_sweep(run_train_sweep(cfg, progress=not args.no_progress), metric))
+            base, cls = cfg.load_base(root)
+            metric = selection_metric(cfg.trial_config(base, cls, {}, root))
+            print(format_train_sweep(run_train_sweep(cfg, progress=not args.no_progress, root=root), metric))
         else:
             from tune.qa import format_sweep, run_qa_sweep
 
-            print(format_sweep(run_qa_sweep(cfg, progress=not args.no_progress), cfg.metric, cfg.cost))
+            print(format_sweep(run_qa_sweep(cfg, progress=not args.no_progress, root=root), cfg.metric, cfg.cost))
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2
@@ -53,4 +59,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("tune.sweep", main))

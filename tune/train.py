@@ -10,6 +10,7 @@ trial's run resumes from its last checkpoint because its run name derives from i
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,11 +77,21 @@ class ReleaseStoppedRuns(tune.Callback):
         return removed
 
 
-def train_trial(config: Mapping[str, Any], sweep: SweepTrainConfig, base: Mapping[str, Any], cls: type) -> None:
-    """One grid point: its Ray Train run, reporting each epoch to Tune."""
+def driver_request(resources: Mapping[str, float]) -> dict[str, float]:
+    """What a trial's driver reserves. Tune refuses a trial that reserves nothing at all, so a driver
+    that needs no CPU (the default) reserves one byte of memory instead: it never competes with
+    the Train workers for CPUs."""
+    if any(float(v) for v in resources.values()):
+        return dict(resources)
+    return {**resources, "memory": 1}
+
+
+def train_trial(config: Mapping[str, Any], sweep: SweepTrainConfig, base: Mapping[str, Any], cls: type,
+                root: str) -> None:
+    """One grid point: its Ray Train run, reporting each epoch to Tune (paths resolved against ``root``)."""
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    cfg: TrainConfig = sweep.trial_config(base, cls, config["point"])
+    cfg: TrainConfig = sweep.trial_config(base, cls, config["point"], root)
     run = train_planner if isinstance(cfg, PlannerTrainConfig) else train_retriever
     run(cfg, callbacks=[TuneReportCallback()])
 
@@ -92,17 +103,26 @@ def _lookup(data: Mapping[str, Any], key: str) -> Any:
     return node
 
 
-def run_train_sweep(sweep: SweepTrainConfig, progress: bool = True) -> TrainSweepResult:
-    """Run (or resume) the training sweep and write its table, plots and best config."""
+def run_train_sweep(sweep: SweepTrainConfig, progress: bool = True, root: str | None = None) -> TrainSweepResult:
+    """Run (or resume) the training sweep and write its table, plots and best config.
+
+    Args:
+        root: Where relative paths of the sweep and its base config resolve
+            (:func:`rg.data.storage.paths_root`: the storage root of a submitted job); default the
+            current folder. Tune runs each trial in its own folder, so nothing relative reaches a trial.
+    """
     from ray.tune.schedulers import ASHAScheduler
 
     started = time.perf_counter()
-    base, cls = sweep.load_base()
-    metric = selection_metric(sweep.trial_config(base, cls, {}))
-    out = Path(sweep.output_dir).resolve()
+    root = root or os.getcwd()
+    out = Path(root, sweep.output_dir).resolve()
+    sweep = sweep.model_copy(update={"output_dir": str(out)})
+    base, cls = sweep.load_base(root)
+    metric = selection_metric(sweep.trial_config(base, cls, {}, root))
     init_ray(sweep.ray)
     trainable = tune.with_resources(
-        tune.with_parameters(train_trial, sweep=sweep, base=base, cls=cls), dict(sweep.driver_resources)
+        tune.with_parameters(train_trial, sweep=sweep, base=base, cls=cls, root=root),
+        driver_request(sweep.driver_resources),
     )
     experiment = out / "tune" / sweep.name
     resumed = tune.Tuner.can_restore(str(experiment))
@@ -125,6 +145,7 @@ def run_train_sweep(sweep: SweepTrainConfig, progress: bool = True) -> TrainSwee
         )
     grid = tuner.fit()
     keys = list(sweep.space)
+    defaults = sweep.trial_config(base, cls, {}, root).model_dump()  # a key the base leaves out: the model's default
     rows, default, errors, stopped = [], None, 0, 0
     for result in grid:
         history = result.metrics_dataframe
@@ -133,8 +154,8 @@ def run_train_sweep(sweep: SweepTrainConfig, progress: bool = True) -> TrainSwee
             continue
         point = result.config["point"]
         epochs = int(history["training_iteration"].max())
-        stopped += int(epochs < int(_lookup(base, "train.epochs") or epochs))
-        row = {k: point.get(k, _lookup(base, k)) for k in keys}
+        stopped += int(epochs < int(_lookup(defaults, "train.epochs") or epochs))
+        row = {k: point.get(k, _lookup(defaults, k)) for k in keys}
         row.update({metric: float(history[metric].max()), "epochs": epochs,
                     COST: float(history["time_total_s"].max())})
         if not point:

@@ -55,9 +55,9 @@ def _is_absolute(value: str) -> bool:
     return os.path.isabs(os.path.expanduser(value)) or "://" in value
 
 
-def _resolve(value: str, key: str, root: str | None) -> str:
+def _resolve(value: str, key: str, root: str | None, strict_shared: bool = True) -> str:
     if value.startswith(SHARED_PREFIX):
-        if not os.environ.get(SHARED_ENV):
+        if strict_shared and not os.environ.get(SHARED_ENV):
             raise StorageRootError(
                 f"`{key}: {value}` names shared data, but a submitted job does not see ../shared/data. "
                 f"Fix: pass --runtime-env-json '{{\"env_vars\": {{\"{SHARED_ENV}\": \"/path/to/data\"}}}}'"
@@ -80,15 +80,15 @@ def _resolve(value: str, key: str, root: str | None) -> str:
     return f"{root.rstrip('/')}/{value}" if "://" in root else os.path.join(root, value)
 
 
-def _walk(node: Any, key: str, root: str | None) -> Any:
+def _walk(node: Any, key: str, root: str | None, strict_shared: bool = True) -> Any:
     if isinstance(node, dict):
-        return {k: _walk(v, k, root) for k, v in node.items()}
+        return {k: _walk(v, k, root, strict_shared) for k, v in node.items()}
     if key in PATH_KEYS and isinstance(node, str):
-        return _resolve(node, key, root)
+        return _resolve(node, key, root, strict_shared)
     if key in PATH_KEYS and isinstance(node, list) and all(isinstance(x, str) for x in node):
-        return [_resolve(x, key, root) for x in node]
+        return [_resolve(x, key, root, strict_shared) for x in node]
     if isinstance(node, list):
-        return [_walk(x, key, root) for x in node]
+        return [_walk(x, key, root, strict_shared) for x in node]
     return node
 
 
@@ -101,6 +101,28 @@ def resolve_paths(cfg: M, root: str | None) -> M:
     """
     data = _walk(cfg.model_dump(), "", root)
     return type(cfg).model_validate(data)
+
+
+def resolve_mapping(data: dict[str, Any], root: str | None) -> dict[str, Any]:
+    """A raw config mapping (e.g. a sweep's base config) with every relative path resolved against ``root``.
+
+    ``@shared/`` paths need ``$RG_SHARED_DATA`` only inside a submitted job; elsewhere they resolve
+    beside the project as usual.
+
+    Raises:
+        StorageRootError: as :func:`resolve_paths`.
+    """
+    return _walk(data, "", root, strict_shared=submitted_job() is not None)
+
+
+def paths_root(config_value: str | None) -> str | None:
+    """Where a driver's relative config paths resolve before its work moves to other folders.
+
+    Under ``ray job submit`` the storage root (:func:`storage_root`; None without one, so resolving
+    a relative path raises, naming the fix); otherwise the current folder, which Ray Tune trials
+    leave for their own trial folders.
+    """
+    return storage_root(config_value) if submitted_job() else os.getcwd()
 
 
 def storage_root(config_value: str | None) -> str | None:

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from rg.config import Config, ConfigError, apply_overrides, read_yaml, validate_config
 from rg.data.sample import Sample
 from rg.data.splits import load_split_samples
+from rg.data.storage import resolve_mapping, submitted_job
 from rg.evaluation.qa import answer_questions, build_reader, inference_view
 from rg.evaluation.qa_job import QAEvaluateConfig, build_qa_scorer
 from rg.evaluation.qa_metrics import Gold, score_prediction, summarize
@@ -233,13 +234,21 @@ class SweepQAConfig(Config):
         """Every point of the space, in a stable order."""
         return grid_points(self.space)
 
-    def load_base(self) -> tuple[dict[str, Any], QAEvaluateConfig]:
+    def load_base(self, root: str | None = None) -> tuple[dict[str, Any], QAEvaluateConfig]:
         """The base evaluation as a mapping (no ``kind``) and validated; every grid point is checked too.
+
+        Args:
+            root: When given, the base's relative paths (input, retriever, encoder cache) are resolved
+                against it (:func:`rg.data.storage.paths_root`, the storage root of a submitted job; a
+                submitted job always resolves them, so without a root a relative path raises).
 
         Raises:
             ConfigError: naming the base file, or the first grid point that does not validate.
+            StorageRootError: in a submitted job, for a relative path without a storage root.
         """
         data = apply_overrides(read_yaml(self.base), self.base_set)
+        if root is not None or submitted_job():
+            data = resolve_mapping(data, root)
         kind = data.pop("kind", QAEvaluateConfig.KIND)
         if kind != QAEvaluateConfig.KIND:
             raise ConfigError(f"base {self.base} declares kind {kind!r}. Fix: point `base` at an `evaluate_qa` config")

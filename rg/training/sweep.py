@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from pydantic import Field, field_validator
 
 from rg.config import Config, ConfigError, apply_overrides, read_yaml, validate_config
+from rg.data.storage import resolve_mapping, submitted_job
 from rg.evaluation.sweep import check_space, grid_points, overrides_of
 from rg.runtime import RayConfig
 from rg.training.planner_loop import SELECTION_METRIC as PLANNER_METRIC
@@ -76,20 +78,28 @@ class SweepTrainConfig(Config):
     def _grid(cls, space: dict[str, list[Any]]) -> dict[str, list[Any]]:
         return check_space(space, _not_fixed)
 
-    def load_base(self) -> tuple[dict[str, Any], type[TrainConfig]]:
+    def load_base(self, root: str | None = None) -> tuple[dict[str, Any], type[TrainConfig]]:
         """The base training config as a mapping (no ``kind``) and its class; every grid point is checked.
+
+        Args:
+            root: When given, the base's relative paths (inputs, labels, encoder cache) are resolved
+                against it (:func:`rg.data.storage.paths_root`; a submitted job always resolves them, so
+                without a root a relative path raises): trials run in their own folders.
 
         Raises:
             ConfigError: naming the base file or the first grid point that does not validate.
+            StorageRootError: in a submitted job, for a relative path without a storage root.
         """
         data = apply_overrides(read_yaml(self.base), self.base_set)
+        if root is not None or submitted_job():
+            data = resolve_mapping(data, root)
         kind = data.pop("kind", TrainJobConfig.KIND)
         classes = {TrainJobConfig.KIND: TrainJobConfig, PlannerTrainConfig.KIND: PlannerTrainConfig}
         if kind not in classes:
             raise ConfigError(f"base {self.base} declares kind {kind!r}. Fix: point `base` at a `train` or `train_planner` config")
         cls = classes[kind]
         for point in [{}, *self.grid()]:
-            self.trial_config(data, cls, point)
+            self.trial_config(data, cls, point, root)
         return data, cls
 
     def grid(self) -> list[dict[str, Any]]:
@@ -101,10 +111,17 @@ class SweepTrainConfig(Config):
         digest = hashlib.sha256(json.dumps(dict(point), sort_keys=True).encode()).hexdigest()[:10]
         return f"{self.name}-{digest}"
 
-    def trial_config(self, base: Mapping[str, Any], cls: type[TrainConfig], point: Mapping[str, Any]) -> TrainConfig:
-        """The training config of one grid point: its own run name, checkpoints and export folder."""
-        out = Path(self.output_dir).resolve()
+    def trial_config(self, base: Mapping[str, Any], cls: type[TrainConfig], point: Mapping[str, Any],
+                     root: str | None = None) -> TrainConfig:
+        """The training config of one grid point: its own run name, checkpoints and export folder.
+
+        ``root`` resolves relative paths of the point's values (a swept ``labels.path``) as
+        :meth:`load_base` does; a relative ``output_dir`` resolves against it too (else the current folder).
+        """
+        out = Path(root or os.getcwd(), self.output_dir).resolve()
         data = apply_overrides(json.loads(json.dumps(base)), overrides_of(point))
+        if root is not None:
+            data = resolve_mapping(data, root)
         run = self.trial_name(point)
         data.update(run_name=run, storage_path=str(out / "runs"), output_dir=str(out / "models" / run),
                     num_workers=self.workers_per_trial, ray=self.ray.model_dump())
