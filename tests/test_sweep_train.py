@@ -77,7 +77,7 @@ def test_asha_sweep_of_ray_train_runs(ray_local, synthetic_parquet, encoder_cach
     path.write_text(yaml.safe_dump({
         "kind": "sweep_train", "base": base_file(tmp_path, synthetic_parquet, encoder_cache), "name": "tiny",
         "output_dir": str(tmp_path / "sweep"), "space": {"train.lr": [0.01, 0.0001]},
-        "scheduler": {"grace_period": 1, "reduction_factor": 2}, "driver_resources": {"CPU": 0.5},
+        "scheduler": {"grace_period": 1, "reduction_factor": 2},
         "workers_per_trial": 1,
     }))
     sweep = load_config(path, SweepTrainConfig)
