@@ -55,9 +55,7 @@ async def ask_hand(call: Callable[[], Pending], *, timeout_s: float, retries: in
     """
     deadline = time.monotonic() + timeout_s
     retry_after = {"Retry-After": str(retry_after_s)}
-    attempt = 0
-    while True:
-        attempt += 1
+    for attempt in range(1, retries + 2):  # bounded: the first call and at most `retries` more
         response = call()
         try:
             return await asyncio.wait_for(_resolve(response), max(0.0, deadline - time.monotonic())), attempt
@@ -75,3 +73,4 @@ async def ask_hand(call: Callable[[], Pending], *, timeout_s: float, retries: in
                                 detail=f"the Hand is overloaded or starting ({type(err).__name__}); retry") from None
         except RayTaskError as err:
             raise HTTPException(500, detail=f"the Hand failed: {type(err.cause).__name__}: {err.cause}") from None
+    raise AssertionError("unreachable: the last attempt returns or raises")
