@@ -3,6 +3,7 @@
 Three deployments composed with :class:`~ray.serve.handle.DeploymentHandle` s::
 
     Ingress (FastAPI) ──answer──▶ HandServer (KG, linker, controller) ──sealed payloads──▶ BrainProxy
+                                        └──anonymised traces, edge vectors──▶ MemoryOwner (optional)
 
 Run it (the commands and config fields are in docs/serve.md)::
 
@@ -12,7 +13,8 @@ Run it (the commands and config fields are in docs/serve.md)::
 Routes: ``POST /v1/answer`` (question, optional topics and options → answers, evidence paths,
 what the Brain saw, usage per side, exposure), ``POST /v1/chat/completions`` (OpenAI-compatible:
 the last user message is the question), ``GET /v1/models``, ``GET /healthz`` (this replica),
-``GET /readyz`` (the Hand and its store, and the BrainProxy, answer), ``GET /`` (the web page),
+``GET /readyz`` (the Hand and its store, the BrainProxy and, with ``memory``, the MemoryOwner
+answer; the memory's record counts), ``GET /`` (the web page),
 ``GET /docs`` (OpenAPI). Bad input or an unknown option → 422 naming the field; a body over
 ``max_body_bytes`` → 413; past ``request_timeout_s`` → 504; a full queue → 503 with
 ``Retry-After``; a Hand replica that dies under a question → the question is sent again (at most
@@ -40,11 +42,13 @@ from ray.serve.handle import DeploymentHandle
 
 from rg.config import ConfigError, validate_config
 from rg.data.paths import resolve_data_path
+from rg.memory.keys import MemoryKeyError, load_key
 from rg.stores.config import MemoryStoreConfig
 from serve.brain_proxy import BrainProxy
 from serve.config import DeploymentSettings, ServeConfig
 from serve.hand import HandServer
 from serve.hand_call import ask_hand
+from serve.memory_owner import MemoryOwner
 
 PAGE = Path(__file__).with_name("page.html")
 READY_TIMEOUT_S = 5.0
@@ -127,11 +131,13 @@ class Ingress:
         config: :class:`ServeConfig` as a dict.
         hand: Handle of the Hand deployment.
         brain: Handle of the BrainProxy deployment (for readiness only; answers go through the Hand).
+        memory: Handle of the MemoryOwner deployment (for readiness only), None without memory.
     """
 
-    def __init__(self, config: dict[str, Any], hand: DeploymentHandle, brain: DeploymentHandle) -> None:
+    def __init__(self, config: dict[str, Any], hand: DeploymentHandle, brain: DeploymentHandle,
+                 memory: DeploymentHandle | None = None) -> None:
         self.config = ServeConfig.model_validate(config)
-        self.hand, self.brain = hand, brain
+        self.hand, self.brain, self.memory = hand, brain, memory
         api.state.max_body_bytes = self.config.max_body_bytes  # this replica's app (one process per replica)
         self.page = PAGE.read_text(encoding="utf-8")
         self.created = int(time.time())
@@ -157,7 +163,7 @@ class Ingress:
             "brain": result["brain_status"], "brain_name": result["brain"], "brain_calls": result["brain_calls"],
             "brain_saw": [json.loads(p) for p in result["brain_payloads"]],
             "usage": result["usage_by_side"], "usage_ledger": result["usage"], "exposure": result["exposure"],
-            "faults": result["faults"],
+            "faults": result["faults"], "memory": result["memory"],
         }
         if body.options.include_timings:
             out["timings"] = result["timings"]
@@ -201,17 +207,22 @@ class Ingress:
 
     @api.get("/readyz")
     async def readyz(self) -> Response:
-        """503 unless the Hand (and its store) and the BrainProxy answer within a few seconds."""
+        """503 unless the Hand (and its store), the BrainProxy and the MemoryOwner (when configured) answer
+        within a few seconds; ``memory_stats`` gives the memory's record and edge counts."""
         checks = {"hand": self.hand.probe.remote(), "brain": self.brain.name.remote()}
-        status: dict[str, str] = {}
+        if self.memory is not None:
+            checks["memory"] = self.memory.stats.remote()
+        status: dict[str, Any] = {}
         for name, response in checks.items():
             try:
-                await asyncio.wait_for(_resolve(response), READY_TIMEOUT_S)
+                value = await asyncio.wait_for(_resolve(response), READY_TIMEOUT_S)
                 status[name] = "ok"
+                if name == "memory":
+                    status["memory_stats"] = value
             except (asyncio.TimeoutError, RayServeException, RayActorError, RayTaskError) as err:
                 response.cancel()
                 status[name] = f"unavailable: {type(err).__name__}"
-        ready = all(v == "ok" for v in status.values())
+        ready = all(status[name] == "ok" for name in checks)
         return JSONResponse(status_code=200 if ready else 503, content={"ready": ready, **status})
 
     @api.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -250,12 +261,16 @@ def deployment(config: ServeConfig) -> serve.Application:
     data = config.model_dump(exclude={"tunables"})
     brain = BrainProxy.options(**_options(config.brain, config.retry_after_s)).bind(config.dualtower.model_dump(),
                                                                                    config.usage_journal)
+    memory = None
+    if config.memory is not None:
+        memory = MemoryOwner.options(**_options(config.memory_owner, config.retry_after_s)).bind(
+            config.memory.model_dump())
     hand = HandServer.options(**_options(config.hand, config.retry_after_s),
-                              user_config=config.tunables.model_dump(exclude_none=True)).bind(data, brain)
+                              user_config=config.tunables.model_dump(exclude_none=True)).bind(data, brain, memory)
     return Ingress.options(
         **_options(config.ingress, config.retry_after_s),
         backpressure_config=BackpressureConfig(status_code=503, retry_after_s=config.retry_after_s),
-    ).bind(data, hand, brain)
+    ).bind(data, hand, brain, memory)
 
 
 def build_app(args: dict[str, Any]) -> serve.Application:
@@ -273,7 +288,7 @@ def check_artifacts(config: ServeConfig) -> None:
     """Files the replicas will load exist, so ``serve run`` stops here, naming the key and how to make them.
 
     Raises:
-        ConfigError: for a missing planner checkpoint or KB file.
+        ConfigError: for a missing planner checkpoint, KB file or memory key.
     """
     brain = config.dualtower.brain
     if brain.kind == "local" and (brain.planner is None or not Path(brain.planner).is_dir()):
@@ -282,6 +297,12 @@ def check_artifacts(config: ServeConfig) -> None:
             "configs/serve_demo.yaml run `python -m jobs.pipeline --config configs/demo.yaml` (its plan stage writes "
             "outputs/demo/plan/planner); otherwise `python -m jobs.train` with a planner config — or use an LLM "
             "Brain (dualtower.brain.kind: llm)")
+    if config.memory is not None and config.memory.persistent:
+        try:
+            load_key(config.memory.key)  # the owner reads it again in its own process
+        except MemoryKeyError as err:
+            raise ConfigError(f"{err} (the MemoryOwner replica reads the key from the same place: on a cluster, pass "
+                              "the variable with --runtime-env-json or put the key file on every node)") from None
     store = config.kg.store
     if isinstance(store, MemoryStoreConfig) and not resolve_data_path(store.kb.path).exists():
         raise ConfigError(f"kg.store.kb.path {store.kb.path!r} does not exist (resolved: "

@@ -10,13 +10,14 @@ reconfigures running replicas without restarting them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Optional
 
 from pydantic import Field, field_validator, model_validator
 
 from rg.config import Config
 from rg.data.synthetic import SyntheticConfig
 from rg.linking.config import LinkingConfig
+from rg.memory.config import MemoryConfig
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.stores.config import MemoryStoreConfig, SparqlStoreConfig
 
@@ -105,9 +106,16 @@ class ServeConfig(Config):
     linking: Optional[LinkingConfig] = Field(
         None, description="Entity linking for questions sent without topics (needed by /v1/chat/completions); "
                           "`index_dir` must be set. None: questions must bring `topics`.")
-    memory: Literal["none"] = Field(
-        "none", description="The experience memory's owner. Only 'none' exists yet (the memory term of the pruning "
-                            "score is 0); the memory deployment plugs in here when it lands.")
+    memory: Optional[MemoryConfig] = Field(
+        None, description="The experience pool and edge memory (rg.memory.MemoryConfig), owned by one MemoryOwner "
+                          "replica that every Hand replica calls; sealed files need the AES-GCM key in the replicas' "
+                          "environment (memory.key). None: no memory (the pruning score's memory term is 0).")
+    memory_owner: DeploymentSettings = Field(
+        default_factory=lambda: DeploymentSettings(max_ongoing_requests=64, max_queued_requests=256, num_cpus=0.1),
+        description="The MemoryOwner deployment: exactly one replica (the sealed files have one writer).")
+    memory_timeout_s: float = Field(
+        5.0, gt=0, le=600, description="Deadline of one memory call from the Hand; then the question goes on without "
+                                       "memory (noted in the answer's `memory`).")
     tunables: Tunables = Field(default_factory=Tunables, description="The Hand's user_config (see Tunables).")
     model_name: str = Field("rg-dualtower", min_length=1, description="Model id of /v1/chat/completions.")
     max_body_bytes: int = Field(16_384, ge=256, le=10_000_000, description="Larger request bodies get 413.")
@@ -134,11 +142,33 @@ class ServeConfig(Config):
     def _absolute_journal(cls, value: Optional[str]) -> Optional[str]:
         return str(Path(value).resolve()) if value else None  # replicas run in other working directories
 
+    @field_validator("memory")
+    @classmethod
+    def _absolute_memory(cls, value: Optional[MemoryConfig]) -> Optional[MemoryConfig]:
+        """Memory files and the key file made absolute where the app is built (the owner runs elsewhere)."""
+        if value is None:
+            return None
+        parts = {}
+        for name in ("experience", "edges"):
+            part = getattr(value, name)
+            if part is not None and part.path is not None:
+                parts[name] = part.model_copy(update={"path": str(Path(part.path).resolve())})
+        if value.key.file is not None:
+            parts["key"] = value.key.model_copy(update={"file": str(Path(value.key.file).resolve())})
+        return value.model_copy(update=parts)
+
     @model_validator(mode="after")
     def _linking(self) -> "ServeConfig":
         if self.linking is not None and self.linking.index_dir is None:
             raise ValueError("linking is set but linking.index_dir is not. Fix: set linking.index_dir to a folder "
                              "(the Hand builds the name index there once, then reloads it)")
+        if self.memory_owner.min_replicas != 1 or self.memory_owner.max_replicas != 1:
+            raise ValueError(f"memory_owner runs {self.memory_owner.min_replicas}..{self.memory_owner.max_replicas} "
+                             "replicas, but the sealed memory files have exactly one writer. Fix: set "
+                             "memory_owner.min_replicas and memory_owner.max_replicas to 1")
+        if self.memory is not None and self.memory.rounds != 1:
+            raise ValueError("memory.rounds is an evaluate_qa setting (passes over a question file); an endpoint "
+                             "answers each question once. Fix: leave memory.rounds out")
         if self.brain_timeout_s >= self.request_timeout_s:
             raise ValueError(f"brain_timeout_s ({self.brain_timeout_s}) >= request_timeout_s "
                              f"({self.request_timeout_s}): a slow Brain would time the whole request out instead of "

@@ -23,12 +23,14 @@ from rg.linking.names import store_names
 from rg.llm.usage import Usage, UsageLedger
 from rg.privacy.schema import KGSchema
 from rg.reasoning.dualtower import DualTowerController, DualTowerResult, build_controller
+from rg.reasoning.dualtower.controller import privacy_tag
 from rg.stores.base import KGStore
 from rg.stores.config import build_store
 from rg.stores.memory import MemoryStore
 from rg.text.encoder import TextEncoder
 from serve.brain_proxy import UNAVAILABLE, RemoteBrainFactory
 from serve.config import ServeConfig, Tunables
+from serve.memory_owner import ServeEdges, ServeMemory
 
 SIDES = ("hand", "brain")
 BRAIN_DOWN = frozenset({UNAVAILABLE, "connection", "timeout", "server_error", "rate_limited"})
@@ -90,22 +92,29 @@ class HandServer:
     Args:
         config: :class:`ServeConfig` as a dict (validated again here, in the replica).
         brain: Handle of the BrainProxy deployment.
+        memory: Handle of the MemoryOwner deployment (None without ``memory``).
     """
 
-    def __init__(self, config: dict[str, Any], brain: DeploymentHandle) -> None:
+    def __init__(self, config: dict[str, Any], brain: DeploymentHandle, memory: DeploymentHandle | None = None) -> None:
         self.config = ServeConfig.model_validate(config)
         self.store, self.schema = load_kg(self.config)
         dt = self.config.dualtower
         self.encoder = TextEncoder() if dt.similarity == "encoder" else None
         self.linker = load_linker(self.config, self.store, self.encoder)
         self.brains = RemoteBrainFactory(brain, dt.brain.kind, self.config.brain_timeout_s)
+        self.memory = self.edges = None
+        spec = self.config.memory
+        if memory is not None and spec is not None:
+            timeout = self.config.memory_timeout_s
+            self.memory = ServeMemory(memory, privacy_tag(dt), timeout) if spec.experience is not None else None
+            self.edges = ServeEdges(memory, timeout) if spec.edges is not None else None
         self.tunables = self.config.tunables
         self.controller = self._controller(self.tunables)
 
     def _controller(self, tunables: Tunables) -> DualTowerController:
-        # memory: None until the experience-memory deployment exists (ServeConfig.memory)
         return build_controller(self.config.controller_config(tunables), self.schema, store=self.store,
-                                linker=self.linker, encoder=self.encoder, brains=self.brains, memory=None)
+                                linker=self.linker, encoder=self.encoder, brains=self.brains, memory=self.memory,
+                                edges=self.edges)
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """Serve's ``user_config`` hook: new search limits on this running replica."""

@@ -45,9 +45,11 @@ from rg.reasoning.dualtower.memory import (
     ExperienceMemory,
     GatingMemory,
     MemoryHints,
+    MemoryUnavailable,
     NoMemory,
     RecalledAnalysis,
     Trace,
+    settle,
 )
 from rg.reasoning.dualtower.payload import (
     AnalysisPayload,
@@ -226,7 +228,7 @@ class DualTowerController:
         brain = self.brains(q.session, q.ledger)
         template = topic_template(q.question, topics)
         q.session_topics = tuple(topics)
-        gate, replay, qvec = self._recall(q, template, raw, topics)
+        gate, replay, qvec = await self._recall(q, template, raw, topics)
         analysis, source = self._from_memory(q, gate, replay)
         if analysis is None:
             analysis = await self._analyse(q, brain, text, tags, anchors, hints)
@@ -249,21 +251,29 @@ class DualTowerController:
         q.timed("read", started)
         fallback = None if verified else "unverified"
         lines = tuple(c.render() for c in evidence.chains())
-        self._write_back(q, tree, analysis, verified, template, topics, kg, reading.answers, replay, qvec)
+        await self._write_back(q, tree, analysis, verified, template, topics, kg, reading.answers, replay, qvec)
         return self._result(q, reading.answers, lines, tuple(tree.to_dict()), fallback, topics)
 
     # ------------------------------------------------------------------------------ memory
-    def _recall(self, q: _Question, template: str, raw: Sequence[Triple], topics: Sequence[str]):
-        """Experience hints before analysis (question key) and the edge memory's replay."""
+    async def _recall(self, q: _Question, template: str, raw: Sequence[Triple], topics: Sequence[str]):
+        """Experience hints before analysis (question key) and the edge memory's replay; a memory that
+        cannot be reached counts as empty (noted in ``q.memory``)."""
         gate = MemoryHints()
         if isinstance(self.memory, GatingMemory):
-            gate = self.memory.hints(template, None, privacy_tag(self.config))
-            q.memory["experience_score"] = round(gate.score, 4)
+            try:
+                gate = await settle(self.memory.hints(template, None, privacy_tag(self.config)))
+                q.memory["experience_score"] = round(gate.score, 4)
+            except MemoryUnavailable as err:
+                q.memory["memory_unavailable"] = str(err)
         replay, qvec = None, None
         if self.edges is not None:
             started = time.perf_counter()
-            qvec = self.edges.query(q.question)
-            replay = self.edges.replay(raw, topics, qvec)
+            try:
+                qvec = await settle(self.edges.query(q.question))
+                replay = await settle(self.edges.replay(raw, topics, qvec))
+            except MemoryUnavailable as err:
+                q.memory["memory_unavailable"] = str(err)
+                return gate, None, None
             q.memory["replay_edges"] = len(replay.edges)
             q.memory["replay_seconds"] = time.perf_counter() - started
         return gate, replay, qvec
@@ -301,10 +311,11 @@ class DualTowerController:
                                                 tags, kg, topics, view, template)
         return tree, verified
 
-    def _write_back(self, q: _Question, tree: ReasoningTree, analysis: Analysis, verified: Sequence[Grounded],
+    async def _write_back(self, q: _Question, tree: ReasoningTree, analysis: Analysis, verified: Sequence[Grounded],
                     template: str, topics: Sequence[str], kg: KnowledgeGraph, answers: Sequence[str],
                     replay: "Replay | None", qvec) -> None:
-        """Store the anonymised trace (experience) and memorise the evidence used (edges)."""
+        """Store the anonymised trace (experience) and memorise the evidence used (edges); a memory that
+        cannot be reached misses this question (noted in ``q.memory``)."""
         if isinstance(self.memory, GatingMemory) and tree.nodes and not any(f.stage == "analysis" for f in q.faults):
             node = tree.nodes[0]
             ok = node.status == "verified"
@@ -316,16 +327,22 @@ class DualTowerController:
                 templates=tuple(dict.fromkeys((g.candidate.pattern(), g.candidate.relation_paths) for g in verified)),
                 warnings=tuple(node.tried[:-1] if ok else node.tried), privacy=privacy_tag(self.config),
                 brain_calls=q.ledger.by_side().get("brain", Usage()).calls)
-            self.memory.remember(trace)
-            q.memory["remembered"] = True
+            try:
+                await settle(self.memory.remember(trace))
+                q.memory["remembered"] = True
+            except MemoryUnavailable as err:
+                q.memory["memory_unavailable"] = str(err)
         if self.edges is not None and qvec is not None:
             best = [g for g in verified if g.value == max(v.value for v in verified)] if verified else []
             used = {t for g in best for w in g.walks if answers and w.end == answers[0] for t in w.triple_ids}
             seen = {t for g in q.grounded for w in g.walks for t in w.triple_ids}
             effective = {kg.triple(t) for t in used}
             traversed = {kg.triple(t) for t in seen} | (replay.edges if replay else set())
-            enhanced, penalised = self.edges.memorise(qvec, effective, traversed)
-            q.memory["edges_enhanced"], q.memory["edges_penalised"] = enhanced, penalised
+            try:
+                enhanced, penalised = await settle(self.edges.memorise(qvec, effective, traversed))
+                q.memory["edges_enhanced"], q.memory["edges_penalised"] = enhanced, penalised
+            except MemoryUnavailable as err:
+                q.memory["memory_unavailable"] = str(err)
 
     async def _analyse(self, q: _Question, brain: Brain, masked: str, tags: Sequence[str], anchors: Sequence[str],
                        hints: tuple[tuple[str, ...], ...]) -> Analysis:
@@ -356,8 +373,12 @@ class DualTowerController:
         """Algorithm 3 for one node: explore, prune, select, ground, check, step — until verified or pruned."""
         cfg = self.config
         key = template if template is not None else masked
-        scorer = PruneScorer(self.similarity, node.indicator.text, self.memory.exemplars(key, node.indicator.text),
-                             cfg.alpha)
+        try:
+            exemplars = await settle(self.memory.exemplars(key, node.indicator.text))
+        except MemoryUnavailable as err:
+            q.memory["memory_unavailable"] = str(err)
+            exemplars = []
+        scorer = PruneScorer(self.similarity, node.indicator.text, exemplars, cfg.alpha)
         rejected: list[Candidate] = []
         action = (node.mode, node.depth)
         for _ in range(cfg.max_steps):

@@ -14,8 +14,9 @@ anonymised trace afterwards. Everything crossing this interface is anonymised: t
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 Action = tuple[str, int]
 
@@ -109,3 +110,18 @@ class GatingMemory(Protocol):
     def remember(self, trace: Trace) -> None:
         """Store a finished question's trace (failures as warnings)."""
         ...
+
+
+class MemoryUnavailable(RuntimeError):
+    """The memory's owner could not be reached (e.g. a Serve deployment that is gone or late).
+
+    The controller then answers the question without memory and records ``memory_unavailable``
+    in the result's memory notes: a memory outage costs Brain calls, never the question.
+    """
+
+
+async def settle(value: Any) -> Any:
+    """``value``, awaited when it is awaitable: a memory's hooks may be plain methods (in-process,
+    or blocking calls to a Ray actor) or return awaitables (calls to a Serve deployment, which must
+    not block the replica's event loop)."""
+    return await value if inspect.isawaitable(value) else value
