@@ -259,8 +259,8 @@ def deployment(config: ServeConfig) -> serve.Application:
     # tunables travel only as the Hand's user_config: changing them is a lightweight update (reconfigure on the
     # running replicas), while any change to the bound args restarts replicas
     data = config.model_dump(exclude={"tunables"})
-    brain = BrainProxy.options(**_options(config.brain, config.retry_after_s)).bind(config.dualtower.model_dump(),
-                                                                                   config.usage_journal)
+    brain = BrainProxy.options(**_options(config.brain, config.retry_after_s)).bind(
+        config.dualtower.model_dump(), config.usage_journal, config.brain_max_batch_size, config.brain_batch_wait_s)
     memory = None
     if config.memory is not None:
         memory = MemoryOwner.options(**_options(config.memory_owner, config.retry_after_s)).bind(

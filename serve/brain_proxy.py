@@ -16,6 +16,7 @@ Hand-only and the question is answered, never lost.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,13 +26,15 @@ from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, 
 from ray.serve.handle import DeploymentHandle
 
 from rg.llm.journal import UsageJournal, new_run_id
-from rg.llm.usage import UsageLedger
+from rg.llm.usage import Usage, UsageLedger
 from rg.privacy.exposure import ExposureLedger
 from rg.privacy.schema import KGSchema
 from rg.privacy.session import PrivacySession
 from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, Choice
 from rg.reasoning.dualtower.build import brain_factory
 from rg.reasoning.dualtower.config import DualTowerConfig
+from rg.reasoning.dualtower.controller import LocalBrainFactory
+from rg.reasoning.dualtower.local_brain import STAGE_ANALYSE, LocalBrain
 from rg.reasoning.dualtower.payload import SealedPayload
 
 UNAVAILABLE = "unavailable"
@@ -86,19 +89,54 @@ class SentCalls(ExposureLedger):
 class BrainProxy:
     """The untrusted tower of the endpoint (module docstring).
 
+    With the local Brain, concurrent analyses are batched (``@serve.batch``): the planner decodes
+    every waiting question's constrained beams in one ``beam_search`` call, off the event loop, so
+    the replica keeps collecting the next batch. ``max_batch_size`` 1 turns batching off.
+
     Args:
         config: The controller's settings (``brain`` and ``privacy`` are read).
         journal: Usage journal (``ServeConfig.usage_journal``) an LLM Brain appends each completed
             call to, as it completes, under one run id per replica; None: no journal.
+        max_batch_size: Most analyses decoded together (local Brain).
+        batch_wait_timeout_s: How long the first analysis of a batch waits for others.
     """
 
-    def __init__(self, config: dict[str, Any], journal: str | None = None) -> None:
+    def __init__(self, config: dict[str, Any], journal: str | None = None, max_batch_size: int = 8,
+                 batch_wait_timeout_s: float = 0.005) -> None:
         self.config = DualTowerConfig.model_validate(config)
         self.brains = brain_factory(self.config, journal=UsageJournal(journal, new_run_id()) if journal else None)
         self.schema = KGSchema.build(())  # the Brain holds no KG: its guard knows only public words
+        self.local: LocalBrain | None = None
+        self.batches: list[int] = []  # sizes of the last batches decoded (observability; bounded)
+        if isinstance(self.brains, LocalBrainFactory) and max_batch_size > 1:
+            self.local = LocalBrain(self.brains.planner, self.brains.beams, self.brains.indicators)
+            self._analyse_batch.set_max_batch_size(max_batch_size)
+            self._analyse_batch.set_batch_wait_timeout_s(batch_wait_timeout_s)
+
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005)
+    async def _analyse_batch(self, texts: list[str]) -> list[Analysis | BrainError]:
+        assert self.local is not None  # only called with a local Brain
+        payloads = [SealedPayload("analysis", t) for t in texts]
+        self.batches = (self.batches + [len(payloads)])[-1000:]
+        return await asyncio.to_thread(self.local.analyse_batch, payloads)
+
+    def batch_sizes(self) -> list[int]:
+        """Sizes of the last (at most 1,000) analysis batches the local Brain decoded."""
+        return list(self.batches)
+
+    async def _batched_analysis(self, text: str) -> BrainReply:
+        ledger = UsageLedger()
+        started = time.perf_counter()
+        result = await self._analyse_batch(text)
+        ledger.add(STAGE_ANALYSE, "brain", Usage(calls=1, latency_s=time.perf_counter() - started))
+        if isinstance(result, BrainError):
+            return BrainReply(None, result.reason, str(result), result.attempts, ledger.to_dict())
+        return BrainReply(result, None, "", 1, ledger.to_dict())
 
     async def call(self, kind: str, text: str) -> BrainReply:
         """Analyse or select on one sealed payload."""
+        if kind == "analysis" and self.local is not None:
+            return await self._batched_analysis(text)
         ledger, calls = UsageLedger(), SentCalls()
         session = PrivacySession(self.config.privacy, self.schema)
         session.guard.exposure = session.exposure = calls

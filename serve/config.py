@@ -132,6 +132,11 @@ class ServeConfig(Config):
         description="The FastAPI ingress.")
     hand: DeploymentSettings = Field(default_factory=DeploymentSettings, description="The Hand (KG, linker, controller).")
     brain: DeploymentSettings = Field(default_factory=DeploymentSettings, description="The BrainProxy.")
+    brain_max_batch_size: int = Field(
+        8, ge=1, le=256, description="Local Brain: most question analyses the BrainProxy decodes together "
+                                     "(@serve.batch); 1 turns batching off.")
+    brain_batch_wait_s: float = Field(
+        0.005, ge=0, le=1, description="Local Brain: how long the first analysis of a batch waits for more.")
     usage_journal: Optional[str] = Field(
         None, description="Usage journal (rg.llm.journal, JSON Lines) the BrainProxy appends each completed LLM "
                           "Brain call to, one run id per replica; on a cluster, a path every Brain node can write "

@@ -5,6 +5,8 @@ Not a test module: imported by tests/test_dualtower*.py and bench.dualtower's --
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from rg.privacy import KGSchema
@@ -83,6 +85,13 @@ def training_rows() -> list[tuple[str, str, tuple[str, ...]]]:
             names = (person, PEOPLE[(i + 1) % len(PEOPLE)])[: template.count("{}")]
             rows.append((f"{template}:{person}", mask_topics(template.format(*names), names), path))
     return rows
+
+
+@functools.cache
+def shared_planner() -> PlannerModel:
+    """:func:`trained_planner` with 60 epochs and raw relations, trained once per test session and shared
+    read-only (tests use it in eval mode and save copies; about 50 s of training each time saved)."""
+    return trained_planner(epochs=60)
 
 
 def trained_planner(relation_view=lambda path: path, epochs: int = 40) -> PlannerModel:

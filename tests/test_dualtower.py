@@ -19,6 +19,7 @@ from rg.reasoning.dualtower import (
     view_relation_path,
 )
 from rg.reasoning.dualtower.explore import band, explore
+from rg.reasoning.dualtower.brain import BrainError
 from rg.reasoning.dualtower.local_brain import planner_question
 from rg.reasoning.dualtower.payload import AnalysisPayload, TopicView, seal
 from rg.reasoning.dualtower.prune import PruneScorer, fuzzy_top
@@ -27,7 +28,7 @@ from rg.retrievers.planner.decode import beam_search
 from rg.retrievers.planner.likelihood import path_log_likelihood
 from rg.retrievers.planner.trie import relation_trie, token_trie
 from rg.stores.memory import MemoryStore
-from tests.dualtower_world import ANSWER_SETS, QUESTIONS, TRIPLES, schema, trained_planner
+from tests.dualtower_world import ANSWER_SETS, QUESTIONS, TRIPLES, schema, shared_planner, trained_planner
 
 VIEW = (
     ("A", "r", "B"), ("B", "s", "C"), ("A", "t", "D"), ("E", "r", "B"), ("E", "u", "F"), ("C", "s", "G"),
@@ -116,7 +117,7 @@ def test_config_errors_name_the_field_and_the_fix():
 # --------------------------------------------------------------------------- local Brain
 @pytest.fixture(scope="module")
 def planner():
-    return trained_planner(epochs=60)
+    return shared_planner()
 
 
 def test_planner_likelihood_equals_the_beam_score(planner):
@@ -186,3 +187,36 @@ def test_privacy_mode_with_a_planner_trained_on_the_cluster_view(store):
     heat = controller.answer("which films starred Al Pacino and were directed by Michael Mann",
                              ["Al Pacino", "Michael Mann"])
     assert heat.answers == ("Heat",)
+
+
+BATCH_QUESTIONS = ("who directed TE_1 (film)", "who wrote TE_1 (film)", "which films share a director with TE_1 (film)",
+                   "who starred in TE_1 (film)", "when was TE_1 (film) released")
+CASINO_PATHS = (("directed_by",), ("starred_actors",), ("written_by",), ("release_year",),
+                ("directed_by", "directed_by^-1"), ("starred_actors", "starred_actors^-1"))
+
+
+def analysis_payloads(session) -> list:
+    return [seal(AnalysisPayload(question=q, topics=(TopicView(tag="TE_1", node="film"),), relation_paths=CASINO_PATHS,
+                                 max_depth=3), session.guard) for q in BATCH_QUESTIONS]
+
+
+def test_a_batch_of_analyses_equals_each_analysed_alone(planner):
+    import asyncio
+
+    from rg.reasoning.dualtower.local_brain import LocalBrain
+
+    brain = LocalBrain(planner, beams=3, indicators=2)
+    with PrivacySession(PrivacyConfig(mode="utility"), schema()) as session:
+        payloads = analysis_payloads(session)
+        alone = [asyncio.run(brain.analyse(p)) for p in payloads]
+        together = brain.analyse_batch(payloads)
+        empty = seal(AnalysisPayload(question="who directed TE_1 (film)", topics=(TopicView(tag="TE_1", node="film"),),
+                                     relation_paths=(("no_such_relation",),), max_depth=3), session.guard)
+        mixed = brain.analyse_batch([payloads[0], empty])
+    assert [a.indicators for a in together] == [a.indicators for a in alone]
+    assert [a.depth for a in together] == [a.depth for a in alone]
+    assert alone[0].indicators[0].relations == ("directed_by",)
+    assert alone[2].indicators[0].relations == ("directed_by", "directed_by^-1")
+    assert mixed[0].indicators == alone[0].indicators
+    assert isinstance(mixed[1], BrainError) and mixed[1].reason == "no_paths"
+    assert brain.ledger.by_side()["brain"].calls == len(payloads)  # analyse books; analyse_batch does not

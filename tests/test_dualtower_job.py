@@ -14,7 +14,7 @@ from rg.config import ConfigError, validate_config
 from rg.evaluation.dualtower_qa import load_schema
 from rg.evaluation.qa import Prediction
 from rg.evaluation.qa_job import QAEvaluateConfig, _QAActor
-from tests.dualtower_world import QUESTIONS, TRIPLES, schema, trained_planner
+from tests.dualtower_world import QUESTIONS, TRIPLES, schema, shared_planner
 
 BASE = {"input": "x", "output_dir": "out", "side": "test"}
 
@@ -33,7 +33,7 @@ def test_reasoner_rules_name_the_key_and_the_fix():
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     folder = tmp_path_factory.mktemp("planner") / "planner"
-    trained_planner(epochs=60).save(folder)
+    shared_planner().save(folder)
     return folder
 
 

@@ -12,7 +12,7 @@ from rg.evaluation.qa_job import QAEvaluateConfig
 from rg.memory.config import MemoryConfig
 from rg.memory.keys import new_key_hex
 from rg.reasoning.dualtower.memory import RecalledAnalysis, Trace
-from tests.dualtower_world import QUESTIONS, TRIPLES, schema, trained_planner
+from tests.dualtower_world import QUESTIONS, TRIPLES, schema, shared_planner
 
 TAG = "utility|1.0|0"
 
@@ -57,7 +57,7 @@ def test_evaluate_qa_memory_rounds(ray_local, tmp_path):
     from rg.evaluation.qa_job import evaluate_qa
 
     folder = tmp_path / "planner"
-    trained_planner(epochs=60).save(folder)
+    shared_planner().save(folder)
     samples = [Sample(f"q{i}", q, (a,), topics, (a,), TRIPLES) for i, (q, topics, a) in enumerate(QUESTIONS)]
     write_rog_parquet(samples, tmp_path / "samples.parquet")
     schema().save(tmp_path)

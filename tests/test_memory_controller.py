@@ -10,7 +10,7 @@ from rg.memory.embed import HashingEmbedder
 from rg.reasoning.dualtower import DualTowerConfig, build_controller
 from rg.reasoning.dualtower.controller import privacy_tag, topic_template
 from rg.stores.memory import MemoryStore
-from tests.dualtower_world import ANSWER_SETS, QUESTIONS, TRIPLES, schema, trained_planner
+from tests.dualtower_world import ANSWER_SETS, QUESTIONS, TRIPLES, schema, shared_planner
 
 KEY = bytes(range(32))
 CONFIG = DualTowerConfig(privacy={"mode": "utility"}, similarity="lexical")
@@ -18,7 +18,7 @@ CONFIG = DualTowerConfig(privacy={"mode": "utility"}, similarity="lexical")
 
 @pytest.fixture(scope="module")
 def planner():
-    return trained_planner(epochs=60)
+    return shared_planner()
 
 
 @pytest.fixture(scope="module")

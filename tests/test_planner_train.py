@@ -132,6 +132,8 @@ def test_checkpoint_round_trip(overfit, tmp_path):
     unmerged = PlannerModel.load(folder, merge=False)
     resaved = load_planner(unmerged.save(tmp_path / "again"))
     assert [p.relation_paths for p in plan_questions(resaved, chosen, config)] == [p.relation_paths for p in before]
+    twice = load_planner(planner.save(tmp_path / "twice"))  # a second save of one planner writes its base again
+    assert [p.relation_paths for p in plan_questions(twice, chosen, config)] == [p.relation_paths for p in before]
     with pytest.raises(FileNotFoundError, match="not a retriever checkpoint"):
         load_planner(tmp_path)
 

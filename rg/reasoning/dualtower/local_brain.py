@@ -111,23 +111,38 @@ class LocalBrain:
     def _book(self, stage: str, started: float) -> None:
         self.ledger.add(stage, "brain", Usage(calls=1, latency_s=time.perf_counter() - started))
 
-    async def analyse(self, payload: SealedPayload) -> Analysis:
-        started = time.perf_counter()
-        shown = payload.open(AnalysisPayload)
-        trie, _skipped = token_trie(hint_trie(p[: self.planner.config.max_path_len] for p in shown.relation_paths),
-                                    self.planner.vocab)
-        if not trie:
-            self._book(STAGE_ANALYSE, started)
-            raise BrainError("no_paths", "no hinted relation path has a planner token")
-        [beams] = beam_search(self.planner, [self._prompt(shown.question)], self.beams, [trie])
-        self._book(STAGE_ANALYSE, started)
-        paths = [b.relation_path for b in beams if b.relation_path]
+    def analyse_batch(self, payloads: Sequence[SealedPayload]) -> list[Analysis | BrainError]:
+        """The analyses of several payloads in one constrained beam search (each with its own hint
+        trie); a payload the planner cannot analyse gets its :class:`BrainError` in its place. Calls
+        are not booked here (:meth:`analyse` books one; a Serve batch books one per question)."""
+        shown = [p.open(AnalysisPayload) for p in payloads]
+        limit = self.planner.config.max_path_len
+        tries = [token_trie(hint_trie(p[:limit] for p in s.relation_paths), self.planner.vocab)[0] for s in shown]
+        out: list[Analysis | BrainError] = [
+            BrainError("no_paths", "no hinted relation path has a planner token") for _ in shown]
+        live = [i for i, trie in enumerate(tries) if trie]
+        if live:
+            decoded = beam_search(self.planner, [self._prompt(shown[i].question) for i in live], self.beams,
+                                  [tries[i] for i in live])
+            for i, beams in zip(live, decoded):
+                out[i] = self._analysis([b.relation_path for b in beams if b.relation_path], shown[i].max_depth)
+        return out
+
+    def _analysis(self, paths: list[tuple[str, ...]], max_depth: int) -> Analysis | BrainError:
         if not paths:
-            raise BrainError("no_paths", "the planner wrote no relation path")
+            return BrainError("no_paths", "the planner wrote no relation path")
         indicators = tuple(
-            Indicator(text=indicator_text(p), relations=p, depth=min(len(p), shown.max_depth), answer_type=answer_type(p))
+            Indicator(text=indicator_text(p), relations=p, depth=min(len(p), max_depth), answer_type=answer_type(p))
             for p in paths[: self.indicators])
         return Analysis((), indicators, indicators[0].depth)
+
+    async def analyse(self, payload: SealedPayload) -> Analysis:
+        started = time.perf_counter()
+        [result] = self.analyse_batch([payload])
+        self._book(STAGE_ANALYSE, started)
+        if isinstance(result, BrainError):
+            raise result
+        return result
 
     async def select(self, payload: SealedPayload) -> Choice:
         started = time.perf_counter()

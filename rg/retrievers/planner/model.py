@@ -279,8 +279,8 @@ class PlannerModel(nn.Module):
         self.tokenizer.save_pretrained(folder / TOKENIZER_DIR)
         # embed_tokens / lm_head are saved through modules_to_save (or, for a tiny model, in base/)
         self.lm.save_pretrained(folder / ADAPTER_DIR, save_embedding_layers=False)
-        if self._base_state is not None:
-            self.lm.get_base_model().save_pretrained(folder / BASE_DIR, state_dict=self._base_state)
+        if self._base_state is not None:  # a copy: save_pretrained empties the dict it is given
+            self.lm.get_base_model().save_pretrained(folder / BASE_DIR, state_dict=dict(self._base_state))
         return folder
 
     # ----------------------------------------------------------------------------- encoding
