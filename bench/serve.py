@@ -22,7 +22,14 @@ in one run:
   and the plot ``<out stem>_replicas.png``;
 - **overload**: ``overload_factor`` × the Hand's capacity (replicas × (ongoing + queued)) at once:
   backpressure should answer 503 with Retry-After; ``non_503_errors_under_overload`` counts any
-  other failure and ``lost_accepted_requests`` counts requests that got no HTTP response at all.
+  other failure and ``lost_accepted_requests`` counts requests that got no HTTP response at all;
+- **Brain batching**: the BrainProxy with a local planner Brain, analyses sent 8 at a time through
+  its handle with ``@serve.batch`` (up to 8) against batching off → ``brain_batching_speedup``.
+
+``--quick`` skips the load step (autoscaling needs minutes of load to show) and sends 8 questions at
+1 and 4 clients. ``--throughput-optimized`` sets ``RAY_SERVE_THROUGHPUT_OPTIMIZED=1`` for every Serve
+process (Ray ≥ 2.55: user code on the replica's own event loop, handles routed on the caller's loop,
+direct ingress), so the two modes' overheads can be compared run against run.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import socket
 import statistics
@@ -46,8 +54,10 @@ from rg.llm.scripted_server import Respond, Script, ScriptedServer
 HAND = {"min_replicas": 1, "max_replicas": 3, "target_ongoing_requests": 1, "max_ongoing_requests": 2,
         "max_queued_requests": 4, "num_cpus": 0.5, "upscale_delay_s": 1.0, "downscale_delay_s": 4.0,
         "look_back_period_s": 2.0, "metrics_interval_s": 0.5}
-STEP = {"quick": [(1, 4.0), (8, 14.0), (1, 4.0)], "full": [(1, 10.0), (8, 75.0), (1, 10.0)]}
+STEP = {"full": [(1, 10.0), (8, 75.0), (1, 10.0)]}
 """Load step: (closed-loop clients, seconds) phases."""
+THROUGHPUT_ENV = "RAY_SERVE_THROUGHPUT_OPTIMIZED"
+"""Ray Serve's switch for its throughput optimisations (Ray ≥ 2.55; --throughput-optimized)."""
 
 
 def scripted_brain(body: dict[str, Any]) -> str:
@@ -76,6 +86,60 @@ def app_args(brain_url: str, questions: int) -> dict[str, Any]:
         "ingress": {"max_ongoing_requests": 256, "max_queued_requests": 256, "num_cpus": 0.1},
         "hand": HAND, "brain": {"max_ongoing_requests": 16, "max_queued_requests": 64, "num_cpus": 0.25},
     }
+
+
+async def brain_batching(requests: int, concurrency: int = 8) -> dict[str, Any]:
+    """The BrainProxy's ``@serve.batch`` of local-Brain analyses: ``requests`` sealed analysis payloads, at most
+    ``concurrency`` in flight through the deployment's handle, with batches of up to 8 against batching off
+    (``brain_max_batch_size`` 1); analyses per second each, and whether both gave the same analyses.
+
+    The local Brain is the tiny film-graph planner of the dual-tower tests (trained here for 10 epochs), so this
+    measures the serving path's batching, not a particular model's speed. It runs on one event loop and ends by
+    shutting Serve down on it (with RAY_SERVE_THROUGHPUT_OPTIMIZED=1 handles route on the caller's loop)."""
+    import tempfile
+
+    from ray import serve
+
+    from rg.privacy import PrivacyConfig, PrivacySession
+    from serve.brain_proxy import BrainProxy
+    from tests.dualtower_world import schema, trained_planner
+    from tests.test_dualtower import analysis_payloads
+
+    folder = Path(tempfile.mkdtemp(prefix="rg-bench-planner-"))
+    trained_planner(epochs=10).save(folder)  # speed does not depend on how well it was trained
+    config = {"brain": {"kind": "local", "planner": str(folder), "beams": 3, "indicators": 2},
+              "privacy": {"mode": "utility"}}
+    with PrivacySession(PrivacyConfig(mode="utility"), schema()) as session:
+        texts = [p.text for p in analysis_payloads(session)]
+    texts = (texts * (requests // len(texts) + 1))[:requests]
+
+    async def drive(handle) -> tuple[float, list, list[int]]:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(text: str):
+            async with gate:
+                return await handle.call.remote("analysis", text)
+
+        await one(texts[0])  # warm-up
+        began = time.perf_counter()
+        replies = await asyncio.gather(*(one(t) for t in texts))
+        wall = time.perf_counter() - began
+        return wall, replies, await handle.batch_sizes.remote()  # on this loop: Serve may route on the caller's
+
+    out: dict[str, Any] = {"requests": requests, "concurrency": concurrency}
+    answers = {}
+    for name, size in (("unbatched", 1), ("batched", 8)):
+        handle = serve.run(BrainProxy.options(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=64)
+                           .bind(config, None, size, 0.005), name=f"brain-{name}", route_prefix=None)
+        wall, replies, sizes = await drive(handle)
+        serve.delete(f"brain-{name}")
+        answers[name] = [r.result.indicators if r.result else r.reason for r in replies]
+        out[name] = {"wall_s": round(wall, 3), "analyses_per_s": round(requests / wall, 1),
+                     "mean_batch": round(sum(sizes) / len(sizes), 2) if sizes else 1.0}
+    await serve.shutdown_async()
+    out["same_analyses"] = answers["batched"] == answers["unbatched"]
+    out["speedup"] = round(out["batched"]["analyses_per_s"] / out["unbatched"]["analyses_per_s"], 2)
+    return out
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -258,15 +322,17 @@ def summary(results: list[tuple[int | None, float]], wall_s: float) -> dict[str,
 
 
 def run(requests: int, levels: list[int], overload_factor: int, out: Path,
-        step: list[tuple[int, float]] | None = None, settle_s: float = 30.0) -> dict[str, Any]:
-    """The whole benchmark (module docstring); ``step`` defaults to the quick load step, ``settle_s`` bounds each
-    wait for the Hand to be back at ``min_replicas``."""
-    step = step or STEP["quick"]
+        step: list[tuple[int, float]] | None = None, settle_s: float = 30.0,
+        batching_requests: int = 32) -> dict[str, Any]:
+    """The whole benchmark (module docstring); ``step`` None skips the load step (``--quick``), ``settle_s`` bounds
+    each wait for the Hand to be back at ``min_replicas``; ``batching_requests`` analyses measure the BrainProxy's
+    batching (0 skips it)."""
     import ray
     from ray import serve
 
     from serve.app import build_app
 
+    bench_began = time.perf_counter()
     kg = generate(SyntheticConfig(seed=0, questions=max(requests, 20)))
     items = [(q.question, q.q_entities) for q in kg.questions][:requests]
     with ScriptedServer(Script.always(Respond(scripted_brain))) as brain:
@@ -289,18 +355,22 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
                     began = time.perf_counter()
                     results = asyncio.run(fire(url, items, level, 120))
                     load.append({"concurrency": level, **summary(results, time.perf_counter() - began)})
-                settled_before = watch.wait_for(HAND["min_replicas"], settle_s)
-                step_began = time.perf_counter() - watch.origin
-                step_requests = asyncio.run(step_load(url, items, step, watch.origin))
-                step_ended = time.perf_counter() - watch.origin
-                back_to_min_s = watch.wait_for(HAND["min_replicas"], settle_s)
-                step_samples = [row for row in watch.samples if row[0] >= step_began]
+                if step:
+                    settled_before = watch.wait_for(HAND["min_replicas"], settle_s)
+                    step_began = time.perf_counter() - watch.origin
+                    step_requests = asyncio.run(step_load(url, items, step, watch.origin))
+                    step_ended = time.perf_counter() - watch.origin
+                    back_to_min_s = watch.wait_for(HAND["min_replicas"], settle_s)
+                    step_samples = [row for row in watch.samples if row[0] >= step_began]
                 capacity = HAND["max_replicas"] * (HAND["max_ongoing_requests"] + HAND["max_queued_requests"])
                 burst = (items * (overload_factor * capacity // len(items) + 1))[: overload_factor * capacity]
                 began = time.perf_counter()
                 overload = asyncio.run(fire(url, burst, len(burst), 120))
                 overload_wall = time.perf_counter() - began
-                time.sleep(2.0)  # a few more replica samples after the burst
+                if step:
+                    time.sleep(2.0)  # a few more replica samples after the burst
+            serve.delete("bench")
+            batching = asyncio.run(brain_batching(batching_requests)) if batching_requests else None
         finally:
             serve.shutdown()
             if started_ray:
@@ -320,15 +390,20 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
         "max_replicas_seen": max((row[1] for row in watch.samples), default=0),
         "replicas_over_time": watch.samples,
         "step": step_report(step, step_requests, step_samples, step_began, step_ended, settled_before,
-                            back_to_min_s),
+                            back_to_min_s) if step else None,
         "overload": {"requests": len(overload), "capacity": capacity, "wall_s": round(overload_wall, 2),
                      **summary(overload, overload_wall)},
         "non_503_errors_under_overload": non_503,
         "lost_accepted_requests": sum(1 for status, _ in overload if status is None),
+        "serve_mode": "throughput_optimized" if os.environ.get(THROUGHPUT_ENV) == "1" else "default",
+        "brain_batching": batching,
+        "brain_batching_speedup": batching["speedup"] if batching else None,
+        "wall_s": round(time.perf_counter() - bench_began, 1),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    report["step"]["plot"] = str(out.with_name(f"{out.stem}_replicas.png"))
-    plot_replicas(report, Path(report["step"]["plot"]))
+    if step:
+        report["step"]["plot"] = str(out.with_name(f"{out.stem}_replicas.png"))
+        plot_replicas(report, Path(report["step"]["plot"]))
     out.write_text(json.dumps(report, indent=2))
     return report
 
@@ -373,21 +448,28 @@ def step_report(phases: list[tuple[int, float]], requests: list[tuple[float, flo
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="16 requests at 1, 2, 4, 8 clients (under a minute)")
+    parser.add_argument("--quick", action="store_true",
+                        help="8 requests at 1 and 4 clients, no load step, 16 batched analyses (under a minute)")
+    parser.add_argument("--throughput-optimized", action="store_true",
+                        help=f"run Serve with {THROUGHPUT_ENV}=1 (direct ingress, user code on the replica's loop)")
     parser.add_argument("--requests", type=int, default=64, help="requests per concurrency level")
     parser.add_argument("--levels", default="1,2,4,8,16,32", help="concurrency levels, comma-separated")
     parser.add_argument("--overload-factor", type=int, default=4, help="burst = factor × the Hand's capacity")
     parser.add_argument("--out", type=Path, default=Path("bench/results/serve.json"))
     ns = parser.parse_args(argv)
-    requests, levels = (16, [1, 2, 4, 8]) if ns.quick else (ns.requests, [int(x) for x in ns.levels.split(",")])
-    report = run(requests, levels, ns.overload_factor, ns.out, STEP["quick" if ns.quick else "full"],
-                 settle_s=30.0 if ns.quick else 90.0)
-    print(f"serve: overhead p50 {report['overhead_p50_ms']} ms (in-process {report['in_process_p50_ms']} ms), "
-          f"p99 {report['p99_ms']} ms, max replicas {report['max_replicas_seen']} running, "
-          f"{report['step']['max_replicas_running_or_starting']} running or starting in the step (back to "
-          f"{HAND['min_replicas']} in {report['step']['replicas_back_to_min_s']} s), overload "
-          f"{report['overload']['status']} (non-503 errors {report['non_503_errors_under_overload']}, lost "
-          f"{report['lost_accepted_requests']}) → {ns.out}")
+    if ns.throughput_optimized:  # read by every Serve process Ray starts from here on
+        os.environ[THROUGHPUT_ENV] = "1"
+    requests, levels = (8, [1, 4]) if ns.quick else (ns.requests, [int(x) for x in ns.levels.split(",")])
+    report = run(requests, levels, ns.overload_factor, ns.out, None if ns.quick else STEP["full"],
+                 settle_s=30.0 if ns.quick else 90.0, batching_requests=16 if ns.quick else 64)
+    step = report["step"]
+    scaled = (f"{step['max_replicas_running_or_starting']} running or starting in the step (back to "
+              f"{HAND['min_replicas']} in {step['replicas_back_to_min_s']} s)" if step else "no load step (--quick)")
+    print(f"serve ({report['serve_mode']}): overhead p50 {report['overhead_p50_ms']} ms (in-process "
+          f"{report['in_process_p50_ms']} ms), p99 {report['p99_ms']} ms, max replicas {report['max_replicas_seen']} "
+          f"running, {scaled}, overload {report['overload']['status']} (non-503 errors "
+          f"{report['non_503_errors_under_overload']}, lost {report['lost_accepted_requests']}), Brain batching "
+          f"{report['brain_batching_speedup']}× → {ns.out}")
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ class BrainProxy:
         assert self.local is not None  # only called with a local Brain
         payloads = [SealedPayload("analysis", t) for t in texts]
         self.batches = (self.batches + [len(payloads)])[-1000:]
-        return await asyncio.to_thread(self.local.analyse_batch, payloads)
+        return self.local.analyse_batch(payloads)  # on the loop: decoding holds the GIL (see docs/serve.md)
 
     def batch_sizes(self) -> list[int]:
         """Sizes of the last (at most 1,000) analysis batches the local Brain decoded."""

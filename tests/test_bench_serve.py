@@ -14,7 +14,7 @@ def test_bench_serve_reports_overhead_backpressure_and_autoscaling(ray_local, tm
 
     out = tmp_path / "serve.json"
     report = run(requests=4, levels=[1, 2], overload_factor=3, out=out, step=[(1, 2.0), (6, 12.0), (1, 2.0)],
-                 settle_s=45.0)
+                 settle_s=45.0, batching_requests=10)
     assert json.loads(out.read_text()) == report
     for key in ("overhead_p50_ms", "p99_ms", "max_replicas_seen", "non_503_errors_under_overload",
                 "lost_accepted_requests"):
@@ -34,3 +34,6 @@ def test_bench_serve_reports_overhead_backpressure_and_autoscaling(ray_local, tm
     assert step["replicas_back_to_min_s"] is not None and step["replicas_over_time"][-1][1:] == [1, 0]
     assert max(row[1] for row in step["offered_over_time"]) == 6
     assert (tmp_path / "serve_replicas.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    batching = report["brain_batching"]  # the same analyses with and without @serve.batch
+    assert batching["same_analyses"] is True and batching["unbatched"]["mean_batch"] == 1.0
+    assert report["brain_batching_speedup"] == batching["speedup"] > 0 and report["serve_mode"] == "default"

@@ -144,3 +144,52 @@ def test_sweep_end_to_end_and_resume(ray_local, tmp_path):
     assert "top_k=" in format_sweep(result, "hits1", "evidence_lines")
     again = run_qa_sweep(cfg, progress=False)
     assert again.resumed and again.trials == 4 and again.best == result.best
+
+
+@pytest.fixture(scope="module")
+def film_sweep(tmp_path_factory):
+    """The film graph's questions as a sweep's data (no scores: the dual tower answers each point) and a base
+    whose local Brain is the shared film planner, saved to a folder."""
+    from rg.data.sample import Sample
+    from tests.dualtower_world import ANSWER_SETS, QUESTIONS, TRIPLES, shared_planner
+
+    folder = tmp_path_factory.mktemp("planner")
+    shared_planner().save(folder)
+    samples = [Sample(id=f"q{i}", question=q, answers=tuple(sorted(ANSWER_SETS.get(q, {a}))), q_entities=topics,
+                      a_entities=tuple(sorted(ANSWER_SETS.get(q, {a}))), triples=TRIPLES)
+               for i, (q, topics, a) in enumerate(QUESTIONS)]
+    data = SweepData(samples=tuple(inference_view(s) for s in samples), gold={s.id: Gold.of(s) for s in samples},
+                     scorer=None)
+    base = {"input": "unused", "output_dir": "unused", "reasoner": "dualtower",
+            "dualtower": {"brain": {"kind": "local", "planner": str(folder), "beams": 3},
+                          "privacy": {"mode": "utility"}, "similarity": "lexical"}}
+    return base, data
+
+
+def test_a_dualtower_point_answers_with_the_controller_and_counts_brain_calls(film_sweep):
+    base, data = film_sweep
+    default = evaluate_point(base, [], data)
+    assert default["hits1"] == 1.0 and default["failed"] == 0.0  # every film question, as the controller tests
+    assert 1.0 <= default["brain_calls"] <= 2.0 and default["llm_calls"] == default["brain_calls"]
+    assert data.scorer_name == "dualtower"
+    narrow = evaluate_point(base, ["dualtower.w_max=1", "dualtower.w1=1"], data)
+    assert narrow["evidence_lines"] < default["evidence_lines"]  # one kept path per node instead of three
+
+
+def test_a_dualtower_sweep_refuses_keys_it_cannot_vary(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump({"kind": "evaluate_qa", "input": "unused", "output_dir": "unused",
+                                    "reasoner": "dualtower", "dualtower": {"brain": {"kind": "local",
+                                                                                      "planner": "p"}}}))
+    common = {"base": str(base), "name": "s", "output_dir": str(tmp_path / "o")}
+    cfg = validate_config({**common, "space": {"top_k": [5, 10]}}, SweepQAConfig)
+    with pytest.raises(ConfigError, match=r"\['top_k'\] have no effect with the base's reasoner dualtower"):
+        cfg.load_base()
+    cfg = validate_config({**common, "space": {"dualtower.w_max": [1, 3], "dualtower.w1": [2]}}, SweepQAConfig)
+    with pytest.raises(ConfigError, match="w_max .* > w1"):
+        cfg.load_base()  # every grid point is validated before a trial starts
+    retriever_base = tmp_path / "retriever.yaml"
+    retriever_base.write_text(yaml.safe_dump({"kind": "evaluate_qa", **BASE}))
+    cfg = validate_config({**common, "base": str(retriever_base), "space": {"dualtower.w1": [5]}}, SweepQAConfig)
+    with pytest.raises(ConfigError, match="base's reasoner is not dualtower"):
+        cfg.load_base()

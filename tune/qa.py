@@ -83,7 +83,7 @@ def run_qa_sweep(cfg: SweepQAConfig, progress: bool = True, root: str | None = N
             continue
         rows.append({**{k: result.config[k] for k in keys}, **{m: result.metrics[m] for m in default}})
     seconds = time.perf_counter() - started
-    extra = {"name": cfg.name, "scorer": data.scorer.name, "questions": len(data.samples), "errors": errors,
+    extra = {"name": cfg.name, "scorer": data.scorer_name, "questions": len(data.samples), "errors": errors,
              "seconds": seconds, "resumed": resumed, "experiment": str(experiment)}
     files, _, best = write_sweep_results(rows, keys, cfg.metric, cfg.cost, out, default, extra)
     point = {k: rows[best][k] for k in keys}

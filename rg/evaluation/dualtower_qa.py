@@ -50,10 +50,13 @@ class DualTowerQA:
         memory_actor: Name of the :class:`rg.memory.actor.PoolActor` (namespace ``rg``) that owns the
             memories; the driver creates it (``evaluate_qa``) and every worker uses it.
         journal: An LLM Brain appends each completed call here, as it completes (``rg.llm.journal``).
+        planner: An already loaded planner for a local Brain (else ``brain.planner`` is loaded).
+        encoder: An already loaded encoder for ``similarity: encoder`` (else the default is loaded).
     """
 
     def __init__(self, config: DualTowerConfig, schema_dir: str | None = None, memory=None,
-                 memory_actor: str | None = None, journal: UsageJournal | None = None) -> None:
+                 memory_actor: str | None = None, journal: UsageJournal | None = None, planner=None,
+                 encoder: TextEncoder | None = None) -> None:
         self.config = config
         self.journal = journal
         self.memory = self.edges = None
@@ -67,8 +70,10 @@ class DualTowerQA:
             self.memory = RemotePool(actor, privacy_tag(config)) if memory.experience is not None else None
             self.edges = RemoteEdges(actor) if memory.edges is not None else None
         self.schema = load_schema(schema_dir)
-        self.planner = load_planner(config.brain.planner) if config.brain.kind == "local" and config.brain.planner else None
-        self.encoder = TextEncoder() if config.similarity == "encoder" else None
+        if planner is None and config.brain.kind == "local" and config.brain.planner:
+            planner = load_planner(config.brain.planner)
+        self.planner = planner
+        self.encoder = encoder if encoder is not None or config.similarity != "encoder" else TextEncoder()
         self._shared = self._controller(self.schema) if self.schema is not None else None
 
     def _controller(self, schema: KGSchema):

@@ -12,11 +12,17 @@ evaluates any number of evidence and reader settings against the same cached sco
 Only keys that leave retrieval untouched may vary (:data:`SWEEPABLE`): a change of retriever,
 input or split needs new scores, that is a training sweep. Gold answers stay in
 :class:`SweepData`'s ``gold`` and are used only to score predictions, never to answer.
+
+A base with ``reasoner: dualtower`` sweeps the controller's own settings instead (``dualtower.``
+keys: W1, W_max, α, D_max, beams, privacy mode…): nothing is cached but the questions, each point
+answers them with the trained planner as the local Brain (loaded once per Tune worker process),
+and ``brain_calls`` per question is a cost for the Pareto front.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -38,8 +44,11 @@ from rg.evaluation.qa_metrics import Gold, score_prediction, summarize
 from rg.evaluation.scorers import PathScorer
 from rg.runtime import RayConfig
 
-SWEEPABLE = ("top_k", "min_triple_score", "chains", "evidence.", "reader.", "match")
-"""Key prefixes a no-training sweep may vary: evidence and reading, never retrieval."""
+SWEEPABLE = ("top_k", "min_triple_score", "chains", "evidence.", "reader.", "match", "dualtower.")
+"""Key prefixes a no-training sweep may vary: evidence and reading (or, with ``reasoner: dualtower``, the
+controller's settings), never retrieval."""
+DUALTOWER_KEYS = ("dualtower.", "match")
+"""What a ``reasoner: dualtower`` base may vary (it has no retrieval, evidence or reader settings)."""
 SCORES_FILE = "scores.npz"
 META_FILE = "scores.json"
 
@@ -118,12 +127,17 @@ class SweepData:
     Attributes:
         samples: Inference views of the questions (no answers).
         gold: Gold answers by question id (scoring only).
-        scorer: The cached scores' replaying scorer.
+        scorer: The cached scores' replaying scorer (None for ``reasoner: dualtower``, which scores nothing).
     """
+
+    @property
+    def scorer_name(self) -> str:
+        """Which scores the sweep replays (``dualtower`` when it answers with the controller)."""
+        return self.scorer.name if self.scorer is not None else "dualtower"
 
     samples: tuple[Sample, ...]
     gold: Mapping[str, Gold]
-    scorer: CachedScorer
+    scorer: CachedScorer | None
 
     @classmethod
     def prepare(cls, base: QAEvaluateConfig, cache_dir: str | Path, batch: int = 16, progress: bool = True) -> "SweepData":
@@ -138,6 +152,9 @@ class SweepData:
         ids = [s.id for s in samples]
         if len(set(ids)) != len(ids):
             raise ValueError(f"question ids repeat in {base.input}; every question needs a unique id")
+        if base.reasoner == "dualtower":  # the controller answers each point; there are no scores to cache
+            return cls(samples=tuple(inference_view(s) for s in samples), gold={s.id: Gold.of(s) for s in samples},
+                       scorer=None)
         cache = Path(cache_dir)
         fingerprint = _fingerprint(base, ids)
         meta_path = cache / META_FILE
@@ -179,17 +196,22 @@ def evaluate_point(base: Mapping[str, Any], overrides: Sequence[str], data: Swee
 
     Returns:
         ``hits1``, ``hit``, ``f1`` (macro), ``failed`` (share of questions with a failure),
-        ``evidence_lines`` and ``triples`` (means per question: the reading cost), and
-        ``prompt_tokens`` / ``llm_calls`` per question (0 for the local reader).
+        ``evidence_lines`` and ``triples`` (means per question: the reading cost),
+        ``prompt_tokens`` / ``llm_calls`` per question (0 for the local reader) and ``brain_calls``
+        per question (the dual tower's Brain side; 0 otherwise).
     """
     cfg = point_config(base, overrides)
-    reader = build_reader(cfg.reader)
-    predictions = asyncio.run(
-        answer_questions(data.samples, data.scorer, reader, top_k=cfg.top_k, chains=cfg.chains,
-                         evidence=cfg.evidence, min_score=cfg.min_triple_score)
-    )
+    if cfg.reasoner == "dualtower":
+        predictions = asyncio.run(_dualtower_qa(cfg).answer(list(data.samples)))
+    else:
+        reader = build_reader(cfg.reader)
+        predictions = asyncio.run(
+            answer_questions(data.samples, data.scorer, reader, top_k=cfg.top_k, chains=cfg.chains,
+                             evidence=cfg.evidence, min_score=cfg.min_triple_score)
+        )
     scores = [score_prediction(p, data.gold[p.id], cfg.match) for p in predictions]
     overall = summarize(scores, cfg.match).overall
+    brain = [p.usage_by_side["brain"].calls if "brain" in p.usage_by_side else 0 for p in predictions]
     return {
         "hits1": overall.hits_at_1,
         "hit": overall.hit,
@@ -199,7 +221,33 @@ def evaluate_point(base: Mapping[str, Any], overrides: Sequence[str], data: Swee
         "triples": overall.triples,
         "prompt_tokens": overall.prompt_tokens,
         "llm_calls": overall.llm_calls,
+        "brain_calls": sum(brain) / max(1, len(brain)),
     }
+
+
+@functools.lru_cache(maxsize=2)
+def _planner(path: str):
+    """A planner loaded once per process (a Tune worker reused across grid points keeps it)."""
+    from rg.retrievers.planner.model import load_planner
+
+    return load_planner(path)
+
+
+@functools.lru_cache(maxsize=1)
+def _encoder():
+    from rg.text.encoder import TextEncoder
+
+    return TextEncoder()
+
+
+def _dualtower_qa(cfg: QAEvaluateConfig):
+    from rg.evaluation.dualtower_qa import DualTowerQA
+
+    dt = cfg.dualtower
+    assert dt is not None  # checked by QAEvaluateConfig
+    planner = _planner(dt.brain.planner) if dt.brain.kind == "local" and dt.brain.planner else None
+    encoder = _encoder() if dt.similarity == "encoder" else None
+    return DualTowerQA(dt, cfg.schema_dir, planner=planner, encoder=encoder)
 
 
 class SweepQAConfig(Config):
@@ -216,7 +264,7 @@ class SweepQAConfig(Config):
         description="Swept key → values (the grid is their product); keys as in `--set`, e.g. `evidence.max_length`."
     )
     metric: Literal["hits1", "hit", "f1"] = Field("hits1", description="Maximised; picks the best configuration.")
-    cost: Literal["evidence_lines", "triples", "prompt_tokens", "llm_calls"] = Field(
+    cost: Literal["evidence_lines", "triples", "prompt_tokens", "llm_calls", "brain_calls"] = Field(
         "evidence_lines", description="Minimised against `metric` on the Pareto front (per question)."
     )
     name: str = Field(description="Stable run name: rerunning the same name resumes the sweep's unfinished trials.")
@@ -253,6 +301,18 @@ class SweepQAConfig(Config):
         if kind != QAEvaluateConfig.KIND:
             raise ConfigError(f"base {self.base} declares kind {kind!r}. Fix: point `base` at an `evaluate_qa` config")
         base = validate_config(data, QAEvaluateConfig, source=self.base)
+        if base.reasoner == "dualtower":
+            wrong = [k for k in self.space if not any(k == p or (p.endswith(".") and k.startswith(p))
+                                                      for p in DUALTOWER_KEYS)]
+            if wrong:
+                raise ConfigError(f"space keys {wrong} have no effect with the base's reasoner dualtower. Fix: sweep "
+                                  "`dualtower.` keys (w1, w_max, alpha, d_max, brain.beams, ...)")
+            if base.memory is not None:
+                raise ConfigError("the base sets `memory`, whose state would carry from one grid point to the next. "
+                                  "Fix: drop `memory` from the base (base_set: memory=null)")
+        elif any(k.startswith("dualtower.") for k in self.space):
+            raise ConfigError("space sweeps `dualtower.` keys but the base's reasoner is not dualtower. Fix: "
+                              "base_set: [reasoner=dualtower, ...] or drop those keys")
         for point in self.grid():
             point_config(data, overrides_of(point))
         return data, base
