@@ -26,6 +26,7 @@ import sys
 from typing import Sequence
 
 from rg.cli import job_parser, load_job_config, run_job
+from rg.data.remote import staged
 from rg.pipeline import PipelineConfig, format_report, run_pipeline
 
 
@@ -34,7 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = load_job_config(args, PipelineConfig)
     if cfg is None:
         return 2
-    report = run_pipeline(cfg, fresh=args.fresh, progress=not args.no_progress)
+    with staged(cfg, "jobs.pipeline", fresh=args.fresh) as cfg:  # URI inputs and outputs: local staging folders
+        report = run_pipeline(cfg, fresh=args.fresh, progress=not args.no_progress)
     print()
     print(format_report(report))
     return 0

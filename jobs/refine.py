@@ -19,6 +19,7 @@ import sys
 from typing import Sequence
 
 from rg.cli import job_parser, load_job_config, run_job
+from rg.data.remote import staged
 from rg.supervision.job import RefineConfig, format_report, refine
 
 
@@ -31,7 +32,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = load_job_config(args, RefineConfig)
     if cfg is None:
         return 2
-    report = refine(cfg, progress=not args.no_progress, fresh=args.fresh, retry_fallbacks=args.retry_fallbacks)
+    with staged(cfg, "jobs.refine", fresh=args.fresh) as cfg:  # URI inputs and outputs: local staging folders
+        report = refine(cfg, progress=not args.no_progress, fresh=args.fresh, retry_fallbacks=args.retry_fallbacks)
     print(format_report(report))
     return 0
 
