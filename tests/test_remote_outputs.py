@@ -205,3 +205,62 @@ def test_killed_refine_resumes_from_what_it_pushed(ray_local, samples_file, tmp_
     labels = read_labels(remote)
     assert len(labels) == len({x.id for x in labels}) == 40  # every question once, none doubled
     assert not (tmp_path / "bucket" / "refined" / LOCK_OBJECT).exists()
+
+
+@pytest.fixture
+def s3_server(tmp_path, monkeypatch):
+    """A moto S3 server on 127.0.0.1 (a real S3 protocol endpoint), stopped by its PID; bucket ``rg-test``."""
+    import shutil
+    import socket
+
+    server = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
+    if server is None:
+        pytest.skip("moto_server not installed: pip install 'moto[server]' (in the `test` extra)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for name, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
+                            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}.items():
+            monkeypatch.setenv(name, value)
+        import pyarrow.fs as pafs
+
+        deadline = time.monotonic() + 60
+        while True:  # until the server listens
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "moto_server did not start"
+                time.sleep(0.2)
+        s3 = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", allow_bucket_creation=True)
+        s3.create_dir("rg-test")
+        yield s3
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_refine_against_an_s3_server(ray_local, samples_file, tmp_path, staging, s3_server, monkeypatch):  # noqa: F811
+    """Input and output at s3:// URIs of a moto server: the labels and report land in the bucket, a
+    rerun from another staging folder resumes every question from them."""
+    with s3_server.open_output_stream("rg-test/in/samples.parquet") as sink:
+        sink.write(samples_file.read_bytes())
+    config = tmp_path / "job.yaml"
+    config.write_text(yaml.safe_dump({"kind": "refine", "input": "s3://rg-test/in/samples.parquet",
+                                      "output_dir": "s3://rg-test/out/refined", "num_actors": 1, "actor_cpus": 0.5}))
+    assert run_job("jobs.refine", refine_job.main, ["--config", str(config), "--no-progress"]) == 0
+    import pyarrow.fs as pafs
+
+    names = sorted(i.path for i in s3_server.get_file_info(pafs.FileSelector("rg-test/out/refined", recursive=True))
+                   if i.type == pafs.FileType.File)
+    assert "rg-test/out/refined/refine_report.json" in names and LOCK_OBJECT not in " ".join(names)
+    assert any(n.endswith(".stats.json") for n in names) and any(n.endswith(".parquet") for n in names)
+    monkeypatch.setenv("RG_STAGING_DIR", str(tmp_path / "another-machine"))
+    assert run_job("jobs.refine", refine_job.main, ["--config", str(config), "--no-progress"]) == 0
+    with s3_server.open_input_stream("rg-test/out/refined/refine_report.json") as source:
+        report = json.loads(source.read())
+    assert (report["questions"], report["resumed"], report["this_run"]) == (40, 40, 0)

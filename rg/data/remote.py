@@ -373,7 +373,7 @@ def staged(cfg: M, job: str, fresh: bool = False) -> Iterator[M]:
                 raise FileNotFoundError(f"`{key}: {value}` holds no file. Fix: check `{key}` (run the job that "
                                         "writes it first)")
             inputs[value] = str(remote.pull(verify_all=True))
-            print(f"{job}: pulled input {value} to {inputs[value]} (read-only)", file=sys.stderr)
+            print(f"input {value}: pulled to {inputs[value]} (read-only)", file=sys.stderr)
         return inputs[value]
 
     def walk(node: Any, key: str) -> Any:
@@ -389,24 +389,25 @@ def staged(cfg: M, job: str, fresh: bool = False) -> Iterator[M]:
         return
     pusher = _Pusher(outputs, _env_float(PUSH_INTERVAL_ENV, 5.0))
     held: list[RemoteDir] = []
+    started = False
     try:
         for remote in outputs:
             remote.acquire(job)
             held.append(remote)
+        for remote in outputs:
             remote.pull()
-            print(f"{job}: output_dir {remote.uri} is staged in {remote.local} (pushed as work finishes)",
-                  file=sys.stderr)
+            print(f"output_dir {remote.uri}: staged in {remote.local} (pushed as work finishes)", file=sys.stderr)
         pusher.thread.start()
+        started = True
         yield type(cfg).model_validate(local)
     finally:
         pusher.stop.set()
         if pusher.thread.is_alive():
             pusher.thread.join()
         try:
-            for remote in held:
-                if pusher.error is None:
-                    remote.push()
-                    print(f"{job}: outputs pushed to {remote.uri}", file=sys.stderr)
+            for remote in held if started and pusher.error is None else []:  # never after a failed pull
+                remote.push()
+                print(f"output_dir {remote.uri}: pushed", file=sys.stderr)
         finally:
             for remote in held:
                 remote.release()
