@@ -117,6 +117,23 @@ def test_lock_object_refuses_a_live_holder_and_takes_over_a_dead_one(tmp_path, s
     second.acquire("jobs.refine")  # a dead process on this host: taken over at once
 
 
+def test_an_actor_on_another_node_pushes_its_shard_itself(ray_local, tmp_path, staging):
+    from rg.data.remote import ShardPusher, remote_output_of
+
+    uri = f"file://{tmp_path / 'bucket' / 'subgraphs'}"
+    cfg = RefineConfig(input=str(tmp_path / "in.parquet"), output_dir=uri)
+    with staged(cfg, "jobs.build_subgraphs") as local:
+        out = Path(local.output_dir)
+        assert remote_output_of(out) == uri and remote_output_of(tmp_path) is None
+        shard(out / "src", "shard-00000", 2)
+        files = (out / "src" / "shard-00000.parquet", out / "src" / "shard-00000.stats.json")
+        here = ray_local.get_runtime_context().get_node_id()
+        ShardPusher(uri, str(out), here)(*files)  # on the driver's node: the driver's thread pushes
+        assert not (tmp_path / "bucket" / "subgraphs" / "src").exists()
+        ShardPusher(uri, str(out), "another-node")(*files)
+        assert (tmp_path / "bucket" / "subgraphs" / "src" / "shard-00000.stats.json").is_file()
+
+
 def test_fresh_is_refused_for_a_uri_output_and_paths_without_uris_pass(tmp_path, staging):
     cfg = RefineConfig(input=str(tmp_path / "in.parquet"), output_dir=f"file://{tmp_path / 'out'}")
     with pytest.raises(StorageRootError, match=r"--fresh with `output_dir: file://.*rg deletes no remote file"):

@@ -106,15 +106,16 @@ class RemoteDir:
     Args:
         uri: The folder's URI, e.g. ``s3://bucket/rg/refined`` or ``file:///mnt/out``.
         role: ``out`` (pulled, pushed, locked) or ``in`` (pulled read-only).
+        local: The staging folder (default :func:`staging_dir`; a Ray actor passes the driver's).
     """
 
-    def __init__(self, uri: str, role: str = "out") -> None:
+    def __init__(self, uri: str, role: str = "out", local: Path | None = None) -> None:
         import pyarrow.fs as pafs
 
         self.uri = uri.rstrip("/")
         self.fs, base = pafs.FileSystem.from_uri(self.uri)
         self.base = base.rstrip("/")
-        self.local = staging_dir(self.uri, role)
+        self.local = local if local is not None else staging_dir(self.uri, role)
         self.lock_id = uuid.uuid4().hex
         self._pushed: dict[str, tuple[int, int]] = {}
         self._atomic_move = self.fs.type_name == "local"
@@ -297,6 +298,40 @@ class RemoteDir:
             self.fs.delete_file(self._remote(LOCK_OBJECT))
 
 
+def _marker(local: Path) -> Path:
+    return local.with_name(f"{local.name}.uri")
+
+
+def remote_output_of(local: str | Path) -> str | None:
+    """The URI the staging folder ``local`` mirrors, or None when ``local`` is not a staging folder."""
+    marker = _marker(Path(local))
+    return marker.read_text() if marker.is_file() else None
+
+
+class ShardPusher:
+    """Pushes the files a Ray actor wrote under the driver's staging folder, when it runs on another node.
+
+    The driver's push thread sees only its own node's disk; an actor elsewhere (the subgraph
+    builder's) pushes each finished shard itself, its data file before its stats file.
+
+    Args:
+        uri: The output URI.
+        local: The driver's staging folder (the same absolute path on every node).
+        driver_node: The driver's Ray node id; on that node the driver's thread pushes.
+    """
+
+    def __init__(self, uri: str, local: str, driver_node: str) -> None:
+        self.uri, self.local, self.driver_node = uri, local, driver_node
+
+    def __call__(self, *paths: str | Path) -> None:
+        import ray
+
+        if ray.get_runtime_context().get_node_id() == self.driver_node:
+            return
+        remote = RemoteDir(self.uri, local=Path(self.local))
+        remote.push([Path(p).relative_to(self.local).as_posix() for p in paths])
+
+
 def _stale(held: dict[str, Any]) -> bool:
     """A lock object whose holder is gone: its heartbeat is old, or it was a now-dead process on this host."""
     if time.time() - float(held.get("beat", 0)) > _env_float(LOCK_STALE_ENV, 120.0):
@@ -366,6 +401,8 @@ def staged(cfg: M, job: str, fresh: bool = False) -> Iterator[M]:
                                  f"{value} yourself and rerun without --fresh, or choose another `{key}`")
             remote = RemoteDir(value, "out")
             outputs.append(remote)
+            remote.local.mkdir(parents=True, exist_ok=True)
+            _marker(remote.local).write_text(remote.uri)  # for actors on other nodes (ShardPusher)
             return str(remote.local)
         if value not in inputs:
             remote = RemoteDir(value, "in")

@@ -126,7 +126,7 @@ def paths_root(config_value: str | None) -> str | None:
 
 def staging_root() -> str:
     """The local folder under which URI paths are staged: ``$RG_STAGING_DIR`` or ``~/.cache/rg/staging``."""
-    return os.path.expanduser(os.environ.get(STAGING_ENV) or "~/.cache/rg/staging")
+    return os.path.abspath(os.path.expanduser(os.environ.get(STAGING_ENV) or "~/.cache/rg/staging"))
 
 
 def storage_root(config_value: str | None) -> str | None:
