@@ -6,7 +6,8 @@
 
 Re-running with the same config resumes: shards already written are skipped, and shards with
 questions a KG store failed to serve (``kg: {kind: sparql}`` with the endpoint down) are built
-again; the job exits 1 while any remain. ``--fresh`` starts over. Prints a coverage table; the full report is ``<output_dir>/build_report.json``.
+again; the job exits 1 while any remain. ``--fresh`` starts over. ``output_dir`` may be an
+``s3://`` / ``gs://`` URI (staged in a local folder and pushed as shards finish: rg.data.remote). Prints a coverage table; the full report is ``<output_dir>/build_report.json``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@
 Re-running resumes (ids already labelled are skipped, damaged label parts are redone, and
 questions whose LLM call failed for a transient reason are asked again; ``--retry-fallbacks``
 says which fallbacks to retry); ``--fresh`` starts over. A second job into the same
-``output_dir`` exits 2 naming the one that holds it. Prints a
+``output_dir`` exits 2 naming the one that holds it. An endpoint that does not answer the
+preflight probe (``GET <base_url>/models``) stops the job before any Ray work. ``input`` and
+``output_dir`` may be ``s3://`` / ``gs://`` URIs (staged in a local folder: rg.data.remote). Prints a
 summary; the labels are ``<output_dir>/labels/*.parquet`` and the report
 ``<output_dir>/refine_report.json``.
 """
