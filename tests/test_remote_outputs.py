@@ -68,6 +68,8 @@ def test_push_then_pull_mirrors_verifies_and_skips_temporary_files(tmp_path, sta
     assert out.changed() == []
     (out.local / "report.json").write_text('{"a": 1}')
     assert out.changed() == ["report.json"]
+    assert out.changed(settled=True) == []  # the push thread waits until a file stops changing
+    assert out.changed(settled=True) == ["report.json"]
 
     monkeypatch.setenv("RG_STAGING_DIR", str(tmp_path / "other-machine"))
     fresh = RemoteDir(uri)
@@ -115,6 +117,13 @@ def test_lock_object_refuses_a_live_holder_and_takes_over_a_dead_one(tmp_path, s
     held = json.loads((tmp_path / "bucket" / "out" / LOCK_OBJECT).read_text())
     (tmp_path / "bucket" / "out" / LOCK_OBJECT).write_text(json.dumps({**held, "id": "x", "pid": int(dead.stdout)}))
     second.acquire("jobs.refine")  # a dead process on this host: taken over at once
+
+    shard(tmp_path / "bucket" / "in", "shard-00000", 2)
+    cfg = RefineConfig(input=f"file://{tmp_path / 'bucket' / 'in'}", output_dir=uri)
+    with pytest.raises(OutputLockedError, match=f"output_dir {uri} is in use by pid {os.getpid()}"):
+        with staged(cfg, "jobs.refine"):
+            pass
+    assert not (staging / "in").exists()  # refused before any input was pulled
 
 
 def test_an_actor_on_another_node_pushes_its_shard_itself(ray_local, tmp_path, staging):

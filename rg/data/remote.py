@@ -8,9 +8,10 @@ offer. So a job whose ``output_dir`` is a URI works in a local *staging folder* 
    rerun finds the finished shards, label parts and reports and resumes. Every parquet file
    with a stats file is verified as it arrives (footer reads, row count as recorded); a damaged
    one stops the job naming its URI and the fix.
-2. **While it runs**, a background thread pushes every new or changed file every
-   ``$RG_PUSH_INTERVAL_S`` seconds (default 5): a shard or labels part before its stats file, so
-   the URI never holds stats without their file. Temporary files are never pushed.
+2. **While it runs**, a background thread pushes every ``$RG_PUSH_INTERVAL_S`` seconds (default 5)
+   each new or changed file that has not changed since the previous scan (so a file written in
+   place is not pushed halfway): a shard or labels part before its stats file, so the URI never
+   holds stats without their file. Temporary files are never pushed.
 3. **At the end** (also after an error or Ctrl-C) it pushes once more.
 
 Pushes write to a temporary name and move it into place where the filesystem can (a local or
@@ -118,6 +119,7 @@ class RemoteDir:
         self.local = local if local is not None else staging_dir(self.uri, role)
         self.lock_id = uuid.uuid4().hex
         self._pushed: dict[str, tuple[int, int]] = {}
+        self._seen: dict[str, tuple[int, int]] = {}
         self._atomic_move = self.fs.type_name == "local"
 
     def _remote(self, rel: str) -> str:
@@ -204,24 +206,34 @@ class RemoteDir:
         st = path.stat()
         return st.st_size, st.st_mtime_ns
 
-    def changed(self) -> list[str]:
-        """Relative paths of local files not pushed in their current state, stats files last."""
-        out = []
+    def changed(self, settled: bool = False) -> list[str]:
+        """Relative paths of local files not pushed in their current state, stats files last.
+
+        Args:
+            settled: Only files whose size and modification time are those of the previous
+                ``settled`` scan, so a file written in place is not pushed halfway (the push
+                thread's scans; the final push takes every file).
+        """
+        out, seen = [], {}
         for path in self.local.rglob("*"):
             rel = path.relative_to(self.local).as_posix()
             if not path.is_file() or _skipped(rel):
                 continue
             try:
-                if self._pushed.get(rel) != self._stamp(path):
-                    out.append(rel)
+                stamp = self._stamp(path)
             except FileNotFoundError:
                 continue  # renamed away while scanning
+            seen[rel] = stamp
+            if self._pushed.get(rel) != stamp and (not settled or self._seen.get(rel) == stamp):
+                out.append(rel)
+        if settled:
+            self._seen = seen
         return sorted(out, key=lambda r: (r.endswith(STATS_SUFFIX), r))
 
-    def push(self, rels: list[str] | None = None) -> list[str]:
+    def push(self, rels: list[str] | None = None, settled: bool = False) -> list[str]:
         """Upload the given (default: every changed) local files to the URI; return what was pushed."""
         pushed = []
-        for rel in self.changed() if rels is None else rels:
+        for rel in self.changed(settled) if rels is None else rels:
             path = self.local / rel
             try:
                 stamp = self._stamp(path)
@@ -235,7 +247,8 @@ class RemoteDir:
     def _upload(self, path: Path, rel: str) -> None:
         final = self._remote(rel)
         parent = final.rsplit("/", 1)[0]
-        self.fs.create_dir(parent, recursive=True)
+        if self._atomic_move:  # a local or mounted path: folders exist, renames are atomic (object stores need neither)
+            self.fs.create_dir(parent, recursive=True)
         target = f"{parent}/.{rel.rsplit('/', 1)[-1]}.rg-tmp-{uuid.uuid4().hex}" if self._atomic_move else final
         with open(path, "rb") as source, self.fs.open_output_stream(target) as sink:
             shutil.copyfileobj(source, sink, 1 << 20)
@@ -258,7 +271,8 @@ class RemoteDir:
     def _write_lock(self, job: str, since: float) -> None:
         record = {"id": self.lock_id, "job": job, "command": f"{job} {' '.join(sys.argv[1:])}".strip(),
                   "host": socket.gethostname(), "pid": os.getpid(), "since": since, "beat": time.time()}
-        self.fs.create_dir(self.base, recursive=True)
+        if self._atomic_move:
+            self.fs.create_dir(self.base, recursive=True)
         with self.fs.open_output_stream(self._remote(LOCK_OBJECT)) as sink:
             sink.write(json.dumps(record).encode())
 
@@ -361,7 +375,7 @@ class _Pusher:
             try:
                 for remote in self.outputs:
                     remote.renew()
-                    remote.push()
+                    remote.push(settled=True)
             except OutputLockedError as err:  # another job took the output: push nothing more
                 self.error = err
                 return
@@ -390,7 +404,8 @@ def staged(cfg: M, job: str, fresh: bool = False) -> Iterator[M]:
         FileNotFoundError: an input URI holds nothing.
     """
     outputs: list[RemoteDir] = []
-    inputs: dict[str, str] = {}
+    inputs: dict[str, RemoteDir] = {}
+    local_paths: dict[str, str] = {}
 
     def local_of(value: str, key: str) -> str:
         if key in NATIVE_KEYS or not is_uri(value):
@@ -406,12 +421,13 @@ def staged(cfg: M, job: str, fresh: bool = False) -> Iterator[M]:
             return str(remote.local)
         if value not in inputs:
             remote = RemoteDir(value, "in")
-            if not remote.remote_files():
+            files = remote.remote_files()
+            if not files:
                 raise FileNotFoundError(f"`{key}: {value}` holds no file. Fix: check `{key}` (run the job that "
                                         "writes it first)")
-            inputs[value] = str(remote.pull(verify_all=True))
-            print(f"input {value}: pulled to {inputs[value]} (read-only)", file=sys.stderr)
-        return inputs[value]
+            inputs[value] = remote
+            local_paths[value] = str(remote.local / remote.uri.rsplit("/", 1)[-1] if "" in files else remote.local)
+        return local_paths[value]
 
     def walk(node: Any, key: str) -> Any:
         if isinstance(node, dict):
@@ -431,6 +447,9 @@ def staged(cfg: M, job: str, fresh: bool = False) -> Iterator[M]:
         for remote in outputs:
             remote.acquire(job)
             held.append(remote)
+        for uri, remote in inputs.items():
+            remote.pull(verify_all=True)
+            print(f"input {uri}: pulled to {local_paths[uri]} (read-only)", file=sys.stderr)
         for remote in outputs:
             remote.pull()
             print(f"output_dir {remote.uri}: staged in {remote.local} (pushed as work finishes)", file=sys.stderr)
