@@ -29,7 +29,7 @@ from rg.locks import OutputLockedError
 from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer
 from rg.supervision.job import RefineConfig
 from rg.supervision.labels import read_labels
-from tests.test_refine_job import by_id, samples_file, slow_llm_config  # noqa: F401 — fixture
+from tests.test_refine_job import samples_file, slow_llm_config  # noqa: F401 — fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -182,7 +182,8 @@ def test_build_refine_train_under_a_uri_storage_root(ray_local, tmp_path, stagin
     capsys.readouterr()
     assert run_job("jobs.train", train_job.main, [*train[:-1], train[-1] + "2"]) == 0
     report = json.loads((model / "train_report.json").read_text())
-    assert report["resumed"] is True and report["start_epoch"] == 1 and [h["epoch"] for h in report["history"]] == [0, 1]
+    assert report["resumed"] is True and report["start_epoch"] == 1
+    assert [h["epoch"] for h in report["history"]] == [0, 1]
 
     os.truncate(shards / "shard-00002.parquet", 200)  # damaged at the URI: refused, named by its URI
     assert run_job("jobs.refine", refine_job.main, refine) == 2
@@ -193,7 +194,9 @@ def test_build_refine_train_under_a_uri_storage_root(ray_local, tmp_path, stagin
 
 
 @pytest.mark.slow
-def test_killed_refine_resumes_from_what_it_pushed(ray_local, samples_file, tmp_path, staging, monkeypatch):  # noqa: F811
+def test_killed_refine_resumes_from_what_it_pushed(
+    ray_local, samples_file, tmp_path, staging, monkeypatch  # noqa: F811
+):
     """SIGKILL during an LLM refine into a file:// URI; the rerun (another staging folder, as on
     another machine) finds the pushed parts, asks only the rest, and ends with every question once."""
 
@@ -248,8 +251,8 @@ def s3_server(tmp_path, monkeypatch):
     proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        for name, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
-                            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}.items():
+        for name, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                            "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}.items():
             monkeypatch.setenv(name, value)
         import pyarrow.fs as pafs
 

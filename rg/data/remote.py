@@ -126,7 +126,7 @@ class RemoteDir:
         return f"{self.base}/{rel}" if rel else self.base
 
     def _name(self, rel: str) -> str:
-        return f"{self.uri}/{rel}"
+        return f"{self.uri}/{rel}" if rel else self.uri
 
     def remote_files(self) -> dict[str, tuple[int, int]]:
         """Relative path → (size, mtime in ns) of every file under the URI (none when it does not exist)."""
@@ -138,8 +138,9 @@ class RemoteDir:
         if info.type == pafs.FileType.NotFound:
             return {}
         selector = pafs.FileSelector(self.base, recursive=True, allow_not_found=True)
-        return {i.path[len(self.base) + 1:]: (int(i.size), int(i.mtime_ns or 0)) for i in self.fs.get_file_info(selector)
-                if i.type == pafs.FileType.File and not _skipped(i.path[len(self.base) + 1:])}
+        cut = len(self.base) + 1
+        return {i.path[cut:]: (int(i.size), int(i.mtime_ns or 0)) for i in self.fs.get_file_info(selector)
+                if i.type == pafs.FileType.File and not _skipped(i.path[cut:])}
 
     def pull(self, verify_all: bool = False) -> Path:
         """Make the staging folder a verified copy of the URI; return the local path (a file for a file URI).
@@ -193,13 +194,12 @@ class RemoteDir:
         if stats.is_file():
             why = check_parquet(path, _expected_rows(stats))
             if why is not None:
-                raise DamagedFileError(f"{self._name(rel) if rel else self.uri}: {why}. {fix}")
+                raise DamagedFileError(f"{self._name(rel)}: {why}. {fix}")
         elif verify_all:
             try:
                 parquet_rows(path)
             except DamagedFileError as err:
-                raise DamagedFileError(f"{self.uri}{'/' + rel if rel else ''}: "
-                                       f"{str(err).split(': ', 1)[1]}. {fix}") from None
+                raise DamagedFileError(f"{self._name(rel)}: {str(err).split(': ', 1)[1]}. {fix}") from None
 
     @staticmethod
     def _stamp(path: Path) -> tuple[int, int]:
@@ -286,7 +286,8 @@ class RemoteDir:
         if held is not None and held.get("id") != self.lock_id and not _stale(held):
             age = time.time() - float(held.get("beat", 0))
             raise OutputLockedError(
-                f"output_dir {self.uri} is in use by pid {held.get('pid')} on {held.get('host')} ({held.get('command')}; "
+                f"output_dir {self.uri} is in use by pid {held.get('pid')} on {held.get('host')} "
+                f"({held.get('command')}; "
                 f"lock object {self._name(LOCK_OBJECT)}, last heartbeat {age:.0f} s ago). Fix: wait for that job to "
                 f"finish (or stop it; its lock is taken over {_env_float(LOCK_STALE_ENV, 120.0):g} s after its last "
                 "heartbeat), or set another `output_dir`"
@@ -412,8 +413,8 @@ def staged(cfg: M, job: str, fresh: bool = False) -> Iterator[M]:
             return value
         if key in OUTPUT_KEYS:
             if fresh:
-                raise StorageRootError(f"--fresh with `{key}: {value}`: rg deletes no remote file. Fix: delete what is under "
-                                 f"{value} yourself and rerun without --fresh, or choose another `{key}`")
+                raise StorageRootError(f"--fresh with `{key}: {value}`: rg deletes no remote file. Fix: delete what "
+                                       f"is under {value} yourself and rerun without --fresh, or choose another `{key}`")
             remote = RemoteDir(value, "out")
             outputs.append(remote)
             remote.local.mkdir(parents=True, exist_ok=True)
