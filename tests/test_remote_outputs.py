@@ -89,6 +89,10 @@ def test_push_then_pull_mirrors_verifies_and_skips_temporary_files(tmp_path, sta
     (remote / "src" / "shard-00000.parquet").write_bytes((tmp_path / "again" / "shard-00000.parquet").read_bytes())
     with pytest.raises(DamagedFileError, match=r"shard-00000\.parquet: holds 3 rows, its stats recorded 5"):
         RemoteDir(uri, "in").pull()
+    write_json_atomic({"built": 3}, remote / "src" / "shard-00000.stats.json")
+    pulled = RemoteDir(uri, "in").pull(verify_all=True)
+    assert pulled == tmp_path / "other-machine" / "in" / pulled.name
+    assert (pulled / "report.json").stat().st_mode & 0o777 == 0o444  # an input's copy is read-only
 
 
 def test_lock_object_refuses_a_live_holder_and_takes_over_a_dead_one(tmp_path, staging, monkeypatch):

@@ -117,6 +117,7 @@ class RemoteDir:
         self.fs, base = pafs.FileSystem.from_uri(self.uri)
         self.base = base.rstrip("/")
         self.local = local if local is not None else staging_dir(self.uri, role)
+        self.read_only = role == "in"
         self.lock_id = uuid.uuid4().hex
         self._pushed: dict[str, tuple[int, int]] = {}
         self._seen: dict[str, tuple[int, int]] = {}
@@ -180,6 +181,8 @@ class RemoteDir:
             with self.fs.open_input_stream(self._remote(rel)) as source, open(temporary, "wb") as sink:
                 shutil.copyfileobj(source, sink, 1 << 20)
             os.utime(temporary, ns=(stamp[1], stamp[1]))  # the URI's time: unchanged files are not fetched again
+            if self.read_only:
+                os.chmod(temporary, 0o444)  # an input's copy: a job that writes to it fails instead of diverging
             os.replace(temporary, target)
         finally:
             temporary.unlink(missing_ok=True)
