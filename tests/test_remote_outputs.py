@@ -160,6 +160,16 @@ def test_fresh_is_refused_for_a_uri_output_and_paths_without_uris_pass(tmp_path,
             pass
 
 
+def test_pipeline_refuses_a_uri_output_dir_in_one_line(tmp_path, capsys, job_line):
+    from jobs import pipeline as pipeline_job
+
+    argv = ["--config", str(ROOT / "configs" / "demo.yaml"), "--set", f"output_dir=file://{tmp_path / 'demo'}"]
+    assert run_job("jobs.pipeline", pipeline_job.main, argv) == 2
+    line = job_line(capsys.readouterr().err, "jobs.pipeline")
+    assert f"`output_dir: file://{tmp_path / 'demo'}` is a URI" in line and "Fix: give the pipeline a local" in line
+    assert not (tmp_path / "demo").exists()
+
+
 @pytest.mark.slow
 def test_build_refine_train_under_a_uri_storage_root(ray_local, tmp_path, staging, monkeypatch, capsys, job_line):
     """The shipped configs' relative paths in a submitted job resolve to file:// URIs; each job stages,
