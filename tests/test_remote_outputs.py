@@ -170,6 +170,16 @@ def test_pipeline_refuses_a_uri_output_dir_in_one_line(tmp_path, capsys, job_lin
     assert not (tmp_path / "demo").exists()
 
 
+def test_a_sweep_refuses_a_uri_root_in_one_line(tmp_path, monkeypatch, capsys, job_line):
+    from tune import sweep as sweep_job
+
+    monkeypatch.setenv(JOB_ENV, json.dumps({"metadata": {"job_submission_id": "raysubmit_sweep"}}))
+    monkeypatch.setenv("RG_STORAGE_ROOT", f"file://{tmp_path / 'bucket'}")
+    argv = ["--config", str(ROOT / "configs" / "sweep_train_synthetic.yaml"), "--no-progress"]
+    assert run_job("tune.sweep", sweep_job.main, argv) == 2
+    assert f"the storage root file://{tmp_path / 'bucket'}" in job_line(capsys.readouterr().err, "tune.sweep")
+
+
 @pytest.mark.slow
 def test_build_refine_train_under_a_uri_storage_root(ray_local, tmp_path, staging, monkeypatch, capsys, job_line):
     """The shipped configs' relative paths in a submitted job resolve to file:// URIs; each job stages,
