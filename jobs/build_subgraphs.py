@@ -6,7 +6,8 @@
 
 Re-running with the same config resumes: shards already written are skipped, and shards with
 questions a KG store failed to serve (``kg: {kind: sparql}`` with the endpoint down) are built
-again; the job exits 1 while any remain. ``--fresh`` starts over. Prints a coverage table; the full report is ``<output_dir>/build_report.json``.
+again; the job exits 1 while any remain. ``--fresh`` starts over. ``output_dir`` may be an
+``s3://`` / ``gs://`` URI (staged in a local folder and pushed as shards finish: rg.data.remote). Prints a coverage table; the full report is ``<output_dir>/build_report.json``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 
 from rg.cli import job_parser, load_job_config, run_job
 from rg.data.builder import BuildSubgraphsConfig, build_subgraphs, format_report
+from rg.data.remote import staged
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,7 +27,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cfg is None:
         return 2
     start = time.perf_counter()
-    report = build_subgraphs(cfg, fresh=args.fresh, progress=not args.no_progress)
+    with staged(cfg, "jobs.build_subgraphs", fresh=args.fresh) as cfg:  # URI outputs: a local staging folder
+        report = build_subgraphs(cfg, fresh=args.fresh, progress=not args.no_progress)
     print(format_report(report))
     print(f"done in {time.perf_counter() - start:.1f} s")
     return 1 if report["unfinished"] else 0

@@ -16,6 +16,7 @@ import sys
 from typing import Sequence
 
 from rg.cli import config_kind, job_parser, load_job_config, run_job
+from rg.data.remote import staged
 from rg.evaluation.job import EvaluateConfig, evaluate
 from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa, format_qa
 from rg.locks import output_lock
@@ -32,13 +33,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         qa_cfg = load_job_config(args, QAEvaluateConfig)
         if qa_cfg is None:
             return 2
-        with output_lock(qa_cfg.output_dir, "jobs.evaluate"):
+        with staged(qa_cfg, "jobs.evaluate") as qa_cfg, output_lock(qa_cfg.output_dir, "jobs.evaluate"):
             print(format_qa(evaluate_qa(qa_cfg, progress=not args.no_progress)))
         return 0
     cfg = load_job_config(args, EvaluateConfig)
     if cfg is None:
         return 2
-    with output_lock(cfg.output_dir, "jobs.evaluate"):
+    with staged(cfg, "jobs.evaluate") as cfg, output_lock(cfg.output_dir, "jobs.evaluate"):
         _, files = evaluate(cfg)
     print(files.markdown.read_text())
     print(f"results: {files.json.resolve()}  plot: {files.plot.resolve()}")

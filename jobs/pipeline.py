@@ -26,6 +26,8 @@ import sys
 from typing import Sequence
 
 from rg.cli import job_parser, load_job_config, run_job
+from rg.data.remote import is_uri, staged
+from rg.data.storage import StorageRootError
 from rg.pipeline import PipelineConfig, format_report, run_pipeline
 
 
@@ -34,7 +36,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = load_job_config(args, PipelineConfig)
     if cfg is None:
         return 2
-    report = run_pipeline(cfg, fresh=args.fresh, progress=not args.no_progress)
+    if is_uri(cfg.output_dir):
+        raise StorageRootError(
+            f"`output_dir: {cfg.output_dir}` is a URI, and the pipeline derives its stages' folders from it as local "
+            "paths. Fix: give the pipeline a local or mounted output_dir, or run the stage jobs (jobs.build_subgraphs, "
+            "jobs.refine, jobs.train, jobs.evaluate) with URI output_dirs"
+        )
+    with staged(cfg, "jobs.pipeline", fresh=args.fresh) as cfg:  # URI inputs: local staging folders
+        report = run_pipeline(cfg, fresh=args.fresh, progress=not args.no_progress)
     print()
     print(format_report(report))
     return 0

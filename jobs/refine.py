@@ -8,7 +8,9 @@
 Re-running resumes (ids already labelled are skipped, damaged label parts are redone, and
 questions whose LLM call failed for a transient reason are asked again; ``--retry-fallbacks``
 says which fallbacks to retry); ``--fresh`` starts over. A second job into the same
-``output_dir`` exits 2 naming the one that holds it. Prints a
+``output_dir`` exits 2 naming the one that holds it. An endpoint that does not answer the
+preflight probe (``GET <base_url>/models``) stops the job before any Ray work. ``input`` and
+``output_dir`` may be ``s3://`` / ``gs://`` URIs (staged in a local folder: rg.data.remote). Prints a
 summary; the labels are ``<output_dir>/labels/*.parquet`` and the report
 ``<output_dir>/refine_report.json``.
 """
@@ -19,6 +21,7 @@ import sys
 from typing import Sequence
 
 from rg.cli import job_parser, load_job_config, run_job
+from rg.data.remote import staged
 from rg.supervision.job import RefineConfig, format_report, refine
 
 
@@ -31,7 +34,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = load_job_config(args, RefineConfig)
     if cfg is None:
         return 2
-    report = refine(cfg, progress=not args.no_progress, fresh=args.fresh, retry_fallbacks=args.retry_fallbacks)
+    with staged(cfg, "jobs.refine", fresh=args.fresh) as cfg:  # URI inputs and outputs: local staging folders
+        report = refine(cfg, progress=not args.no_progress, fresh=args.fresh, retry_fallbacks=args.retry_fallbacks)
     print(format_report(report))
     return 0
 

@@ -19,6 +19,7 @@ import sys
 from typing import Sequence
 
 from rg.cli import config_kind, job_parser, load_job_config, run_job
+from rg.data.remote import staged
 from rg.training.planner_ray import PlannerTrainConfig, format_planner_report, train_planner
 from rg.training.ray_train import TrainJobConfig, format_report, train_retriever
 from rg.training.reader_ray import ReaderTrainConfig, format_reader_report, train_reader
@@ -33,18 +34,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         planner_cfg = load_job_config(args, PlannerTrainConfig)
         if planner_cfg is None:
             return 2
-        print(format_planner_report(train_planner(planner_cfg)))
+        with staged(planner_cfg, "jobs.train") as planner_cfg:
+            report = format_planner_report(train_planner(planner_cfg))
+        print(report)
         return 0
     if kind == ReaderTrainConfig.KIND:
         reader_cfg = load_job_config(args, ReaderTrainConfig)
         if reader_cfg is None:
             return 2
-        print(format_reader_report(train_reader(reader_cfg)))
+        with staged(reader_cfg, "jobs.train") as reader_cfg:
+            report = format_reader_report(train_reader(reader_cfg))
+        print(report)
         return 0
     cfg = load_job_config(args, TrainJobConfig)
     if cfg is None:
         return 2
-    print(format_report(train_retriever(cfg)))
+    with staged(cfg, "jobs.train") as cfg:  # URI inputs and output_dir: local staging folders
+        report = format_report(train_retriever(cfg))
+    print(report)
     return 0
 
 

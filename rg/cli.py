@@ -93,7 +93,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from rg.stores.base import StoreError
     from rg.stores.virtuoso import VirtuosoError
     from rg.locks import OutputLockedError
-    from rg.supervision.job import EndpointDownError
+    from rg.llm.probe import EndpointDownError
     from rg.text.encoder import EncoderLoadError
 
     return (ConfigError, FileNotFoundError, NotADirectoryError, DamagedFileError, EmptyInputError, BadRowError, MissingAPIKeyError,

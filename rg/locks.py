@@ -7,7 +7,8 @@ while holding it — and records who holds it. A second job into the same place 
 with :class:`OutputLockedError` naming the holder. The kernel drops the lock when its process
 dies, so a lock left by a killed job is simply taken over.
 
-Remote outputs (``s3://``, ``gs://``) cannot be locked this way and are not locked.
+Outputs at a URI (``s3://``, ``gs://``) cannot be locked this way: a job stages them in a local
+folder (locked here) and holds a lock object at the URI instead (:mod:`rg.data.remote`).
 """
 
 from __future__ import annotations

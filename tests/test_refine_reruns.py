@@ -83,18 +83,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_endpoint_that_never_answers_stops_after_one_batch(ray_local, samples_file, tmp_path, capsys, job_line):
+def test_endpoint_that_never_answers_stops_before_any_batch(ray_local, samples_file, tmp_path, capsys, job_line):
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     config = write_yaml(tmp_path / "job.yaml", llm_config(samples_file, tmp_path / "out", url))
     assert run_job("jobs.refine", refine_job.main, ["--config", str(config), "--no-progress"]) == 2
     err = job_line(capsys.readouterr().err, "jobs.refine")
-    assert url in err and "'llm_connection'" in err and "nothing of this batch" in err
+    assert url in err and "did not answer the preflight probe" in err and "(connection: " in err
     assert not list((tmp_path / "out" / "labels").glob("part-*.parquet"))
-    calls = read_journal(tmp_path / "out" / JOURNAL_FILE).total().calls
-    assert 0 < calls <= 4  # one batch of the one actor, not all 24
+    assert read_journal(tmp_path / "out" / JOURNAL_FILE).total().calls == 0  # the probe is no chat call
 
 
 def test_503_everywhere_then_recovery(ray_local, samples_file, tmp_path):
+    """The probe passes (GET /v1/models answers), every chat call fails: the per-batch watch stops the run."""
     state = {"down": True}
     with ScriptedServer(Script.always(Respond(lambda body: Status(503) if state["down"] else "ans: Path 1"))) as srv:
         cfg = llm_config(samples_file, tmp_path, srv.base_url)

@@ -34,7 +34,7 @@ def test_submitted_job_is_detected_from_the_environment(monkeypatch, as_submitte
     assert submitted_job() is None
 
 
-def test_relative_paths_resolve_against_the_root(as_submitted_job, tmp_path):
+def test_relative_paths_resolve_against_the_root(as_submitted_job, tmp_path, monkeypatch):
     cfg = TrainJobConfig.model_validate({
         "input": "runs/subgraphs/synthetic", "output_dir": "runs/model", "storage_path": "runs/ray",
         "run_name": "r", "labels": {"source": "refined", "path": "runs/refined/labels"},
@@ -47,14 +47,19 @@ def test_relative_paths_resolve_against_the_root(as_submitted_job, tmp_path):
                                                 "labels": cfg.labels.model_copy(update={"path": "/abs/l"})}),
                         "s3://bucket/rg")
     assert uri.storage_path == "s3://bucket/rg/runs/ray" and uri.output_dir == "/abs/model"
+    monkeypatch.setenv("RG_STAGING_DIR", str(tmp_path / "staging"))
+    cached = cfg.model_copy(update={"encoder": cfg.encoder.model_copy(update={"cache_dir": "outputs/cache"})})
+    relative = resolve_paths(cached, "s3://bucket/rg")  # every path key becomes a URI but the local cache
+    assert (relative.input, relative.labels.path) == ("s3://bucket/rg/runs/subgraphs/synthetic",
+                                                      "s3://bucket/rg/runs/refined/labels")
+    assert relative.encoder.cache_dir == str(tmp_path / "staging" / "cache" / "outputs/cache")
 
 
 def test_submitted_job_without_root_names_the_path_and_fix(as_submitted_job):
     cfg = RefineConfig(input="/data/in.parquet", output_dir="out/refined")
     with pytest.raises(StorageRootError, match=r"`output_dir: out/refined` is relative.*Fix: set RG_STORAGE_ROOT"):
         resolve_paths(cfg, None)
-    with pytest.raises(StorageRootError, match="rg writes `output_dir` with file I/O"):
-        resolve_paths(cfg, "gs://bucket/rg")
+    assert resolve_paths(cfg, "gs://bucket/rg").output_dir == "gs://bucket/rg/out/refined"  # staged by rg.data.remote
     with pytest.raises(StorageRootError, match="must be an absolute path"):
         storage_root("relative/root")
 

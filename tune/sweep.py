@@ -23,7 +23,7 @@ import sys
 
 from rg.cli import config_kind, config_storage_root, job_parser, load_job_config, run_job
 from rg.config import ConfigError
-from rg.data.storage import paths_root
+from rg.data.storage import StorageRootError, paths_root
 from rg.evaluation.sweep import SweepQAConfig
 from rg.training.sweep import SweepTrainConfig, selection_metric
 
@@ -42,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         root = paths_root(config_storage_root(args))
+        if "://" in (root or "") or "://" in cfg.output_dir:
+            raise StorageRootError(
+                f"a sweep writes its trials with file I/O and is not staged; the storage root {root} or `output_dir: "
+                f"{cfg.output_dir}` is a URI. Fix: mount the bucket and use the mount point, or a shared path"
+            )
         if isinstance(cfg, SweepTrainConfig):
             from tune.train import format_train_sweep, run_train_sweep
 

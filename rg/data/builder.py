@@ -143,7 +143,9 @@ class _ShardBuilder:
     """Ray Data actor: holds the KG or an in-memory store (from the object store), or its own
     connection to a SPARQL store, and builds one shard per row."""
 
-    def __init__(self, kg_ref: list, config: SubgraphConfig, sparql: SparqlStoreConfig | None = None) -> None:
+    def __init__(
+        self, kg_ref: list, config: SubgraphConfig, sparql: SparqlStoreConfig | None = None, push: Any = None
+    ) -> None:
         import ray
 
         if sparql is not None:
@@ -153,13 +155,27 @@ class _ShardBuilder:
         else:
             self.kg = ray.get(kg_ref[0])
         self.config = config
+        self.push = push  # rg.data.remote.ShardPusher when output_dir is a staged URI
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = []
         for text in batch["task"]:
-            stats = run_shard(self.kg, ShardTask.from_json(str(text)), self.config)
+            task = ShardTask.from_json(str(text))
+            stats = run_shard(self.kg, task, self.config)
+            if self.push is not None:
+                self.push(task.parquet_path, Path(task.parquet_path).with_suffix(".stats.json"))
             out.append(json.dumps(stats.__dict__))
         return {"stats": np.array(out, dtype=object)}
+
+
+def _shard_pusher(out: Path) -> Any:
+    """A pusher for actors on other nodes when ``out`` is the staging folder of a URI output (else None)."""
+    import ray
+
+    from rg.data.remote import ShardPusher, remote_output_of
+
+    uri = remote_output_of(out)
+    return None if uri is None else ShardPusher(uri, str(out.resolve()), ray.get_runtime_context().get_node_id())
 
 
 def _read_questions(source: QuestionSource) -> list:
@@ -271,7 +287,8 @@ def _build_locked(cfg: BuildSubgraphsConfig, fresh: bool, progress: bool) -> dic
             batch_size=1,
             batch_format="numpy",
             compute=ray.data.ActorPoolStrategy(size=min(cfg.num_actors, len(pending))),
-            fn_constructor_kwargs={"kg_ref": [kg_ref], "config": cfg.subgraph, "sparql": sparql},
+            fn_constructor_kwargs={"kg_ref": [kg_ref], "config": cfg.subgraph, "sparql": sparql,
+                                   "push": _shard_pusher(out)},
         )
         bar = tqdm(total=sum(len(t.items) for t in pending), unit="q", desc="subgraphs", disable=not progress)
         for row in ds.iter_rows():

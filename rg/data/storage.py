@@ -6,9 +6,10 @@ paths would land in a temporary folder and be lost to the next job (a training r
 again from epoch 0). So when a job runs under ``ray job submit`` (detected from the
 ``RAY_JOB_CONFIG_JSON_ENV_VAR`` the job supervisor sets), every relative input, output and
 storage path of its config is resolved against the storage root: ``$RG_STORAGE_ROOT`` or the
-config's top-level ``storage_root:`` key, an absolute path on storage every node shares. A
-pyarrow-filesystem URI (``s3://``, ``gs://``) root serves ``storage_path`` (Ray Train
-checkpoints) only, since the other outputs are written with file I/O. Without a root, a
+config's top-level ``storage_root:`` key, an absolute path on storage every node shares or a
+pyarrow-filesystem URI (``s3://``, ``gs://``): Ray Train writes ``storage_path`` there itself,
+and the jobs stage the other URI paths in local folders (:mod:`rg.data.remote`); a relative
+``cache_dir`` (a local cache) then resolves under the staging root. Without a root, a
 submitted job with a relative path exits before any work, naming the path and the fix.
 ``@shared/`` data paths need ``$RG_SHARED_DATA`` in a submitted job.
 """
@@ -29,8 +30,9 @@ JOB_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 PATH_KEYS = frozenset({"output_dir", "input", "path", "storage_path", "file", "reference_labels", "checkpoint",
                        "questions_file", "cache_dir"})
 """Config keys that hold file or folder paths (anywhere in a config's tree)."""
-URI_KEYS = frozenset({"storage_path"})
-"""Keys whose values may be a pyarrow-filesystem URI."""
+LOCAL_KEYS = frozenset({"cache_dir"})
+"""Keys whose values are local caches: with a URI root they resolve under :func:`staging_root`."""
+STAGING_ENV = "RG_STAGING_DIR"
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -72,11 +74,8 @@ def _resolve(value: str, key: str, root: str | None, strict_shared: bool = True)
             f"'{{\"env_vars\": {{\"{ROOT_ENV}\": \"/shared/rg\"}}}}') or `{ROOT_KEY}:` in the config, or give an "
             "absolute path"
         )
-    if "://" in root and key not in URI_KEYS:
-        raise StorageRootError(
-            f"`{key}: {value}` is relative and the storage root {root} is a URI; rg writes `{key}` with file I/O. "
-            f"Fix: mount the bucket and set {ROOT_ENV} to the mount point, or give `{key}` an absolute path"
-        )
+    if "://" in root and key in LOCAL_KEYS:  # a local cache: beside the staging folders
+        return os.path.join(staging_root(), "cache", value)
     return f"{root.rstrip('/')}/{value}" if "://" in root else os.path.join(root, value)
 
 
@@ -123,6 +122,11 @@ def paths_root(config_value: str | None) -> str | None:
     leave for their own trial folders.
     """
     return storage_root(config_value) if submitted_job() else os.getcwd()
+
+
+def staging_root() -> str:
+    """The local folder under which URI paths are staged: ``$RG_STAGING_DIR`` or ``~/.cache/rg/staging``."""
+    return os.path.abspath(os.path.expanduser(os.environ.get(STAGING_ENV) or "~/.cache/rg/staging"))
 
 
 def storage_root(config_value: str | None) -> str | None:

@@ -48,6 +48,7 @@ from rg.evaluation.scorers import TripleScorer
 from rg.evidence import EvidenceConfig
 from rg.linking.config import LinkingConfig, linking_setting
 from rg.llm.journal import JOURNAL_FILE, UsageJournal, journal_usage, new_run_id
+from rg.llm.probe import probe_endpoints
 from rg.llm.usage import Usage
 from rg.metrics import MatchMode
 from rg.memory.config import MemoryConfig
@@ -405,6 +406,8 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
 
     Raises:
         ValueError: when the side holds no question, ids repeat, or the actor pool does not fit.
+        EndpointDownError: the LLM reader's or the LLM Brain's endpoint did not answer the preflight
+            probe (before any Ray work).
     """
     started = time.perf_counter()
     # the driver reads questions and answers only; the subgraphs stream from the files to the actors
@@ -414,6 +417,8 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     gold = {s.id: Gold.of(s) for s in samples}  # stays on the driver: the evaluation side
     if len(gold) != len(samples):
         raise ValueError(f"question ids repeat in {cfg.input}; every question needs a unique id")
+    brain = cfg.dualtower.brain.llm if cfg.reasoner == "dualtower" and cfg.dualtower is not None else None
+    probe_endpoints({"reader.llm": getattr(cfg.reader, "llm", None), "dualtower.brain.llm": brain})  # before Ray
     rounds: list[dict[str, Any]] = []
     run_id, journal = new_run_id(), str((Path(cfg.output_dir) / JOURNAL_FILE).resolve())  # actors: other cwd
     first: dict[str, float] | None = None  # round 1's Hits@1 by id

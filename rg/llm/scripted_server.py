@@ -124,11 +124,14 @@ class Script:
         steps: Consumed one per chat request, in arrival order.
         default: Answers once ``steps`` are used up; None answers 400 "script exhausted".
         latency_s: Fixed artificial latency added before every chat answer.
+        models: What ``GET /v1/models`` answers: None lists the model; a :class:`Status` answers that
+            error (an endpoint down behind its proxy, for preflight probes).
     """
 
     steps: Sequence[Step] = ()
     default: Step | None = None
     latency_s: float = 0.0
+    models: Status | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", tuple(self.steps))
@@ -136,11 +139,13 @@ class Script:
             if not isinstance(step, (Reply, Status, Raw, Respond)):
                 raise ValueError(f"script steps must be Reply, Status, Raw or Respond, got {type(step).__name__}")
         _check_delay(self.latency_s)
+        if self.models is not None and not isinstance(self.models, Status):
+            raise ValueError(f"Script.models must be a Status or None, got {type(self.models).__name__}")
 
     @classmethod
-    def always(cls, step: Step, *, latency_s: float = 0.0) -> Script:
-        """A script that answers every request with ``step``."""
-        return cls((), default=step, latency_s=latency_s)
+    def always(cls, step: Step, *, latency_s: float = 0.0, models: Status | None = None) -> Script:
+        """A script that answers every chat request with ``step``."""
+        return cls((), default=step, latency_s=latency_s, models=models)
 
 
 @dataclass(frozen=True)
@@ -218,7 +223,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 — http.server naming
         path = urlsplit(self.path).path.rstrip("/")
         self._record(b"", None)
-        if path == MODELS_PATH:
+        models = self.server.state.script.models
+        if path == MODELS_PATH and models is not None:
+            self._send_error(models.code, models.message)
+        elif path == MODELS_PATH:
             model = {"id": self.server.model, "object": "model", "created": 0, "owned_by": "scripted"}
             self._send_json(200, {"object": "list", "data": [model]})
         else:

@@ -37,6 +37,7 @@ from rg.data.integrity import write_json_atomic
 from rg.data.streaming import READ_CPUS, read_input
 from rg.llm.client import OpenAICompatibleClient
 from rg.llm.journal import JOURNAL_FILE, UsageJournal, new_run_id, read_journal
+from rg.llm.probe import EndpointDownError, probe_endpoint
 from rg.llm.usage import Usage, UsageLedger
 from rg.locks import output_lock
 from rg.runtime import RayConfig, init_ray
@@ -223,10 +224,6 @@ class EndpointWatch:
             self.reason = common[0][0] if common else self.reason
 
 
-class EndpointDownError(RuntimeError):
-    """The LLM endpoint answered none of the first batch's calls; the message names it and the reasons."""
-
-
 def check_endpoint_answered(cfg: RefineConfig, labels: list[Labels], usage: Usage, reasons: Counter) -> None:
     """Stop at the first batch with LLM calls (or skipped calls) while none has been answered.
 
@@ -294,7 +291,8 @@ def refine(
     Raises:
         OutputLockedError: another job writes into ``output_dir``.
         MissingAPIKeyError: the LLM endpoint needs a key that is not set (checked before Ray starts).
-        EndpointDownError: the LLM endpoint answered none of the first batch's calls.
+        EndpointDownError: the LLM endpoint did not answer the preflight probe (before Ray
+            starts), or answered none of the first batch's calls.
     """
     with output_lock(cfg.output_dir, "jobs.refine"):
         return _refine_locked(cfg, progress, fresh, retry_fallbacks)
@@ -308,6 +306,7 @@ def _refine_locked(cfg: RefineConfig, progress: bool, fresh: bool, retry_fallbac
         shutil.rmtree(out)
     if cfg.llm is not None and cfg.selector == "llm":
         cfg.llm.llm.resolve_api_key()  # a missing key fails here, on the driver, not inside an actor
+        probe_endpoint(cfg.llm.llm, key="llm.llm")  # a dead endpoint costs the probe only, before any Ray work
     labels_dir = out / LABELS_DIR
     labels_dir.mkdir(parents=True, exist_ok=True)
     parts, damaged = scan_parts(labels_dir)
