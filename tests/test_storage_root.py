@@ -109,3 +109,15 @@ def test_ctrl_c_in_a_real_job_exits_130(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == EXIT_INTERRUPTED, err.decode()[-2000:]
     assert f"resume with: python -m jobs.build_subgraphs --config {config} --no-progress" in err.decode()
+
+
+def test_the_dual_towers_planner_and_schema_resolve_against_the_root(tmp_path):
+    from rg.evaluation.qa_job import QAEvaluateConfig
+
+    cfg = QAEvaluateConfig.model_validate({
+        "input": "runs/subgraphs", "output_dir": "runs/qa", "reasoner": "dualtower", "schema_dir": "runs/schema",
+        "dualtower": {"brain": {"kind": "local", "planner": "runs/plan/planner"}},
+    })
+    out = resolve_paths(cfg, str(tmp_path))
+    assert out.dualtower.brain.planner == str(tmp_path / "runs/plan/planner")
+    assert out.schema_dir == str(tmp_path / "runs/schema")

@@ -28,7 +28,7 @@ ROOT_ENV = "RG_STORAGE_ROOT"
 ROOT_KEY = "storage_root"
 JOB_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 PATH_KEYS = frozenset({"output_dir", "input", "path", "storage_path", "file", "reference_labels", "checkpoint",
-                       "questions_file", "cache_dir"})
+                       "questions_file", "cache_dir", "planner", "schema_dir"})
 """Config keys that hold file or folder paths (anywhere in a config's tree)."""
 LOCAL_KEYS = frozenset({"cache_dir"})
 """Keys whose values are local caches: with a URI root they resolve under :func:`staging_root`."""
