@@ -100,7 +100,7 @@ def beam_search(
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, T)
     out = lm(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
-    cache = out.past_key_values
+    cache = out.cache
     cache.batch_repeat_interleave(k)
     logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1).repeat_interleave(k, dim=0)  # (B*k, V)
     mask = mask.repeat_interleave(k, dim=0)  # (B*k, T)
