@@ -191,6 +191,22 @@ def test_planner_smoke(tmp_path: Path) -> None:
     assert all(s["groundable_fraction"] == 1.0 for s in constrained if s["paths_per_question"] > 0)
 
 
+def test_planner_decode_smoke(tmp_path: Path) -> None:
+    from bench import planner_decode
+
+    out = tmp_path / "planner_decode.json"
+    assert planner_decode.main(["--questions", "6", "--bases", "tiny", "--out", str(out)]) == 0
+    report = check_keys(out, [
+        "baseline", "candidate", "questions", "transformers", "bases.tiny.rows.*.same_beams",
+        "bases.tiny.rows.*.library_higher_total_score", "bases.tiny.rows.*.hand_questions_per_s",
+        "bases.tiny.rows.*.library_questions_per_s", "bases.tiny.rows.*.library_vs_hand",
+    ])
+    greedy, beams = report["bases"]["tiny"]["rows"]
+    assert (greedy["k"], beams["k"]) == (1, 5)
+    assert greedy["same_beams"] == greedy["questions"] == report["questions"]  # k = 1: the two agree
+    assert beams["same_beams"] + beams["differ"] == beams["questions"]
+
+
 def test_dualtower_smoke(tmp_path: Path) -> None:
     from bench import dualtower
 

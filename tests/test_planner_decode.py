@@ -18,6 +18,7 @@ from rg.retrievers.planner import (
     PlannerConfig,
     PlannerModel,
     beam_search,
+    library_beam_search,
     graph_trie,
     plan_questions,
     relation_labels,
@@ -216,3 +217,91 @@ def test_scorer_hands_out_the_decoded_paths_of_its_last_call(planner, tmp_path):
     assert sum(share for _, share in decoded) == pytest.approx(1.0)
     with pytest.raises(KeyError, match="'q2' was not planned by the last score"):
         scorer.decoded_paths("q2")
+
+
+def bigram_planner(relations: tuple[str, ...], table: dict[str, dict[str, float]]) -> PlannerModel:
+    """A planner whose next-token logits depend on the current token only, as ``table`` sets them.
+
+    One decoder block with zero output projections (attention and MLP add nothing to the residual),
+    one-hot embeddings and an output layer holding ``table[current][next]`` (-20 where absent).
+    """
+    def build(hidden: int) -> PlannerModel:
+        config = PlannerConfig(tiny={"layers": 1, "hidden": hidden, "heads": 1, "max_positions": 48},
+                               max_path_len=2, max_prompt_tokens=16, lora={"modules_to_save": []})
+        return PlannerModel.build(config, ["which"], relations)
+
+    size = len(build(8).tokenizer)
+    hidden = size + size % 2  # RoPE needs an even head width
+    planner = build(hidden).eval()
+    base, ids = planner.lm.get_base_model(), planner.tokenizer.convert_tokens_to_ids
+    logits = torch.full((size, size), -20.0)  # (current, next)
+    for current, row in table.items():
+        for nxt, value in row.items():
+            logits[ids(current), ids(nxt)] = value
+    with torch.no_grad():
+        base.model.embed_tokens.weight.copy_(torch.eye(size, hidden))
+        base.lm_head.weight.zero_()
+        base.lm_head.weight[:, :size] = logits.T / hidden ** 0.5  # the final RMSNorm scales a one-hot row to sqrt(hidden)
+        base.model.layers[0].self_attn.o_proj.weight.zero_()
+        base.model.layers[0].mlp.down_proj.weight.zero_()
+        base.model.norm.weight.fill_(1.0)
+    planner.bigram = {k: torch.log_softmax(logits[ids(k)], dim=-1) for k in table}  # log p(next | current)
+    return planner
+
+
+def test_library_generate_keeps_finished_paths_that_the_hand_loop_crowds_out():
+    """Why decode.py keeps its own loop: ``generate`` (num_beams=2, length_penalty=0) returns other beams.
+
+    From <PATH>: a (best), b. After a: </PATH> almost surely; after b: <SEP>. After <SEP> the model
+    prefers z (allowed only after `a <SEP>`) to y (allowed only after `b <SEP>`). The hand loop's two
+    slots after step 2 hold the finished `a` and the running `b <SEP>`, so `a <SEP> z` is never
+    expanded and `b <SEP> y` (much less likely) comes second. ``generate`` keeps `a` in its finished
+    pool and continues two running beams, `b <SEP>` and `a <SEP>`, and returns `a <SEP> z` second.
+    """
+    table = {
+        "<PATH>": {"<r:a>": 5.0, "<r:b>": 4.8},
+        "<r:a>": {"</PATH>": 5.0, "<SEP>": 0.0},
+        "<r:b>": {"<SEP>": 5.0, "</PATH>": 0.0},
+        "<SEP>": {"<r:z>": 5.0, "<r:y>": -3.0},
+        "<r:y>": {"</PATH>": 5.0},
+        "<r:z>": {"</PATH>": 5.0},
+    }
+    planner = bigram_planner(("a", "b", "y", "z"), table)
+    v, ids = planner.vocab, planner.tokenizer.convert_tokens_to_ids
+    a, b, y, z = (v.label_to_id[r] for r in ("a", "b", "y", "z"))
+    trie = {a: {v.end: {}, v.sep: {z: {v.end: {}}}}, b: {v.end: {}, v.sep: {y: {v.end: {}}}}}
+    prompts = planner.prompt_ids(["which"])
+
+    def score(tokens: tuple[str, ...]) -> float:
+        seq = ("<PATH>", *tokens)
+        return sum(float(planner.bigram[cur][ids(nxt)]) for cur, nxt in zip(seq, seq[1:]))
+
+    a_end, a_z, b_y = ("<r:a>", "</PATH>"), ("<r:a>", "<SEP>", "<r:z>", "</PATH>"), ("<r:b>", "<SEP>", "<r:y>", "</PATH>")
+    assert score(a_end) > score(a_z) > score(b_y)
+    for search, expected in ((beam_search, [a_end, b_y]), (library_beam_search, [a_end, a_z])):
+        [beams] = search(planner, prompts, 2, [trie])
+        assert [tuple(planner.tokenizer.convert_ids_to_tokens(list(x.tokens))) for x in beams] == expected, search
+        assert [x.score for x in beams] == pytest.approx([score(t) for t in expected], abs=1e-3)
+        assert [x.relation_path for x in beams] == [v.parse([ids(t) for t in e]) for e in expected]
+    for k in (1, 3):  # greedy, and three slots (room for `a <SEP> z` in the hand loop too): the same beams
+        [hand], [library] = beam_search(planner, prompts, k, [trie]), library_beam_search(planner, prompts, k, [trie])
+        assert [x.tokens for x in hand] == [x.tokens for x in library]
+        assert [x.score for x in hand] == pytest.approx([x.score for x in library], abs=1e-4)
+
+
+def test_library_generate_agrees_with_the_hand_loop_for_greedy_decoding(planner):
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for name, param in planner.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5)
+    prompts = planner.prompt_ids(["which entity follows e1", "what", "what is e2 linked to"])
+    tries = []
+    for i in range(len(prompts)):
+        triples, topics = random_graph(40 + i)
+        tries.append(graph_trie(KnowledgeGraph.from_triples(triples), topics, planner.vocab, MAX_LEN)[0])
+    for constraint in (tries, None):
+        hand, library = beam_search(planner, prompts, 1, constraint), library_beam_search(planner, prompts, 1, constraint)
+        assert [[x.tokens for x in q] for q in hand] == [[x.tokens for x in q] for q in library]
+        for h, g in zip(hand, library):
+            assert [x.score for x in h] == pytest.approx([x.score for x in g], abs=1e-4)

@@ -282,9 +282,10 @@ class TunedReader:
             return []
         ids = prompt.ids
         width = len(ids)
+        device = next(self.model.parameters()).device  # a GPU worker's model during validation
         budget = self.settings.max_answers * (self.settings.max_name_tokens + 1) + 1
         output = self.model.generate(
-            input_ids=torch.tensor([ids]), attention_mask=torch.ones((1, width), dtype=torch.long),
+            input_ids=torch.tensor([ids], device=device), attention_mask=torch.ones((1, width), dtype=torch.long, device=device),
             max_new_tokens=budget, do_sample=False, num_beams=1,
             prefix_allowed_tokens_fn=lambda _row, seq: grammar.allowed(seq[width:].tolist()),
             eos_token_id=self.eos, pad_token_id=self.eos, output_scores=True, return_dict_in_generate=True,

@@ -32,6 +32,7 @@ from torch import nn
 
 from rg.config import Config
 from rg.retrievers.planner.model import IGNORE_INDEX, Example, PlannerModel
+from rg.training.strategy import DeepSpeedSettings, Strategy
 
 SELECTION_METRIC = "val_path_exact_match"
 
@@ -54,6 +55,12 @@ class PlannerFitConfig(Config):
     grad_clip: float | None = Field(1.0, gt=0, description="Clip the gradient norm to this; None disables.")
     eval_batch_size: int = Field(128, ge=1, description="Examples per validation forward pass.")
     seed: int = Field(0, description="Seed of the batch order and of dropout.")
+    strategy: Strategy = Field(
+        "ddp", description="'ddp': DDP workers and torch AdamW; 'deepspeed': a DeepSpeed engine per worker (GPU "
+        "nodes with the deepspeed extra; see rg.training.strategy)."
+    )
+    deepspeed: DeepSpeedSettings = Field(default_factory=DeepSpeedSettings,
+                                         description="The engine's JSON, accumulation and precision (strategy: deepspeed).")
 
 
 @dataclass(frozen=True)
@@ -106,26 +113,46 @@ def example_batches(
     return [collate(ordered[i : i + batch_size], pad, side) for i in range(0, len(ordered), batch_size)]
 
 
+def to_device(batch: dict[str, torch.Tensor], module: nn.Module) -> dict[str, torch.Tensor]:
+    """``batch`` on the device of ``module``'s parameters (a GPU worker's model, a CPU batch)."""
+    device = next(module.parameters()).device
+    return {k: v.to(device) for k, v in batch.items()}
+
+
 def train_epoch(
     model: nn.Module,
     batches: Sequence[dict[str, torch.Tensor]],
-    optimizer: torch.optim.Optimizer,
+    optimizer: torch.optim.Optimizer | None,
     grad_clip: float | None = None,
+    engine=None,
 ) -> float:
-    """One optimiser step per batch; returns the mean training loss.
+    """One optimiser step per batch (per micro-batch with an engine); returns the mean training loss.
 
     Args:
         model: The planner, or a wrapper of it (DDP) whose ``forward(**batch)`` returns the loss.
         batches: From :func:`example_batches`.
-        optimizer: Over the trainable tensors.
-        grad_clip: Max gradient norm, None for no clipping.
+        optimizer: Over the trainable tensors (unused with ``engine``).
+        grad_clip: Max gradient norm, None for no clipping (an engine clips by its own config).
+        engine: A DeepSpeed engine (:func:`rg.training.strategy.deepspeed_engine`) in place of
+            ``model`` and ``optimizer``: ``engine.backward`` / ``engine.step`` per micro-batch.
     """
+    if engine is not None:
+        engine.train()
+        total = 0.0
+        for batch in batches:
+            loss = engine(**to_device(batch, engine.module))
+            engine.backward(loss)
+            engine.step()
+            total += float(loss.detach().float())
+        return total / max(len(batches), 1)
+    if optimizer is None:
+        raise ValueError("train_epoch needs an optimizer, or an engine in its place")
     model.train()
     params = [p for group in optimizer.param_groups for p in group["params"]]
     total, steps = 0.0, 0
     for batch in batches:
         optimizer.zero_grad(set_to_none=True)
-        loss = model(**batch)
+        loss = model(**to_device(batch, model))
         loss.backward()
         if grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(params, grad_clip)
@@ -150,9 +177,9 @@ def evaluate_examples(planner: PlannerModel, examples: Sequence[Example], batch_
     exact: dict[str, bool] = {}
     for start in range(0, len(examples), batch_size):
         chunk = examples[start : start + batch_size]
-        batch = collate(chunk, planner.vocab.pad)
+        batch = to_device(collate(chunk, planner.vocab.pad), planner)
         logits = planner.logits(batch["input_ids"], batch["attention_mask"])[:, :-1].float()  # (N, T-1, V)
-        target = batch["labels"][:, 1:]  # (N, T-1)
+        target = batch["labels"][:, 1:].to(logits.device)  # (N, T-1)
         scored = target != IGNORE_INDEX  # (N, T-1)
         loss_sum += float(torch.nn.functional.cross_entropy(logits[scored], target[scored], reduction="sum"))
         hits = logits.argmax(-1) == target  # (N, T-1)
@@ -190,6 +217,7 @@ def fit_planner(
     on_epoch_end: EpochCallback | None = None,
     start_epoch: int = 0,
     optimizer_state: dict | None = None,
+    engine=None,
 ) -> PlannerFitResult:
     """Train the planner's adapter for epochs ``start_epoch .. config.epochs - 1``.
 
@@ -202,7 +230,9 @@ def fit_planner(
             ``planner`` itself.
         on_epoch_end: Called after each epoch with its metrics (Ray Train reports and checkpoints there).
         start_epoch: First epoch to run (resuming).
-        optimizer_state: AdamW state to resume from.
+        optimizer_state: AdamW state to resume from (not with ``engine``).
+        engine: A DeepSpeed engine over ``planner`` (``strategy: deepspeed``); it holds the
+            optimizer, whose learning rate is still set per epoch here.
 
     Returns:
         The history, the best epoch of this run and its trained tensors.
@@ -213,10 +243,13 @@ def fit_planner(
     if not train:
         raise ValueError("no training examples; check the labels (every question lacked a target path)")
     model = model if model is not None else planner
-    params = [p for p in planner.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-    if optimizer_state is not None:
-        optimizer.load_state_dict(optimizer_state)
+    if engine is not None:
+        optimizer = engine.optimizer
+    else:
+        params = [p for p in planner.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+        if optimizer_state is not None:
+            optimizer.load_state_dict(optimizer_state)
     history: list[dict[str, float]] = []
     best: dict[str, float] | None = None
     best_state = planner.trainable_state()
@@ -227,7 +260,7 @@ def fit_planner(
         batches = example_batches(train, config.batch_size, planner.vocab.pad, generator)
         for group in optimizer.param_groups:
             group["lr"] = epoch_lr(config, epoch)
-        metrics = {"epoch": float(epoch), "train_loss": train_epoch(model, batches, optimizer, config.grad_clip)}
+        metrics = {"epoch": float(epoch), "train_loss": train_epoch(model, batches, optimizer, config.grad_clip, engine)}
         metrics["lr"] = epoch_lr(config, epoch)
         metrics["train_examples"] = float(len(train))
         metrics.update({f"val_{k}": v for k, v in evaluate_examples(planner, val, config.eval_batch_size).items()})

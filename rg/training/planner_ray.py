@@ -26,8 +26,12 @@ report goes to ``<output_dir>/train_report.json``::
 
     report = train_planner(load_config("configs/train_planner_synthetic.yaml", PlannerTrainConfig))
 
-DeepSpeed (``configs/deepspeed_zero2.json``) is for GPU clusters with a pretrained checkpoint
-and is not used by this CPU loop.
+``train.strategy: deepspeed`` (GPU nodes, the ``deepspeed`` extra) replaces the DDP wrapping
+with a DeepSpeed engine built from ``train.deepspeed.config`` (``configs/deepspeed_zero2.json``:
+ZeRO stage 2) with its "auto" entries filled from the typed config
+(:mod:`rg.training.strategy`); checkpoints still hold the adapter (of ``engine.module``), but
+not the optimizer state, which ZeRO partitions across ranks, so a resumed DeepSpeed run restarts
+the optimizer's moments.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rg.config import Config
 from rg.data.paths import resolve_data_path
@@ -72,6 +76,7 @@ from rg.training.planner_data import (
 from rg.training.planner_loop import SELECTION_METRIC, PlannerFitConfig, fit_planner
 from rg.training.planner_eval_stream import stream_planner_scores
 from rg.training.planner_stream import scan_targets, stream_planner_examples
+from rg.training.strategy import check_strategy, deepspeed_engine, load_engine_config
 
 REPORT_FILE = "train_report.json"
 PLANNER_DIR = "planner"
@@ -138,6 +143,13 @@ class PlannerTrainConfig(Config):
     )
     ray: RayConfig = Field(default_factory=RayConfig, description="Where Ray runs.")
 
+    @model_validator(mode="after")
+    def _strategy_can_run(self) -> "PlannerTrainConfig":
+        t = self.train
+        check_strategy(t.strategy, t.deepspeed, use_gpu=self.use_gpu, workers=self.num_workers,
+                       micro_batch=t.batch_size, lr=t.lr, weight_decay=t.weight_decay, grad_clip=t.grad_clip)
+        return self
+
 
 def pack_folder(folder: str | Path) -> bytes:
     """A folder as the bytes of an uncompressed tar (to ship a small checkpoint through the object store)."""
@@ -177,7 +189,8 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
         with checkpoint.as_directory() as folder:
             folder = Path(folder)
             planner = PlannerModel.load(folder / PLANNER_DIR, trainable=True)
-            optimizer_state = torch.load(folder / OPTIMIZER_FILE, map_location="cpu")
+            if (folder / OPTIMIZER_FILE).is_file():  # absent after a DeepSpeed epoch
+                optimizer_state = torch.load(folder / OPTIMIZER_FILE, map_location="cpu")
             start_epoch = int(json.loads((folder / EPOCH_FILE).read_text())["epoch"]) + 1
             history = json.loads((folder / HISTORY_FILE).read_text())
     else:
@@ -185,7 +198,15 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
             planner = PlannerModel.load(unpack_folder(ray.get(config["initial"]), tmp), trainable=True)
     if start_epoch >= fit_cfg.epochs:
         return
-    wrapped = ray.train.torch.prepare_model(planner, parallel_strategy_kwargs={"find_unused_parameters": False})
+    engine = wrapped = None
+    if fit_cfg.strategy == "deepspeed":  # Ray Train's DeepSpeed guide: the engine in place of prepare_model
+        torch.cuda.set_device(ray.train.torch.get_device())
+        engine_cfg = load_engine_config(fit_cfg.deepspeed, workers=context.get_world_size(),
+                                        micro_batch=fit_cfg.batch_size, lr=fit_cfg.lr,
+                                        weight_decay=fit_cfg.weight_decay, grad_clip=fit_cfg.grad_clip)
+        engine = deepspeed_engine(planner, [p for p in planner.parameters() if p.requires_grad], engine_cfg)
+    else:
+        wrapped = ray.train.torch.prepare_model(planner, parallel_strategy_kwargs={"find_unused_parameters": False})
 
     def on_epoch_end(epoch: int, metrics: dict[str, float], optimizer: torch.optim.Optimizer) -> None:
         row = {**metrics, "start_epoch": float(start_epoch), "world_size": float(context.get_world_size())}
@@ -196,13 +217,14 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             planner.save(folder / PLANNER_DIR, meta.model_copy(update={"extra": {**meta.extra, "epoch": epoch}}))
-            torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
+            if engine is None:  # a ZeRO optimizer's state is partitioned across ranks: not saved from rank 0
+                torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
             (folder / EPOCH_FILE).write_text(json.dumps({"epoch": epoch}) + "\n")
             (folder / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
             ray.train.report(with_worker_group(row), checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
     fit_planner(planner, train, val, fit_cfg, model=wrapped, on_epoch_end=on_epoch_end,
-                start_epoch=start_epoch, optimizer_state=optimizer_state)
+                start_epoch=start_epoch, optimizer_state=None if engine is not None else optimizer_state, engine=engine)
 
 
 def _labels(cfg: PlannerTrainConfig, samples: Sequence[Sample]) -> dict[str, Labels] | None:

@@ -32,8 +32,11 @@ from rg.metrics import normalize_answer
 from rg.reasoning.tuned_reader import AnswerGrammar, TunedReader, TunedReaderSettings, build_prompt
 from rg.retrievers.planner.model import IGNORE_INDEX, Example
 from rg.training.planner_loop import example_batches, train_epoch
+from rg.training.strategy import DeepSpeedSettings, Strategy
 
 SELECTION_METRIC = "val_hits_at_1"
+WEIGHT_DECAY = 0.01
+"""AdamW weight decay of the adapter (torch's default, which the reader has always trained with)."""
 
 
 class ReaderLora(Config):
@@ -57,6 +60,12 @@ class ReaderFitConfig(Config):
     batch_size: int = Field(8, ge=1, description="Examples per optimisation step and worker.")
     grad_clip: float | None = Field(1.0, gt=0, description="Gradient-norm clip; None disables.")
     seed: int = Field(0, description="Seed of the batch order and of dropout.")
+    strategy: Strategy = Field(
+        "ddp", description="'ddp': DDP workers and torch AdamW; 'deepspeed': a DeepSpeed engine per worker (GPU "
+        "nodes with the deepspeed extra; see rg.training.strategy)."
+    )
+    deepspeed: DeepSpeedSettings = Field(default_factory=DeepSpeedSettings,
+                                         description="The engine's JSON, accumulation and precision (strategy: deepspeed).")
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,7 @@ def fit_reader(
     start_epoch: int = 0,
     optimizer_state: dict | None = None,
     evaluate: Callable[[TunedReader, Sequence[ReaderItem]], dict[str, float]] = read_hits,
+    engine=None,
 ) -> list[dict[str, float]]:
     """Train the adapter of ``model`` (a peft model) for epochs ``start_epoch .. epochs - 1``.
 
@@ -179,6 +189,8 @@ def fit_reader(
         start_epoch: First epoch to run (resuming).
         optimizer_state: AdamW state to resume from.
         evaluate: Validation function (Ray workers pass one that reads their shard and sums across workers).
+        engine: A DeepSpeed engine over ``ReaderLoss(model)`` (``strategy: deepspeed``) in place of
+            ``wrapped`` and the AdamW built here.
 
     Returns:
         One metrics dict per epoch run.
@@ -190,10 +202,13 @@ def fit_reader(
         raise ValueError("no training examples: no training question has a gold answer among its evidence's chain "
                          "ends; raise top_k or check the retriever checkpoint")
     wrapped = wrapped if wrapped is not None else ReaderLoss(model)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr)
-    if optimizer_state is not None:
-        optimizer.load_state_dict(optimizer_state)
+    if engine is not None:
+        optimizer = engine.optimizer
+    else:
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=WEIGHT_DECAY)
+        if optimizer_state is not None:
+            optimizer.load_state_dict(optimizer_state)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     history = []
     for epoch in range(start_epoch, config.epochs):
@@ -201,7 +216,7 @@ def fit_reader(
         torch.manual_seed(config.seed * 100_003 + epoch)
         generator = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
         batches = example_batches(train, config.batch_size, pad, generator, side="left")
-        loss = train_epoch(wrapped, batches, optimizer, config.grad_clip)
+        loss = train_epoch(wrapped, batches, optimizer, config.grad_clip, engine)
         metrics = {"epoch": float(epoch), "train_loss": loss, "train_examples": float(len(train)),
                    "train_seconds": time.perf_counter() - started}
         model.eval()

@@ -17,6 +17,10 @@ the adapter, the optimizer state, the epoch and the history each epoch. A resubm
 exported to ``<output_dir>/reader`` (``adapter/`` + ``reader.json``), which the QA evaluation
 reads with ``reader: {kind: tuned, checkpoint: <output_dir>/reader}`` and the local LLM server
 serves with ``adapter: <output_dir>/reader/adapter``.
+
+``train.strategy: deepspeed`` (GPU nodes, the ``deepspeed`` extra) trains through a DeepSpeed
+engine over the loss module instead of DDP (:mod:`rg.training.strategy`); checkpoints keep the
+adapter but not the ZeRO-partitioned optimizer state.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rg.config import Config
 from rg.data.paths import resolve_data_path
@@ -46,6 +50,7 @@ from rg.runtime import RayConfig, init_ray
 from rg.text import EncoderConfig, TextEncoder
 from rg.training.reader_loop import (
     SELECTION_METRIC,
+    WEIGHT_DECAY,
     ReaderFitConfig,
     ReaderItem,
     ReaderLora,
@@ -57,6 +62,7 @@ from rg.training.reader_loop import (
 )
 from rg.training.run_guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows, with_worker_group
+from rg.training.strategy import check_strategy, deepspeed_engine, load_engine_config
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -104,6 +110,13 @@ class ReaderTrainConfig(Config):
     )
     ray: RayConfig = Field(default_factory=RayConfig, description="Where Ray runs.")
 
+    @model_validator(mode="after")
+    def _strategy_can_run(self) -> "ReaderTrainConfig":
+        t = self.train
+        check_strategy(t.strategy, t.deepspeed, use_gpu=self.use_gpu, workers=self.num_workers,
+                       micro_batch=t.batch_size, lr=t.lr, weight_decay=WEIGHT_DECAY, grad_clip=t.grad_clip)
+        return self
+
 
 def _evaluate_shard(reader: TunedReader, items) -> dict[str, float]:
     """Hits@1 / Hit over every worker's validation shard (counts summed with all-reduce)."""
@@ -141,12 +154,22 @@ def reader_loop_per_worker(config: dict[str, Any]) -> None:
         with checkpoint.as_directory() as folder:
             folder = Path(folder)
             model = PeftModel.from_pretrained(model.unload(), str(folder / READER_DIR / ADAPTER_DIR), is_trainable=True)
-            optimizer_state = torch.load(folder / OPTIMIZER_FILE, map_location="cpu")
+            if (folder / OPTIMIZER_FILE).is_file():  # absent after a DeepSpeed epoch
+                optimizer_state = torch.load(folder / OPTIMIZER_FILE, map_location="cpu")
             state = json.loads((folder / STATE_FILE).read_text())
             start_epoch, history = int(state["epoch"]) + 1, state["history"]
     if start_epoch >= fit_cfg.epochs:
         return
-    wrapped = ray.train.torch.prepare_model(ReaderLoss(model), parallel_strategy_kwargs={"find_unused_parameters": False})
+    engine = wrapped = None
+    if fit_cfg.strategy == "deepspeed":  # Ray Train's DeepSpeed guide: the engine in place of prepare_model
+        torch.cuda.set_device(ray.train.torch.get_device())
+        engine_cfg = load_engine_config(fit_cfg.deepspeed, workers=context.get_world_size(),
+                                        micro_batch=fit_cfg.batch_size, lr=fit_cfg.lr, weight_decay=WEIGHT_DECAY,
+                                        grad_clip=fit_cfg.grad_clip)
+        engine = deepspeed_engine(ReaderLoss(model), [p for p in model.parameters() if p.requires_grad], engine_cfg)
+    else:
+        wrapped = ray.train.torch.prepare_model(ReaderLoss(model),
+                                                parallel_strategy_kwargs={"find_unused_parameters": False})
 
     def on_epoch_end(epoch: int, metrics: dict[str, float], optimizer: torch.optim.Optimizer) -> None:
         row = {**metrics, "start_epoch": float(start_epoch), "world_size": float(context.get_world_size())}
@@ -157,12 +180,14 @@ def reader_loop_per_worker(config: dict[str, Any]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             save_reader(model, settings, folder / READER_DIR)
-            torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
+            if engine is None:  # a ZeRO optimizer's state is partitioned across ranks: not saved from rank 0
+                torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
             (folder / STATE_FILE).write_text(json.dumps({"epoch": epoch, "history": history}, indent=2) + "\n")
             ray.train.report(with_worker_group(row), checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
     fit_reader(model, tokenizer, train, val, settings, fit_cfg, wrapped=wrapped, on_epoch_end=on_epoch_end,
-               start_epoch=start_epoch, optimizer_state=optimizer_state, evaluate=_evaluate_shard)
+               start_epoch=start_epoch, optimizer_state=None if engine is not None else optimizer_state,
+               evaluate=_evaluate_shard, engine=engine)
 
 
 def save_reader(model, settings: TunedReaderSettings, folder: str | Path) -> Path:

@@ -20,7 +20,7 @@ from rg.retrievers.planner.config import (
     TinyLlamaConfig,
     TokenizerConfig,
 )
-from rg.retrievers.planner.decode import Beam, beam_search
+from rg.retrievers.planner.decode import Beam, beam_search, library_beam_search
 from rg.retrievers.planner.evaluate import PlannerScores, evaluate_planner, score_plans
 from rg.retrievers.planner.model import Example, PlanEncoder, PlannerModel, load_planner, read_planner_meta
 from rg.retrievers.planner.plan import Plan, PlannedPath, ground_path, plan_questions
@@ -51,6 +51,7 @@ __all__ = [
     "beam_search",
     "evaluate_planner",
     "graph_trie",
+    "library_beam_search",
     "ground_path",
     "load_planner",
     "plan_questions",

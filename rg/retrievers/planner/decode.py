@@ -11,6 +11,17 @@ without a length penalty.
 Constrained mode (rg) masks every token that the beam's trie node does not allow, so every
 returned path exists in the question's graph. Unconstrained mode (RoG) lets the model write any
 token; what it wrote is parsed afterwards and may be malformed or fail to ground.
+
+Why not ``generate``: :func:`library_beam_search` runs the same search through
+``generate(num_beams=k, num_return_sequences=k, prefix_allowed_tokens_fn=...)`` with
+``length_penalty=0`` (transformers' canonical settings). It does not return the same beams: the
+library keeps finished sequences in a pool of their own and always continues ``k`` running
+beams, while this loop lets a finished beam hold one of its ``k`` slots, so a complete path can
+be crowded out by running beams that later score lower. The two agree for k = 1 and often for
+k > 1, but not always (``tests/test_planner_decode.py`` pins a hand-made case;
+``bench.planner_decode`` counts them). Keeping the planner's measured behaviour, the hand loop
+stays, and ``pyproject.toml`` pins the transformers release it was run against (its cache API:
+``batch_repeat_interleave``, ``reorder_cache``, the ``cache`` keyword, ``logits_to_keep``).
 """
 
 from __future__ import annotations
@@ -22,6 +33,9 @@ import torch
 
 from rg.retrievers.planner.model import PlannerModel
 from rg.retrievers.planner.trie import DONE, TokenTrie
+
+FINISHED_FLOOR = -1.0e8
+"""``generate`` marks unfinished or empty slots with scores near -1e9; those below this are dropped."""
 
 NEG_INF = float("-inf")
 
@@ -86,7 +100,7 @@ def beam_search(
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, T)
     out = lm(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
-    cache = out.past_key_values
+    cache = out.cache
     cache.batch_repeat_interleave(k)
     logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1).repeat_interleave(k, dim=0)  # (B*k, V)
     mask = mask.repeat_interleave(k, dim=0)  # (B*k, T)
@@ -131,7 +145,7 @@ def beam_search(
         next_pos = next_pos[source]
         out = lm(
             input_ids=token[:, None], attention_mask=mask, position_ids=next_pos[:, None],
-            past_key_values=cache, use_cache=True,
+            cache=cache, use_cache=True,
         )
         next_pos = next_pos + 1
         logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
@@ -148,3 +162,72 @@ def beam_search(
             found.append(Beam(written, scores_list[b], vocab.parse(written)))
         results.append(found)
     return results
+
+
+def _beams_from_rows(vocab, rows: list[list[int]], scores: list[float], batch: int, k: int) -> list[list[Beam]]:
+    results: list[list[Beam]] = []
+    for q in range(batch):
+        found = []
+        for b in range(q * k, (q + 1) * k):
+            if scores[b] == NEG_INF or scores[b] < FINISHED_FLOOR:
+                continue
+            row = rows[b]
+            written = tuple(row[: row.index(vocab.end) + 1] if vocab.end in row else row)
+            found.append(Beam(written, scores[b], vocab.parse(written)))
+        results.append(found)
+    return results
+
+
+@torch.inference_mode()
+def library_beam_search(
+    planner: PlannerModel,
+    prompts: Sequence[Sequence[int]],
+    k: int,
+    tries: Sequence[TokenTrie] | None = None,
+) -> list[list[Beam]]:
+    """The same search through ``transformers``' ``generate`` (the reference :func:`beam_search` is compared with).
+
+    ``num_beams=k``, ``num_return_sequences=k``, ``length_penalty=0``, ``early_stopping="never"``
+    (transformers' canonical beam search), the trie as ``prefix_allowed_tokens_fn``; k = 1 is
+    greedy search, scored from the raw logits. Not used for planning: see the module docstring.
+
+    Args, Returns: as :func:`beam_search`.
+    """
+    from transformers import GenerationConfig
+
+    if k < 1:
+        raise ValueError(f"beam width k must be >= 1, got {k}")
+    if tries is not None and len(tries) != len(prompts):
+        raise ValueError(f"{len(tries)} tries for {len(prompts)} prompts; give one trie per prompt")
+    if not prompts:
+        return []
+    vocab, lm = planner.vocab, planner.lm
+    device = next(lm.parameters()).device
+    ids, mask = _left_pad(prompts, vocab.pad)
+    width = ids.shape[1]
+
+    def allowed(row: int, sequence: torch.Tensor) -> list[int]:
+        node = tries[row]
+        for token in sequence[width:].tolist():
+            node = node.get(token, DONE)
+        return list(node) or [vocab.pad]
+
+    config = GenerationConfig(
+        num_beams=k, num_return_sequences=k, max_new_tokens=planner.config.max_path_tokens, do_sample=False,
+        length_penalty=0.0, early_stopping="never", eos_token_id=vocab.end, pad_token_id=vocab.pad,
+        output_scores=True, output_logits=k == 1, return_dict_in_generate=True,
+    )
+    out = lm.generate(input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=config,
+                      prefix_allowed_tokens_fn=None if tries is None else allowed)
+    rows = out.sequences[:, width:].tolist()
+    if k > 1:
+        return _beams_from_rows(vocab, rows, out.sequences_scores.tolist(), len(prompts), k)
+    scores = []
+    for b, row in enumerate(rows):  # greedy: sum log p(token) of the raw logits, as the hand loop scores
+        total = 0.0
+        for step, token in enumerate(row[: len(out.logits)]):
+            total += float(torch.log_softmax(out.logits[step][b].float(), dim=-1)[token])
+            if token == vocab.end:
+                break
+        scores.append(total)
+    return _beams_from_rows(vocab, rows, scores, len(prompts), 1)
