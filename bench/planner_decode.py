@@ -30,8 +30,7 @@ from typing import Any
 
 import torch
 
-from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
-from rg.data.synthetic import SyntheticConfig, generate
+from bench.planner import synthetic_samples
 from rg.graph import KnowledgeGraph
 from rg.models.registry import ModelNotAvailableError
 from rg.retrievers.planner import PlannerConfig, PlannerModel, beam_search, graph_trie, library_beam_search
@@ -39,18 +38,6 @@ from rg.retrievers.planner import PlannerConfig, PlannerModel, beam_search, grap
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "planner_decode.json"
 BEAM_WIDTHS = (1, 5)
 BATCH = 8
-
-
-def synthetic_samples(questions: int, seed: int) -> list:
-    data = generate(SyntheticConfig(questions=questions, seed=seed))
-    kg = KnowledgeGraph.from_triples(data.triples)
-    samples = []
-    for question in data.questions:
-        try:
-            samples.append(build_sample(kg, question, SubgraphConfig(max_triples=300)).sample)
-        except Unbuildable:
-            continue
-    return samples
 
 
 def build_planner(base: str, samples: list) -> PlannerModel:
