@@ -8,6 +8,8 @@ LLM Brain at a scripted 127.0.0.1 server (a one-hop indicator; selection keeps t
 candidates): no model is trained or loaded, so the numbers are the serving path's own. Measured
 in one run:
 
+- **hop**: the p50 of a trivial call through a deployment handle (``handle_hop_p50_ms``), what one of
+  the question's four Serve hops (proxy → Ingress → Hand → BrainProxy twice) costs before any work;
 - **baseline**: the same controller (same KG, config and scripted Brain) called in-process, each
   question back to back with the same question through the endpoint (one client), so both see the
   same machine state; **overhead_p50_ms** = the endpoint's p50 minus the baseline's p50 (HTTP
@@ -140,6 +142,21 @@ async def brain_batching(requests: int, concurrency: int = 8) -> dict[str, Any]:
     out["same_analyses"] = answers["batched"] == answers["unbatched"]
     out["speedup"] = round(out["batched"]["analyses_per_s"] / out["unbatched"]["analyses_per_s"], 2)
     return out
+
+
+async def hop_rtt(app: str, calls: int = 40) -> float:
+    """p50 seconds of one trivial call (``BrainProxy.name``) through a deployment handle from this process: what
+    one Serve hop costs before any work, to compare with the endpoint's overhead (four hops per question)."""
+    from ray import serve
+
+    handle = serve.get_deployment_handle("BrainProxy", app)
+    await handle.name.remote()
+    times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        await handle.name.remote()
+        times.append(time.perf_counter() - started)
+    return percentile(times, 50)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -349,6 +366,7 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
             startup_s = time.perf_counter() - started
             url = f"http://127.0.0.1:{port}/v1/answer"
             baseline, served = asyncio.run(paired(url, controller, items))
+            hop_s = asyncio.run(hop_rtt("bench"))
             load = []
             with ReplicaWatch("bench") as watch:
                 for level in levels:
@@ -385,6 +403,7 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
         "overhead_p50_ms": round(1000 * (percentile(served, 50) - percentile(baseline, 50)), 1),
         "overhead_paired_p50_ms": round(1000 * percentile([b - a for a, b in zip(baseline, served)], 50), 1),
         "serve_p50_ms_at_1": ones["p50_ms"],
+        "handle_hop_p50_ms": round(1000 * hop_s, 1),
         "p99_ms": max(row["p99_ms"] for row in load),
         "load": load,
         "max_replicas_seen": max((row[1] for row in watch.samples), default=0),

@@ -177,6 +177,7 @@ def test_an_endpoint_that_never_answers_fails_before_any_work(tmp_path, job_line
     assert not list((tmp_path / "out").glob("syn/shard-*"))
 
 
+@pytest.mark.slow  # ~60 s with a real Virtuoso; the transient-failure tests above cover the logic by default
 def test_virtuoso_stopped_mid_build_then_restarted_loses_and_doubles_nothing(ray_local, tmp_path):
     from rg.stores.virtuoso import SERVER_BINARY, VirtuosoServer
 

@@ -26,6 +26,7 @@ def planner_dir(tmp_path_factory):
     return folder, planner
 
 
+@pytest.mark.slow  # its own Serve start (~25 s); tests/test_dualtower.py pins the batch's equality by default
 def test_concurrent_analyses_are_decoded_together_and_unchanged(ray_local, planner_dir):
     from ray import serve
 
