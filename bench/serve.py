@@ -9,7 +9,8 @@ candidates): no model is trained or loaded, so the numbers are the serving path'
 in one run:
 
 - **hop**: the p50 of a trivial call through a deployment handle (``handle_hop_p50_ms``), what one of
-  the question's four Serve hops (proxy → Ingress → Hand → BrainProxy twice) costs before any work;
+  the question's four Serve hops (proxy → Ingress → Hand → BrainProxy twice) costs before any work,
+  and of ``GET /healthz`` through the HTTP proxy (``http_healthz_p50_ms``);
 - **baseline**: the same controller (same KG, config and scripted Brain) called in-process, each
   question back to back with the same question through the endpoint (one client), so both see the
   same machine state; **overhead_p50_ms** = the endpoint's p50 minus the baseline's p50 (HTTP
@@ -156,6 +157,19 @@ async def hop_rtt(app: str, calls: int = 40) -> float:
         started = time.perf_counter()
         await handle.name.remote()
         times.append(time.perf_counter() - started)
+    return percentile(times, 50)
+
+
+async def http_rtt(url: str, calls: int = 40) -> float:
+    """p50 seconds of ``GET /healthz`` through Serve's HTTP proxy to the Ingress: the HTTP hop alone."""
+    times = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+        for k in range(calls + 1):
+            started = time.perf_counter()
+            async with session.get(url) as response:
+                await response.read()
+            if k:  # the first opens the connection
+                times.append(time.perf_counter() - started)
     return percentile(times, 50)
 
 
@@ -367,6 +381,7 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
             url = f"http://127.0.0.1:{port}/v1/answer"
             baseline, served = asyncio.run(paired(url, controller, items))
             hop_s = asyncio.run(hop_rtt("bench"))
+            http_s = asyncio.run(http_rtt(f"http://127.0.0.1:{port}/healthz"))
             load = []
             with ReplicaWatch("bench") as watch:
                 for level in levels:
@@ -404,6 +419,7 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
         "overhead_paired_p50_ms": round(1000 * percentile([b - a for a, b in zip(baseline, served)], 50), 1),
         "serve_p50_ms_at_1": ones["p50_ms"],
         "handle_hop_p50_ms": round(1000 * hop_s, 1),
+        "http_healthz_p50_ms": round(1000 * http_s, 1),
         "p99_ms": max(row["p99_ms"] for row in load),
         "load": load,
         "max_replicas_seen": max((row[1] for row in watch.samples), default=0),
