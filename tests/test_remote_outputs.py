@@ -280,14 +280,14 @@ def s3_server(tmp_path, monkeypatch):
             monkeypatch.setenv(name, value)
         import pyarrow.fs as pafs
 
-        deadline = time.monotonic() + 60
-        while True:  # until the server listens
+        deadline, listening = time.monotonic() + 60, False
+        while not listening and time.monotonic() < deadline and proc.poll() is None:  # until the server listens
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                listening = True
             except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, "moto_server did not start"
                 time.sleep(0.2)
+        assert listening, "moto_server did not start within 60 s"
         s3 = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", allow_bucket_creation=True)
         s3.create_dir("rg-test")
         yield s3
