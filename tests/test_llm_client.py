@@ -167,6 +167,27 @@ def test_client_pickles_without_its_key_and_works_after(monkeypatch):
         assert clone.ledger.total().calls == 2  # the ledger travels with the client
 
 
+def test_guard_twins_share_one_connection_pool_and_keep_their_own_guard_and_ledger():
+    """A twin per question (``with_guard``) reuses the first client's SDK client: building one costs ~20 ms of TLS
+    set-up, which every Brain call paid when ``copy.copy`` went through ``__getstate__`` and dropped the pool."""
+    async def two_questions(first: OpenAICompatibleClient) -> tuple[object, object, OpenAICompatibleClient]:
+        await first.complete(MESSAGES, stage="refine", prompt_id=PROMPT_ID)
+        twin = first.with_guard(EgressGuard({"entity_name": ["Zed Quill"]}))
+        twin.ledger = type(first.ledger)()
+        await twin.complete(MESSAGES, stage="refine", prompt_id=PROMPT_ID)
+        with pytest.raises(LLMError, match="egress_refused|raw"):
+            await twin.complete([{"role": "user", "content": "who is Zed Quill"}], stage="refine", prompt_id=PROMPT_ID)
+        return first._binding().sdk, twin._binding().sdk, twin
+
+    with ScriptedServer(Script.always(Reply("ok"))) as srv:
+        first = make_client(srv, side="brain", guard=EgressGuard({"entity_name": ["Ann Other"]}))
+        sdk, twin_sdk, twin = asyncio.run(two_questions(first))
+        assert twin_sdk is sdk
+        assert len(srv.chat_requests) == 2  # the refused request never left
+    assert first.ledger.total().calls == 1 and twin.ledger.total().calls == 1  # each books its own; a refusal is no call
+    assert first.guard is not twin.guard
+
+
 def test_sync_helper_refuses_a_running_loop_and_bad_messages():
     with ScriptedServer(Script.always(Reply("ok"))) as srv:
         client = make_client(srv)

@@ -20,7 +20,6 @@ inside the running event loop, so the object can be built in a Ray actor and use
 from __future__ import annotations
 
 import asyncio
-import copy
 import email.utils
 import json
 import logging
@@ -204,7 +203,8 @@ class OpenAICompatibleClient:
     def with_guard(self, guard: EgressCheck) -> "OpenAICompatibleClient":
         """This client with another egress guard (e.g. the next question's session); it shares
         the connection pool, the in-flight limit and the ledger."""
-        twin = copy.copy(self)
+        twin = object.__new__(type(self))  # not copy.copy: it goes through __getstate__, which drops the pool
+        twin.__dict__.update(self.__dict__)
         twin.guard = guard
         return twin
 
