@@ -29,6 +29,9 @@ in one run:
 - **Brain batching**: the BrainProxy with a local planner Brain, analyses sent 8 at a time through
   its handle with ``@serve.batch`` (up to 8) against batching off → ``brain_batching_speedup``.
 
+``phases_s`` says where the command's time went (set-up, app start, the paired questions and hops, load and
+overload, Brain batching, Serve's and Ray's shutdown).
+
 ``--quick`` skips the load step (autoscaling needs minutes of load to show) and sends 8 questions at
 1 and 4 clients. ``--throughput-optimized`` sets ``RAY_SERVE_THROUGHPUT_OPTIMIZED=1`` for every Serve
 process (Ray ≥ 2.55: user code on the replica's own event loop, handles routed on the caller's loop,
@@ -134,8 +137,7 @@ async def brain_batching(requests: int, concurrency: int = 8) -> dict[str, Any]:
     for name, size in (("unbatched", 1), ("batched", 8)):
         handle = serve.run(BrainProxy.options(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=64)
                            .bind(config, None, size, 0.005), name=f"brain-{name}", route_prefix=None)
-        wall, replies, sizes = await drive(handle)
-        serve.delete(f"brain-{name}")
+        wall, replies, sizes = await drive(handle)  # the app stays up: deleting one took ~30 s with --throughput-optimized
         answers[name] = [r.result.indicators if r.result else r.reason for r in replies]
         out[name] = {"wall_s": round(wall, 3), "analyses_per_s": round(requests / wall, 1),
                      "mean_batch": round(sum(sizes) / len(sizes), 2) if sizes else 1.0}
@@ -365,6 +367,13 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
     from serve.app import build_app
 
     bench_began = time.perf_counter()
+    phases: dict[str, float] = {}  # seconds per part of the run, so a slow command says where its time went
+    mark = [bench_began]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        phases[name] = round(now - mark[0], 1)
+        mark[0] = now
     kg = generate(SyntheticConfig(seed=0, questions=max(requests, 20)))
     items = [(q.question, q.q_entities) for q in kg.questions][:requests]
     with ScriptedServer(Script.always(Respond(scripted_brain))) as brain:
@@ -373,18 +382,21 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
         started_ray = not ray.is_initialized()
         if started_ray:
             ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        lap("setup")
         port = free_port()
         try:
             serve.start(http_options={"host": "127.0.0.1", "port": port})
             started = time.perf_counter()
             serve.run(build_app(args), name="bench", route_prefix="/")
             startup_s = time.perf_counter() - started
+            lap("app_start")
             url = f"http://127.0.0.1:{port}/v1/answer"
             baseline, served = asyncio.run(paired(url, controller, items))
             # with RAY_SERVE_THROUGHPUT_OPTIMIZED=1 Serve's router stays bound to the first event loop that used a
             # handle, so the handle hop is timed only in the default mode (the batching measurement needs that loop)
             hop_s = asyncio.run(hop_rtt("bench")) if os.environ.get(THROUGHPUT_ENV) != "1" else None
             http_s = asyncio.run(http_rtt(f"http://127.0.0.1:{port}/healthz"))
+            lap("paired_and_hops")
             load = []
             with ReplicaWatch("bench") as watch:
                 for level in levels:
@@ -405,12 +417,15 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
                 overload_wall = time.perf_counter() - began
                 if step:
                     time.sleep(2.0)  # a few more replica samples after the burst
-            serve.delete("bench")
+            lap("load_and_overload")  # the app stays up until the shutdown (a delete alone took ~30 s in that mode)
             batching = asyncio.run(brain_batching(batching_requests)) if batching_requests else None
+            lap("brain_batching")
         finally:
             serve.shutdown()
+            lap("serve_shutdown")
             if started_ray:
                 ray.shutdown()
+            lap("ray_shutdown")
     ones = next(row for row in load if row["concurrency"] == 1)
     non_503 = sum(1 for status, _ in overload if status not in (200, 503))
     report = {
@@ -437,6 +452,7 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
         "brain_batching": batching,
         "brain_batching_speedup": batching["speedup"] if batching else None,
         "wall_s": round(time.perf_counter() - bench_began, 1),
+        "phases_s": phases,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     if step:

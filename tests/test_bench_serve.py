@@ -37,3 +37,7 @@ def test_bench_serve_reports_overhead_backpressure_and_autoscaling(ray_local, tm
     batching = report["brain_batching"]  # the same analyses with and without @serve.batch
     assert batching["same_analyses"] is True and batching["unbatched"]["mean_batch"] == 1.0
     assert report["brain_batching_speedup"] == batching["speedup"] > 0 and report["serve_mode"] == "default"
+    phases = report["phases_s"]  # where the command's time went, in order
+    assert list(phases) == ["setup", "app_start", "paired_and_hops", "load_and_overload", "brain_batching",
+                            "serve_shutdown", "ray_shutdown"][: len(phases)] and len(phases) >= 6
+    assert all(v >= 0 for v in phases.values()) and sum(phases.values()) <= report["wall_s"] + 0.5
