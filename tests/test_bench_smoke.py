@@ -211,7 +211,8 @@ def test_dualtower_smoke(tmp_path: Path) -> None:
     from bench import dualtower
 
     out = tmp_path / "dualtower.json"
-    argv = ["--questions", "4", "--train", "30", "--epochs", "1", "--llm-questions", "1", "--out", str(out)]
+    argv = ["--questions", "4", "--train", "30", "--epochs", "1", "--llm-questions", "1", "--multi-topic", "2",
+            "--out", str(out)]
     assert dualtower.main(argv) == 0
     report = check_keys(out, [
         "hits1_plaintext", "hits1_privacy", "hits1_utility", "hits1_privacy_sanitised", "brain_calls_per_question",
@@ -220,6 +221,11 @@ def test_dualtower_smoke(tmp_path: Path) -> None:
     assert [m["mode"] for m in report["modes"]] == list(dualtower.MODES)
     assert all(m["questions"] == 4 and m["questions_with_faults"] == 0 for m in report["modes"])
     assert report["llm_brain_tokens"]["per_question"]["brain"]["prompt_tokens"] > 0
+    several = report["multi_topic"]
+    assert several["questions"] == 2
+    for kind in ("joint", "separate"):
+        assert set(several[kind]) == {"hits1", "f1", "answered", "answers_per_question", "brain_calls_per_question"}
+        assert all(0 <= several[kind][k] <= 1 for k in ("hits1", "f1", "answered"))
 
 
 def test_retriever_smoke(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from rg.reasoning.dualtower import (
     build_controller,
     view_relation_path,
 )
-from rg.reasoning.dualtower.explore import band, explore
+from rg.reasoning.dualtower.explore import band, explore, explore_each
 from rg.reasoning.dualtower.brain import BrainError
 from rg.reasoning.dualtower.local_brain import planner_question
 from rg.reasoning.dualtower.payload import AnalysisPayload, TopicView, seal
@@ -55,6 +55,12 @@ def test_two_topics_meet_at_a_hub_within_the_band():
     deeper = explore(VIEW, ["A", "E"], ["TE_1", "TE_2"], 2, band(2, 2), 80, flat, 16)
     assert [c.text() for c in deeper] == ["TE_1 → [r] → B → [s] → C & TE_2 → [r] → B → [s] → C"]
     assert band(3, 2) == (3, 6)
+
+
+def test_the_separate_baseline_pools_single_topic_walks_tagged_by_their_own_topic():
+    pooled = explore_each(VIEW, ["A", "E"], ["TE_1", "TE_2"], 1, band(1, 1), 80, flat)
+    assert [(c.text(), c.tags) for c in pooled] == [("TE_1 → [r] → B", ("TE_1",)), ("TE_1 → [t] → D", ("TE_1",)),
+                                                    ("TE_2 → [r] → B", ("TE_2",)), ("TE_2 → [u] → F", ("TE_2",))]
 
 
 def test_each_round_keeps_the_width_best_walks():
@@ -187,6 +193,26 @@ def test_privacy_mode_with_a_planner_trained_on_the_cluster_view(store):
     heat = controller.answer("which films starred Al Pacino and were directed by Michael Mann",
                              ["Al Pacino", "Michael Mann"])
     assert heat.answers == ("Heat",)
+
+
+def test_exploring_each_topic_separately_answers_films_only_one_topic_touches(planner, store):
+    """The joint search's candidates cover both topics, so only the film both touch is an answer; the
+    separate baseline grounds each topic's walks alone and also answers films of one topic only."""
+    question, topics = "which films starred Al Pacino and were directed by Michael Mann", ["Al Pacino", "Michael Mann"]
+    results = {}
+    for multi_topic in ("joint", "separate"):
+        config = DualTowerConfig(privacy={"mode": "utility"}, similarity="lexical", multi_topic=multi_topic)
+        results[multi_topic] = build_controller(config, schema(), store=store, planner=planner).answer(question, topics)
+    joint, separate = results["joint"], results["separate"]
+    assert joint.answers == ("Heat",)
+    assert all(" & " in c for node in joint.tree for c in node["candidates"])
+    assert separate.fallback is None and "Heat" in separate.answers and "The Irishman" in separate.answers
+    shown = [c for node in separate.tree for c in node["candidates"]]
+    assert shown and all(" & " not in c for c in shown)
+    assert {c.split(" ")[0] for c in shown} == {"TE_1", "TE_2"}  # grounded from each candidate's own topic
+    assert "Al Pacino ← [starred_actors] ← The Irishman" in separate.evidence
+    with pytest.raises(ConfigError, match="multi_topic"):
+        validate_config({"multi_topic": "both"}, DualTowerConfig, source="test")
 
 
 BATCH_QUESTIONS = ("who directed TE_1 (film)", "who wrote TE_1 (film)", "which films share a director with TE_1 (film)",

@@ -135,6 +135,12 @@ class DualTowerConfig(Config):
     max_paths_per_hub: int = Field(
         16, ge=1, le=1000, description="Multi-topic exploration: branch combinations kept per meeting entity."
     )
+    multi_topic: Literal["joint", "separate"] = Field(
+        "joint",
+        description="Questions with several topic entities: 'joint' (PrivGemo's tree BiBFS: every candidate is one "
+        "connected path covering all topic entities) or 'separate' (each topic entity explored alone and the "
+        "candidates pooled: the baseline the joint search is measured against).",
+    )
 
     @model_validator(mode="after")
     def _widths(self) -> "DualTowerConfig":

@@ -37,7 +37,7 @@ from rg.privacy.schema import KGSchema
 from rg.privacy.session import PrivacySession
 from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, Indicator
 from rg.reasoning.dualtower.config import DualTowerConfig
-from rg.reasoning.dualtower.explore import Candidate, band, explore, extend
+from rg.reasoning.dualtower.explore import Candidate, band, explore, explore_each, extend
 from rg.reasoning.dualtower.hand import Grounded, Hand, HandError
 from rg.reasoning.dualtower.llm_brain import LLMBrain
 from rg.reasoning.dualtower.local_brain import LocalBrain, indicator_text
@@ -386,9 +386,14 @@ class DualTowerController:
             node.tried.append(action)
             started = time.perf_counter()
             m = len(anchors)
-            if node.mode == "topic":
+            separate = cfg.multi_topic == "separate" and m > 1
+            if node.mode == "topic" and separate:
+                found = explore_each(view_triples, anchors, tags, node.depth, band(1, node.depth), cfg.w1, scorer)
+            elif node.mode == "topic":
                 found = explore(view_triples, anchors, tags, node.depth, band(m, node.depth), cfg.w1, scorer,
                                 cfg.max_paths_per_hub)
+            elif node.mode == "refine" and separate:
+                found = explore_each(view_triples, anchors, tags, cfg.d_max, (0, cfg.d_max), cfg.w1, scorer)
             elif node.mode == "refine":
                 found = explore(view_triples, anchors, tags, cfg.d_max, (0, m * cfg.d_max), cfg.w1, scorer,
                                 cfg.max_paths_per_hub)
@@ -399,7 +404,7 @@ class DualTowerController:
             kept = await self._select(q, brain, masked, node.indicator, ranked)
             node.candidates = tuple(c.text() for c in kept)
             started = time.perf_counter()
-            grounded = self.hand.ground(q.session, view, kg, topics, kept, node.indicator)
+            grounded = self.hand.ground(q.session, view, kg, dict(zip(tags, topics)), kept, node.indicator)
             q.grounded += grounded
             q.timed("verify", started)
             good = [g for g in grounded if g.reason is None]

@@ -164,6 +164,15 @@ def explore(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[st
     return out
 
 
+def explore_each(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[str], depth: int,
+                 lengths: tuple[int, int], width: int, scorer: Scorer) -> list[Candidate]:
+    """The baseline for several topic entities: each anchor explored alone (its walks may pass another anchor)
+    and the single-branch candidates pooled in anchor order, each tagged with its own topic; ``lengths`` bounds
+    one branch. Nothing ties a candidate to the other topic entities, which is what :func:`explore` adds."""
+    return [c for anchor, tag in zip(anchors, tags)
+            for c in explore(triples, [anchor], [tag], depth, lengths, width, scorer, per_hub=1)]
+
+
 def extend(triples: Sequence[Triple], seeds: Sequence[Candidate], anchors: Sequence[str], steps: int, width: int,
            scorer: Scorer) -> list[Candidate]:
     """Prediction-driven exploration: the hubs of ``seeds`` become auxiliary anchors and the

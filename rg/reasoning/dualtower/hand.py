@@ -17,7 +17,7 @@ the answers its relation chain reaches; a multi-topic candidate keeps the ends e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rg.data.sample import Triple
@@ -118,10 +118,14 @@ class Hand:
         return tuple(sorted(paths, key=lambda p: (len(p), p))[:limit])
 
     # --------------------------------------------------------------------- verification
-    def ground(self, session: PrivacySession, view: SanitisedView, kg: KnowledgeGraph, topics: Sequence[str],
+    def ground(self, session: PrivacySession, view: SanitisedView, kg: KnowledgeGraph, topics: Mapping[str, str],
                candidates: Sequence[Candidate], indicator: Indicator) -> list[Grounded]:
-        """De-anonymise, refine into evidence and check each kept candidate (best first)."""
-        topic_set = set(topics)
+        """De-anonymise, refine into evidence and check each kept candidate (best first).
+
+        ``topics`` maps each tag (``TE_1``...) to its raw topic entity: a candidate's branches start at the
+        topics its ``tags`` name (all of them in order for the joint search, one for ``multi_topic: separate``).
+        """
+        topic_set = set(topics.values())
 
         def node_of(raw: str) -> str:
             return view.node_of(session.entity(raw, topic=raw in topic_set))
@@ -131,7 +135,7 @@ class Hand:
             walks: list[Path] = []
             ends: set[str] | None = None
             reason = None
-            for topic, branch in zip(topics, candidate.branches):
+            for topic, branch in zip((topics[tag] for tag in candidate.tags), candidate.branches):
                 found = self._follow(session, kg, topic, branch.nodes[1:], branch.labels, node_of)
                 if not found:
                     reason = "not_grounded"
