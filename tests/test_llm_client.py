@@ -177,6 +177,7 @@ def test_guard_twins_share_one_connection_pool_and_keep_their_own_guard_and_ledg
         await twin.complete(MESSAGES, stage="refine", prompt_id=PROMPT_ID)
         with pytest.raises(LLMError, match="egress_refused|raw"):
             await twin.complete([{"role": "user", "content": "who is Zed Quill"}], stage="refine", prompt_id=PROMPT_ID)
+        assert first.with_ledger(type(first.ledger)())._binding().sdk is first._binding().sdk
         return first._binding().sdk, twin._binding().sdk, twin
 
     with ScriptedServer(Script.always(Reply("ok"))) as srv:

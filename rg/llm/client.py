@@ -203,9 +203,20 @@ class OpenAICompatibleClient:
     def with_guard(self, guard: EgressCheck) -> "OpenAICompatibleClient":
         """This client with another egress guard (e.g. the next question's session); it shares
         the connection pool, the in-flight limit and the ledger."""
+        twin = self._twin()
+        twin.guard = guard
+        return twin
+
+    def with_ledger(self, ledger: UsageLedger) -> "OpenAICompatibleClient":
+        """This client booking its calls in ``ledger`` (e.g. one question's); it shares the connection pool,
+        the in-flight limit, the guard and the journal."""
+        twin = self._twin()
+        twin.ledger = ledger
+        return twin
+
+    def _twin(self) -> "OpenAICompatibleClient":
         twin = object.__new__(type(self))  # not copy.copy: it goes through __getstate__, which drops the pool
         twin.__dict__.update(self.__dict__)
-        twin.guard = guard
         return twin
 
     def __repr__(self) -> str:

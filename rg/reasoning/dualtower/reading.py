@@ -11,7 +11,6 @@ question's ledger (stage ``read``, side ``hand``).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 
 from rg.evidence import Evidence
@@ -53,9 +52,7 @@ class HandReader:
         assert self.llm_config is not None
         if self._client is None:
             self._client = OpenAICompatibleClient(self.llm_config.llm, journal=self.journal)
-        twin = copy.copy(self._client)  # shares the connection pool; books this question's calls apart
-        twin.ledger = ledger
-        return LLMReader(self.llm_config, twin)
+        return LLMReader(self.llm_config, self._client.with_ledger(ledger))  # one pool; this question's ledger
 
     async def read(self, question: str, evidence: Evidence, ledger: UsageLedger) -> tuple[Reading, str | None]:
         """The reading and, when the Hand LLM gave no answer, why (else None)."""
