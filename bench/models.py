@@ -121,21 +121,28 @@ def bench_server(clients: list[int], rounds: int, max_tokens: int) -> dict[str, 
     return result
 
 
-def planner_part(args: argparse.Namespace) -> dict[str, Any]:
-    """The planner comparison's keys (:func:`bench.planner_bases.run_planner`) at the flags' sizes."""
+def planner_part(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]:
+    """The planner comparison's keys (:mod:`bench.planner_bases`) at the flags' sizes; datasets
+    of ``previous["planner"]`` not run now are kept."""
     import torch
 
-    from bench.planner_bases import QUICK, PlannerRun, run_planner
+    from bench.planner_bases import QUICK, PlannerRun, planner_keys, run_dataset
     from rg.data.paths import shared_data_dir
 
-    torch.set_num_threads(min(2, torch.get_num_threads()))
+    torch.set_num_threads(args.threads)
     run = QUICK if args.quick else PlannerRun(
         synthetic_questions=args.planner_questions, metaqa_per_hop=args.metaqa_per_hop,
         tiny_epochs=args.tiny_epochs, pretrained_epochs=args.pretrained_epochs)
+    names = ["synthetic"] if args.quick else [n for n in args.planner_datasets.split(",") if n]
+    if "metaqa" in names and args.metaqa_subgraphs is None and not args.planner_datasets_given:
+        names.remove("metaqa")  # the default asks for MetaQA only where its subgraphs are given
     data = args.metaqa_data
     if data is None and shared_data_dir() is not None:
         data = shared_data_dir() / "metaqa"
-    return run_planner(run, None if args.quick else args.metaqa_subgraphs, data)
+    datasets = {} if args.quick else dict(previous.get("planner", {}).get("datasets", {}))
+    for name in names:
+        datasets[name] = run_dataset(name, run, args.metaqa_subgraphs, data)
+    return planner_keys(datasets)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,27 +156,34 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder with {1,2,3}hop-test subgraph shards of MetaQA (omit: synthetic KG only)")
     parser.add_argument("--metaqa-data", type=Path, default=None,
                         help="MetaQA folder with qa_test_*hop(_qtype).txt.gz (default: $RG_SHARED_DATA/metaqa)")
-    parser.add_argument("--metaqa-per-hop", type=int, default=600, help="MetaQA rows read per hop (about half kept)")
-    parser.add_argument("--planner-questions", type=int, default=400, help="synthetic questions (80%% train)")
+    parser.add_argument("--metaqa-per-hop", type=int, default=400,
+                        help="MetaQA rows read per hop (about half kept, half of those tested)")
+    parser.add_argument("--planner-questions", type=int, default=200, help="synthetic questions (80%% train)")
     parser.add_argument("--tiny-epochs", type=int, default=20, help="epochs of the tiny planner")
     parser.add_argument("--pretrained-epochs", type=int, default=3, help="epochs of the smollm2 planner")
+    parser.add_argument("--planner-datasets", default=None,
+                        help="comma-separated: synthetic, metaqa (default: both, metaqa only with --metaqa-subgraphs)")
+    parser.add_argument("--threads", type=int, default=2, choices=(1, 2), help="torch threads of the planner part")
     parser.add_argument("--clients", default="1,4,8", help="comma-separated concurrent client counts")
     parser.add_argument("--rounds", type=int, default=3, help="requests per client")
     parser.add_argument("--max-tokens", type=int, default=48, help="completion tokens per request")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    args.planner_datasets_given = args.planner_datasets is not None
+    args.planner_datasets = args.planner_datasets or "synthetic,metaqa"
     clients = [1, 8] if args.quick else [int(x) for x in args.clients.split(",")]
     rounds, max_tokens = (1, 16) if args.quick else (args.rounds, args.max_tokens)
 
     start = time.perf_counter()
     result: dict[str, Any] = {"bench": "models", "quick": args.quick, "machine": platform.machine(),
                               "cpus": os.cpu_count(), "load_avg_before": os.getloadavg()[0]}
+    previous: dict[str, Any] = {}
     if args.planner_only or args.server_only:  # merge: the other part's keys (and its "quick") are kept
         previous = json.loads(args.out.read_text()) if args.out.exists() else {}
         result = {**previous, **{k: v for k, v in result.items() if k != "quick" or "quick" not in previous}}
     if not args.server_only:
         planner_start, load_before = time.perf_counter(), os.getloadavg()[0]
-        result.update(planner_part(args))
+        result.update(planner_part(args, previous))
         result["planner_seconds"] = round(time.perf_counter() - planner_start, 1)
         result["planner_quick"] = args.quick
         result["planner_load_avg_before_after"] = [load_before, os.getloadavg()[0]]

@@ -236,9 +236,9 @@ def split_summary(split: WordingSplit) -> dict[str, int]:
 class PlannerRun:
     """Sizes of one planner comparison (``bench.models`` flags; :data:`QUICK` shrinks them)."""
 
-    synthetic_questions: int = 400
-    metaqa_per_hop: int = 600
-    metaqa_test_fraction: float = 0.35
+    synthetic_questions: int = 200
+    metaqa_per_hop: int = 400
+    metaqa_test_fraction: float = 0.5
     tiny_epochs: int = 20
     pretrained_epochs: int = 3
     max_train: int | None = None
@@ -260,39 +260,42 @@ def _cut(split: WordingSplit, run: PlannerRun) -> WordingSplit:
                         split.unmatched, split.held_out_questions)
 
 
-def _pooled(results: dict[str, dict[str, Any]], base: str, part: str, metric: str) -> float | None:
+def _pooled(datasets: dict[str, dict[str, Any]], base: str, part: str, metric: str) -> float | None:
     """``metric`` of ``base`` on ``part`` over every dataset's questions (question-weighted)."""
-    rows = [r[base][part] for r in results.values() if r[base][part].get("questions")]
+    rows = [d[base][part] for d in datasets.values() if d[base][part].get("questions")]
     total = sum(r["questions"] for r in rows)
     return round(sum(r[metric] * r["questions"] for r in rows) / total, 4) if total else None
 
 
-def run_planner(run: PlannerRun, metaqa_subgraphs: Path | None, metaqa_data: Path | None) -> dict[str, Any]:
-    """The comparison on the synthetic KG and (with ``metaqa_subgraphs``) MetaQA; the flat keys of
-    ``bench/results/models.json`` and the detail under ``planner``."""
-    epochs = {"tiny": run.tiny_epochs, "pretrained": run.pretrained_epochs}
-    splits = {"synthetic": _cut(synthetic_split(run.synthetic_questions, run.seed), run)}
-    if metaqa_subgraphs is not None:
-        if metaqa_data is None:
-            raise ValueError("MetaQA needs its question files: pass --metaqa-data or set $RG_SHARED_DATA")
-        splits["metaqa"] = _cut(metaqa_split(metaqa_subgraphs, metaqa_data, run.metaqa_per_hop,
-                                             run.metaqa_test_fraction, run.seed), run)
-    results = {name: compare_bases(split, tuple(BASES), epochs) for name, split in splits.items()}
+def planner_keys(datasets: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The flat keys of ``bench/results/models.json`` from the per-dataset results, and the
+    results themselves under ``planner.datasets``."""
     flat: dict[str, Any] = {}
     for base in BASES:
-        flat[f"planner_hits1_paraphrase_{base}"] = _pooled(results, base, "paraphrase", "hits1")
-        flat[f"planner_hits1_seen_{base}"] = _pooled(results, base, "seen", "hits1")
-        flat[f"planner_exact_match_paraphrase_{base}"] = _pooled(results, base, "paraphrase", "path_exact_match")
-        flat[f"planner_exact_match_seen_{base}"] = _pooled(results, base, "seen", "path_exact_match")
-        for name, result in results.items():
+        flat[f"planner_hits1_paraphrase_{base}"] = _pooled(datasets, base, "paraphrase", "hits1")
+        flat[f"planner_hits1_seen_{base}"] = _pooled(datasets, base, "seen", "hits1")
+        flat[f"planner_exact_match_paraphrase_{base}"] = _pooled(datasets, base, "paraphrase", "path_exact_match")
+        flat[f"planner_exact_match_seen_{base}"] = _pooled(datasets, base, "seen", "path_exact_match")
+        for name, result in sorted(datasets.items()):
             flat[f"planner_hits1_paraphrase_{base}_{name}"] = result[base]["paraphrase"]["hits1"]
             flat[f"planner_seconds_per_epoch_{base}_{name}"] = result[base]["training"]["seconds_per_epoch"]
-    flat["planner"] = {
-        "bases": {name: {"planner": BASES[name]["planner"], "fit": BASES[name]["fit"], "epochs": epochs[name]}
-                  for name in BASES},
-        "beams": BEAMS,
-        "datasets": {name: {**split_summary(splits[name]), **results[name]} for name in results},
-        "metaqa": "run" if metaqa_subgraphs is not None else "skipped: pass --metaqa-subgraphs",
-        "run": asdict(run),
-    }
+    flat["planner"] = {"bases": {name: {"planner": BASES[name]["planner"], "fit": BASES[name]["fit"]} for name in BASES},
+                       "beams": BEAMS, "datasets": datasets}
     return flat
+
+
+def run_dataset(name: str, run: PlannerRun, metaqa_subgraphs: Path | None, metaqa_data: Path | None) -> dict[str, Any]:
+    """The comparison on one dataset (``synthetic`` or ``metaqa``): split sizes, the run's sizes
+    and per base its training and scores."""
+    if name == "synthetic":
+        split = synthetic_split(run.synthetic_questions, run.seed)
+    elif name == "metaqa":
+        if metaqa_subgraphs is None or metaqa_data is None:
+            raise ValueError("the MetaQA planner comparison needs --metaqa-subgraphs (and --metaqa-data or "
+                             "$RG_SHARED_DATA); leave metaqa out of --planner-datasets otherwise")
+        split = metaqa_split(metaqa_subgraphs, metaqa_data, run.metaqa_per_hop, run.metaqa_test_fraction, run.seed)
+    else:
+        raise ValueError(f"unknown planner dataset {name!r}; use synthetic or metaqa")
+    split = _cut(split, run)
+    epochs = {"tiny": run.tiny_epochs, "pretrained": run.pretrained_epochs}
+    return {**split_summary(split), "run": asdict(run), **compare_bases(split, tuple(BASES), epochs)}
