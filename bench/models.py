@@ -178,9 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"bench": "models", "quick": args.quick, "machine": platform.machine(),
                               "cpus": os.cpu_count(), "load_avg_before": os.getloadavg()[0]}
     previous: dict[str, Any] = {}
-    if args.planner_only or args.server_only:  # merge: the other part's keys (and its "quick") are kept
+    merging = args.planner_only or args.server_only
+    if merging:  # the other part's keys are kept, and so are the whole-run keys (quick, load, seconds)
         previous = json.loads(args.out.read_text()) if args.out.exists() else {}
-        result = {**previous, **{k: v for k, v in result.items() if k != "quick" or "quick" not in previous}}
+        result = {**result, **previous}
     if not args.server_only:
         planner_start, load_before = time.perf_counter(), os.getloadavg()[0]
         result.update(planner_part(args, previous))
@@ -198,8 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         batched = result["server"]["batched"][-1]
         print(f"models: server {batched['tokens_per_s']} tokens/s at {top} clients batched, "
               f"{result[f'server_batching_speedup_{top}']}x unbatched (p50 {batched['p50_latency_s']} s)")
-    result["load_avg_after"] = os.getloadavg()[0]
-    result["seconds"] = round(time.perf_counter() - start, 1)
+    if not merging or "seconds" not in result:
+        result["load_avg_after"] = os.getloadavg()[0]
+        result["seconds"] = round(time.perf_counter() - start, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"models: → {args.out}")
