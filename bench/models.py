@@ -1,9 +1,22 @@
-"""Local pretrained models: the OpenAI-compatible server with and without request batching.
+"""Local pretrained models: the planner on the tiny vs the pretrained base, and the OpenAI-compatible
+server with and without request batching.
 
     python -m bench.models --quick
     python -m bench.models [--clients 1,4,8] [--rounds R] [--max-tokens T] [--out PATH]
+                           [--metaqa-subgraphs DIR] [--metaqa-data DIR] [--planner-only | --server-only]
 
-The local server (``serve/llm_server.py``, SmolLM2-135M on one replica with one CPU thread) is
+**Planner** (:mod:`bench.planner_bases`): the relation-path planner trained on the tiny random
+LLaMA and on SmolLM2-135M (LoRA) with the same training questions, scored on held-out questions
+of seen wordings and on paraphrases in wordings no training question has: path exact match, QA
+Hits@1 through the demo's ``paths`` stage, seconds per epoch. The synthetic KG always; MetaQA
+1/2/3-hop with ``--metaqa-subgraphs`` (a folder holding ``{1,2,3}hop-test`` built by
+``jobs.build_subgraphs`` over MetaQA's test files; the question-type files come from
+``--metaqa-data``, default ``$RG_SHARED_DATA/metaqa``). ``planner_hits1_paraphrase_<base>`` pools
+every paraphrased question of the run. ``--planner-only`` runs this part alone and merges its keys
+into the existing ``--out`` JSON (the server keys are kept); a run without it writes every key.
+
+**Server**:
+the local server (``serve/llm_server.py``, SmolLM2-135M on one replica with one CPU thread) is
 started twice on a local Ray: with ``@serve.batch`` up to 8 requests per ``generate`` call, and
 with batching off (``max_batch_size: 1``, the baseline). For each number of concurrent clients,
 every client sends ``rounds`` chat requests one after another (greedy, ``max_tokens`` fixed, a
@@ -108,29 +121,90 @@ def bench_server(clients: list[int], rounds: int, max_tokens: int) -> dict[str, 
     return result
 
 
+def planner_part(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]:
+    """The planner comparison's keys (:mod:`bench.planner_bases`) at the flags' sizes; datasets
+    of ``previous["planner"]`` not run now are kept."""
+    import torch
+
+    from bench.planner_bases import QUICK, PlannerRun, planner_keys, run_dataset
+    from rg.data.paths import shared_data_dir
+
+    torch.set_num_threads(args.threads)
+    run = QUICK if args.quick else PlannerRun(
+        synthetic_questions=args.planner_questions, metaqa_per_hop=args.metaqa_per_hop,
+        tiny_epochs=args.tiny_epochs, pretrained_epochs=args.pretrained_epochs)
+    names = ["synthetic"] if args.quick else [n for n in args.planner_datasets.split(",") if n]
+    if "metaqa" in names and args.metaqa_subgraphs is None and not args.planner_datasets_given:
+        names.remove("metaqa")  # the default asks for MetaQA only where its subgraphs are given
+    data = args.metaqa_data
+    if data is None and shared_data_dir() is not None:
+        data = shared_data_dir() / "metaqa"
+    datasets = {} if args.quick else dict(previous.get("planner", {}).get("datasets", {}))
+    for name in names:
+        datasets[name] = run_dataset(name, run, args.metaqa_subgraphs, data)
+    return planner_keys(datasets)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.models", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="1 and 8 clients, 1 round, 16 tokens (< 1 min)")
+    parser.add_argument("--quick", action="store_true",
+                        help="server: 1 and 8 clients, 1 round, 16 tokens; planner: bench.planner_bases.QUICK, no MetaQA")
+    parts = parser.add_mutually_exclusive_group()
+    parts.add_argument("--planner-only", action="store_true", help="run the planner part alone, merge into --out")
+    parts.add_argument("--server-only", action="store_true", help="run the server part alone, merge into --out")
+    parser.add_argument("--metaqa-subgraphs", type=Path, default=None,
+                        help="folder with {1,2,3}hop-test subgraph shards of MetaQA (omit: synthetic KG only)")
+    parser.add_argument("--metaqa-data", type=Path, default=None,
+                        help="MetaQA folder with qa_test_*hop(_qtype).txt.gz (default: $RG_SHARED_DATA/metaqa)")
+    parser.add_argument("--metaqa-per-hop", type=int, default=400,
+                        help="MetaQA rows read per hop (about half kept, half of those tested)")
+    parser.add_argument("--planner-questions", type=int, default=200, help="synthetic questions (80%% train)")
+    parser.add_argument("--tiny-epochs", type=int, default=20, help="epochs of the tiny planner")
+    parser.add_argument("--pretrained-epochs", type=int, default=3, help="epochs of the smollm2 planner")
+    parser.add_argument("--planner-datasets", default=None,
+                        help="comma-separated: synthetic, metaqa (default: both, metaqa only with --metaqa-subgraphs)")
+    parser.add_argument("--threads", type=int, default=2, choices=(1, 2), help="torch threads of the planner part")
     parser.add_argument("--clients", default="1,4,8", help="comma-separated concurrent client counts")
     parser.add_argument("--rounds", type=int, default=3, help="requests per client")
     parser.add_argument("--max-tokens", type=int, default=48, help="completion tokens per request")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    args.planner_datasets_given = args.planner_datasets is not None
+    args.planner_datasets = args.planner_datasets or "synthetic,metaqa"
     clients = [1, 8] if args.quick else [int(x) for x in args.clients.split(",")]
     rounds, max_tokens = (1, 16) if args.quick else (args.rounds, args.max_tokens)
 
     start = time.perf_counter()
     result: dict[str, Any] = {"bench": "models", "quick": args.quick, "machine": platform.machine(),
                               "cpus": os.cpu_count(), "load_avg_before": os.getloadavg()[0]}
-    result.update(bench_server(clients, rounds, max_tokens))
-    result["load_avg_after"] = os.getloadavg()[0]
-    result["seconds"] = round(time.perf_counter() - start, 1)
+    previous: dict[str, Any] = {}
+    merging = args.planner_only or args.server_only
+    if merging:  # the other part's keys are kept, and so are the whole-run keys (quick, load, seconds)
+        previous = json.loads(args.out.read_text()) if args.out.exists() else {}
+        result = {**result, **previous}
+    if not args.server_only:
+        planner_start, load_before = time.perf_counter(), os.getloadavg()[0]
+        result.update(planner_part(args, previous))
+        result["planner_seconds"] = round(time.perf_counter() - planner_start, 1)
+        result["planner_quick"] = args.quick
+        result["planner_load_avg_before_after"] = [load_before, os.getloadavg()[0]]
+        pooled = [f"{b} {result[f'planner_hits1_paraphrase_{b}']}" for b in ("tiny", "pretrained")]
+        print(f"models: planner Hits@1 on paraphrases {', '.join(pooled)} (tiny, smollm2-135m)")
+    if not args.planner_only:
+        server_start = time.perf_counter()
+        result.update(bench_server(clients, rounds, max_tokens))
+        result["server_seconds"] = round(time.perf_counter() - server_start, 1)
+        result["server_quick"] = args.quick
+        top = max(clients)
+        batched = result["server"]["batched"][-1]
+        print(f"models: server {batched['tokens_per_s']} tokens/s at {top} clients batched, "
+              f"{result[f'server_batching_speedup_{top}']}x unbatched (p50 {batched['p50_latency_s']} s)")
+    if not merging or "seconds" not in result:
+        result["load_avg_after"] = os.getloadavg()[0]
+        result["seconds"] = round(time.perf_counter() - start, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    top = max(clients)
-    batched = result["server"]["batched"][-1]
-    print(f"models: server {batched['tokens_per_s']} tokens/s at {top} clients batched, "
-          f"{result[f'server_batching_speedup_{top}']}x unbatched (p50 {batched['p50_latency_s']} s) → {args.out}")
+    print(f"models: → {args.out}")
     return 0
 
 

@@ -296,6 +296,68 @@ def test_models_server_smoke(tmp_path: Path, ray_local) -> None:
         assert run["requests"] == 2 and 2 <= run["completion_tokens"] <= 8 and run["tokens_per_s"] > 0
 
 
+def test_planner_bases_split_keeps_paraphrase_wordings_out_of_training() -> None:
+    """Questions in a held-out wording are dropped; every test question with a held-out wording in
+    its family is reworded in one (same topic, same answers); the family's path becomes the gold path."""
+    from bench.planner_bases import held_out_wordings, split_by_wording
+    from rg.data.paraphrase import Family, TemplateBank
+    from rg.data.sample import Sample
+
+    bank = TemplateBank([Family("director", (("directed_by",),), ("who directed {0}", "{0} was directed by whom",
+                                                                   "who is the director of {0}")),
+                         Family("year", (("release_year",),), ("when was {0} released",))])
+    assert held_out_wordings(bank, 2) == {"{0} was directed by whom"}
+    assert held_out_wordings(bank, 1) == {"{0} was directed by whom", "who is the director of {0}"}
+    films = ["Heat", "Alien", "Brazil", "Ronin", "Fargo", "Gattaca"]
+    samples = [Sample(f"q{i}", f"who directed {f}", ("X",), (f,), ("X",), ((f, "directed_by", "X"),))
+               for i, f in enumerate(films)]
+    samples += [Sample("q6", "Ran was directed by whom", ("K",), ("Ran",), ("K",), (("Ran", "directed_by", "K"),)),
+                Sample("q7", "when was Heat released", ("1995",), ("Heat",), ("1995",), ()),
+                Sample("q8", "who acted in Heat", ("P",), ("Heat",), ("P",), ())]
+    split = split_by_wording(samples, bank, held_out_wordings(bank, 2), 0.5, seed=0)
+    assert (split.unmatched, split.held_out_questions) == (1, 1)
+    assert len(split.train) + len(split.test) == 7 and split.test
+    assert {s.id for s in split.train}.isdisjoint(s.id for s in split.test)
+    assert all(s.relation_paths == (("directed_by",),) for s in split.train + split.test if s.id != "q7")
+    directed = [s for s in split.test if s.id != "q7"]
+    assert [p.id for p in split.paraphrased] == [f"{s.id}~p" for s in directed]
+    assert [p.question for p in split.paraphrased] == [f"{s.q_entities[0]} was directed by whom" for s in directed]
+    assert [p.answers for p in split.paraphrased] == [s.answers for s in directed]
+
+
+@pytest.mark.slow
+def test_models_planner_quick_smoke(tmp_path: Path) -> None:
+    """bench.models --quick --planner-only: both bases on a few synthetic questions, merged into the JSON."""
+    from bench import models
+    from rg.models import REGISTRY, ModelNotAvailableError
+
+    try:
+        REGISTRY["smollm2-135m"].locate()
+    except ModelNotAvailableError as err:
+        pytest.skip(str(err))
+    out = tmp_path / "models.json"
+    out.write_text(json.dumps({"server_batching_speedup_8": 2.5, "quick": False}))  # the server part's keys stay
+    assert models.main(["--quick", "--planner-only", "--out", str(out)]) == 0
+    report = check_keys(out, [
+        "server_batching_speedup_8", "planner_seconds", "planner.datasets.synthetic.train_questions",
+        "planner.datasets.synthetic.tiny.training.seconds_per_epoch",
+        "planner.datasets.synthetic.pretrained.training.seconds_per_epoch",
+        "planner.datasets.synthetic.tiny.seen.path_exact_match", "planner.datasets.synthetic.pretrained.paraphrase.hits1",
+    ])
+    assert report["server_batching_speedup_8"] == 2.5 and report["quick"] is False and report["planner_quick"] is True
+    assert set(report["planner"]["datasets"]) == {"synthetic"}  # --quick: no MetaQA
+    synthetic = report["planner"]["datasets"]["synthetic"]
+    assert synthetic["test_questions"] == synthetic["paraphrase_questions"] == 8
+    for base in ("tiny", "pretrained"):
+        for part in ("seen", "paraphrase"):
+            assert synthetic[base][part]["questions"] == 8 and synthetic[base][part]["failures"] == 0
+        for key in (f"planner_hits1_paraphrase_{base}", f"planner_hits1_seen_{base}",
+                    f"planner_exact_match_paraphrase_{base}", f"planner_hits1_paraphrase_{base}_synthetic"):
+            assert 0.0 <= report[key] <= 1.0, key
+        assert report[f"planner_seconds_per_epoch_{base}_synthetic"] > 0
+    assert synthetic["pretrained"]["training"]["epochs"] == 1 and synthetic["tiny"]["training"]["epochs"] == 2
+
+
 def test_privacy_smoke(tiny_metaqa: Path, tmp_path: Path) -> None:
     from bench import privacy
 
