@@ -32,8 +32,8 @@ in one run:
 ``phases_s`` says where the command's time went (set-up, app start, the paired questions and hops, load and
 overload, Brain batching, Serve's and Ray's shutdown).
 
-``--quick`` skips the load step (autoscaling needs minutes of load to show) and sends 8 questions at
-1 and 4 clients. ``--throughput-optimized`` sets ``RAY_SERVE_THROUGHPUT_OPTIMIZED=1`` for every Serve
+``--quick`` skips the load step (autoscaling needs minutes of load to show), times 32 questions both ways for the
+overhead (8 were too few for a stable median) and sends 8 questions at 1 and 4 clients. ``--throughput-optimized`` sets ``RAY_SERVE_THROUGHPUT_OPTIMIZED=1`` for every Serve
 process (Ray ≥ 2.55: user code on the replica's own event loop, handles routed on the caller's loop,
 direct ingress), so the two modes' overheads can be compared run against run.
 """
@@ -357,10 +357,11 @@ def summary(results: list[tuple[int | None, float]], wall_s: float) -> dict[str,
 
 def run(requests: int, levels: list[int], overload_factor: int, out: Path,
         step: list[tuple[int, float]] | None = None, settle_s: float = 30.0,
-        batching_requests: int = 32) -> dict[str, Any]:
+        batching_requests: int = 32, paired_questions: int | None = None) -> dict[str, Any]:
     """The whole benchmark (module docstring); ``step`` None skips the load step (``--quick``), ``settle_s`` bounds
     each wait for the Hand to be back at ``min_replicas``; ``batching_requests`` analyses measure the BrainProxy's
-    batching (0 skips it)."""
+    batching (0 skips it); ``paired_questions`` are timed in-process and through the endpoint for the overhead
+    (default: ``requests``)."""
     import ray
     from ray import serve
 
@@ -374,8 +375,10 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
         now = time.perf_counter()
         phases[name] = round(now - mark[0], 1)
         mark[0] = now
-    kg = generate(SyntheticConfig(seed=0, questions=max(requests, 20)))
-    items = [(q.question, q.q_entities) for q in kg.questions][:requests]
+    n_paired = paired_questions or requests
+    kg = generate(SyntheticConfig(seed=0, questions=max(requests, n_paired, 20)))  # the KG is the same at any count
+    questions = [(q.question, q.q_entities) for q in kg.questions]
+    items = questions[:requests]
     with ScriptedServer(Script.always(Respond(scripted_brain))) as brain:
         args = app_args(brain.base_url, max(requests, 20))
         controller = in_process(args)
@@ -391,7 +394,7 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
             startup_s = time.perf_counter() - started
             lap("app_start")
             url = f"http://127.0.0.1:{port}/v1/answer"
-            baseline, served = asyncio.run(paired(url, controller, items))
+            baseline, served = asyncio.run(paired(url, controller, questions[:n_paired]))
             # with RAY_SERVE_THROUGHPUT_OPTIMIZED=1 Serve's router stays bound to the first event loop that used a
             # handle, so the handle hop is timed only in the default mode (the batching measurement needs that loop)
             hop_s = asyncio.run(hop_rtt("bench")) if os.environ.get(THROUGHPUT_ENV) != "1" else None
@@ -429,7 +432,7 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
     ones = next(row for row in load if row["concurrency"] == 1)
     non_503 = sum(1 for status, _ in overload if status not in (200, 503))
     report = {
-        "bench": "serve", "python": platform.python_version(), "cpus": 2, "requests_per_level": requests,
+        "bench": "serve", "python": platform.python_version(), "cpus": 2, "requests_per_level": requests, "paired_questions": n_paired,
         "startup_s": round(startup_s, 1),
         "in_process_p50_ms": round(1000 * percentile(baseline, 50), 1),
         "serve_p50_ms_paired": round(1000 * percentile(served, 50), 1),
@@ -515,7 +518,8 @@ def main(argv: list[str] | None = None) -> None:
         os.environ[THROUGHPUT_ENV] = "1"
     requests, levels = (8, [1, 4]) if ns.quick else (ns.requests, [int(x) for x in ns.levels.split(",")])
     report = run(requests, levels, ns.overload_factor, ns.out, None if ns.quick else STEP["full"],
-                 settle_s=30.0 if ns.quick else 90.0, batching_requests=16 if ns.quick else 64)
+                 settle_s=30.0 if ns.quick else 90.0, batching_requests=16 if ns.quick else 64,
+                 paired_questions=32 if ns.quick else None)
     step = report["step"]
     scaled = (f"{step['max_replicas_running_or_starting']} running or starting in the step (back to "
               f"{HAND['min_replicas']} in {step['replicas_back_to_min_s']} s)" if step else "no load step (--quick)")
