@@ -1,6 +1,6 @@
 """The memories: experience retrieval latency, write throughput, replay cost, edge bytes, and rounds.
 
-    python -m bench.memory --quick
+    python -m bench.memory --quick      # writes bench/results/memory_quick.json
     python -m bench.memory [--questions 40] [--train 300] [--epochs 15] [--out PATH]
 
 1. **Experience retrieval** (PrivGemo's pool): p50/p99 of one dual-key lookup (FAISS search of
@@ -206,28 +206,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="bench/results/memory.json")
+    parser.add_argument("--out", default=None,
+                        help="JSON path (default bench/results/memory.json, or memory_quick.json with --quick).")
     parser.add_argument("--faiss-threads", type=int, default=1,
                         help="OpenMP threads of FAISS (1: single lookups do not fight a busy machine's other work).")
     args = parser.parse_args(argv)
     faiss.omp_set_num_threads(args.faiss_threads)
     sizes = [1000, 10000] if args.quick else [1000, 10000, 100000]
     queries = 200 if args.quick else 1000
+    remembered = 50 if args.quick else 300
+    replay_sizes = [100, 1000, 10000] if args.quick else [100, 1000, 10000, 100000]
     if args.quick:
         args.questions, args.train, args.epochs = 20, 120, 8
+    shrunk = None if not args.quick else {
+        "retrieval_sizes": sizes, "retrieval_queries": queries, "remembered": remembered,
+        "replay_subgraph_triples": replay_sizes, "round_questions": args.questions,
+        "planner_train_questions": args.train, "planner_epochs": args.epochs,
+        "full_run": {"retrieval_sizes": [1000, 10000, 100000], "retrieval_queries": 1000, "remembered": 300,
+                     "replay_subgraph_triples": [100, 1000, 10000, 100000], "round_questions": 40,
+                     "planner_train_questions": 300, "planner_epochs": 15}}
     started = time.perf_counter()
     load_before = os.getloadavg()
+    part_seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="rg-bench-memory-") as tmp:
         folder = Path(tmp)
+        mark = time.perf_counter()
         retrieval_ms = retrieval(sizes, queries, args.seed)
-        writes = write_throughput(50 if args.quick else 300, folder)
-        replay = replay_cost([100, 1000, 10000] if args.quick else [100, 1000, 10000, 100000], folder, args.seed)
+        part_seconds["retrieval"], mark = time.perf_counter() - mark, time.perf_counter()
+        writes = write_throughput(remembered, folder)
+        part_seconds["writes"], mark = time.perf_counter() - mark, time.perf_counter()
+        replay = replay_cost(replay_sizes, folder, args.seed)
+        part_seconds["replay"], mark = time.perf_counter() - mark, time.perf_counter()
     played = rounds(args.questions, args.train, args.epochs, args.rounds, args.seed)
-    largest = str(sizes[-1])
+    part_seconds["rounds"] = time.perf_counter() - mark
+    largest = max(retrieval_ms, key=int)  # the largest pool actually measured
     local, llm = played["local_brain"], played["scripted_llm_brain"]
     t1, t3 = llm[0]["tokens_per_question"]["brain"], llm[args.rounds - 1]["tokens_per_question"]["brain"]
     result = {
-        "benchmark": "memory", "quick": args.quick, "seed": args.seed,
+        "benchmark": "memory", "quick": args.quick, "quick_shrunk": shrunk, "seed": args.seed,
         "retrieval_largest": int(largest),
         "retrieval_p50_ms_100k": retrieval_ms[largest]["p50_ms"],
         "retrieval_p50_ms_100k_note": None if largest == "100000" else
@@ -238,10 +254,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "token_reduction_round3": (1 - t3 / t1) if t1 else None,
         "token_reduction_source": "scripted LLM Brain (whitespace tokens of the real prompts), brain side",
         "rounds": played, "embedder": "hashing (rounds); random unit keys of 384 dims (retrieval, replay)",
-        "faiss_threads": args.faiss_threads, "seconds": time.perf_counter() - started, "python": platform.python_version(), "cpus": os.cpu_count(),
+        "faiss_threads": args.faiss_threads, "seconds": time.perf_counter() - started,
+        "part_seconds": part_seconds, "python": platform.python_version(), "cpus": os.cpu_count(),
         "load_average_before_after": [load_before[0], os.getloadavg()[0]],
     }
-    out = Path(args.out)
+    out = Path(args.out or ("bench/results/memory_quick.json" if args.quick else "bench/results/memory.json"))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"memory: retrieval p50 {result['retrieval_p50_ms_100k']:.3f} ms at {largest}; Hits@1 round 1 "

@@ -22,11 +22,17 @@ def test_retrieval_write_and_replay_parts(tmp_path):
 @pytest.mark.slow
 def test_quick_run_writes_the_keys(tmp_path, monkeypatch):
     out = tmp_path / "memory.json"
-    monkeypatch.setattr(bench, "retrieval", lambda sizes, queries, seed: bench.retrieval([500, 1000], 10, seed))
-    monkeypatch.setattr(bench, "replay_cost", lambda sizes, folder, seed: bench.replay_cost([50], folder, seed))
+    retrieval, replay_cost = bench.retrieval, bench.replay_cost  # the originals (the patches call them)
+    monkeypatch.setattr(bench, "retrieval", lambda sizes, queries, seed: retrieval([500, 1000], 10, seed))
+    monkeypatch.setattr(bench, "replay_cost", lambda sizes, folder, seed: replay_cost([50], folder, seed))
     assert bench.main(["--quick", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     for key in ("retrieval_p50_ms_100k", "token_reduction_round3", "brain_calls_per_question_round3",
                 "hits1_round1", "hits1_round3"):
         assert key in data
     assert data["retrieval_largest"] == 1000 and "not 100k" in data["retrieval_p50_ms_100k_note"]
+    shrunk = data["quick_shrunk"]
+    assert (shrunk["round_questions"], shrunk["planner_train_questions"], shrunk["planner_epochs"]) == (20, 120, 8)
+    assert shrunk["full_run"]["retrieval_sizes"][-1] == 100000
+    assert set(data["part_seconds"]) == {"retrieval", "writes", "replay", "rounds"}
+    assert len(data["rounds"]["local_brain"]) == 4  # three rounds and the self-correction count

@@ -6,7 +6,7 @@ import gzip
 
 import pytest
 
-from rg.data.paraphrase import Family, TemplateBank, metaqa_bank, qtype_path, synthetic_bank
+from rg.data.paraphrase import Family, ParaphraseConfig, TemplateBank, metaqa_bank, qtype_path, synthetic_bank
 from rg.data.sample import Question
 from rg.data.synthetic.vocab import DIRECTED_BY
 
@@ -67,6 +67,15 @@ def test_metaqa_bank_from_its_question_templates(tmp_path):
     kb = (("Heat", "directed_by", "Michael Mann"), ("Collateral", "directed_by", "Michael Mann"))
     assert [(q.question, q.answers) for q in bank.same_template("who directed Heat", ["Heat"], kb, 3)] == [
         ("who directed Collateral", ("Michael Mann",))]
+
+
+def test_metaqa_bank_reads_shared_paths(tmp_path, monkeypatch):
+    (tmp_path / "metaqa").mkdir()
+    (tmp_path / "metaqa" / "q.txt").write_text("who directed [Heat]\tMichael Mann\n")
+    (tmp_path / "metaqa" / "t.txt").write_text("movie_to_director\n")
+    monkeypatch.setenv("RG_SHARED_DATA", str(tmp_path))
+    bank = ParaphraseConfig(bank="metaqa", metaqa_files=[("@shared/metaqa/q.txt", "@shared/metaqa/t.txt")]).build()
+    assert bank.families["movie_to_director"].wordings == ("who directed {0}",)
 
 
 def test_metaqa_bank_on_the_real_files(shared_data):

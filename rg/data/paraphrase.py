@@ -33,6 +33,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from rg.config import Config
+from rg.data.paths import resolve_data_path
 from rg.data.records import iter_text_lines
 from rg.data.sample import Question, Triple
 from rg.data.synthetic.questions import EdgeIndex
@@ -214,12 +215,13 @@ def metaqa_bank(files: Sequence[tuple[str | Path, str | Path]]) -> TemplateBank:
     """MetaQA's question templates from ``(question file, qtype file)`` pairs (module docstring).
 
     The topic entity is written without brackets, as :func:`rg.data.metaqa.read_metaqa_questions`
-    writes questions. Lines without exactly one ``[topic]`` are skipped.
+    writes questions. Lines without exactly one ``[topic]`` are skipped. ``@shared/...`` paths are
+    inside the shared data folder (:func:`rg.data.paths.resolve_data_path`).
     """
     counts: dict[str, Counter[str]] = {}
     for questions, qtypes in files:
-        kinds = [t for _, t in iter_text_lines(qtypes)]
-        for (_, line), qtype in zip(iter_text_lines(questions), kinds):
+        kinds = [t for _, t in iter_text_lines(resolve_data_path(qtypes))]
+        for (_, line), qtype in zip(iter_text_lines(resolve_data_path(questions)), kinds):
             if not isinstance(line, str) or not isinstance(qtype, str):
                 continue
             text = line.split("\t", 1)[0]
@@ -239,8 +241,8 @@ class ParaphraseConfig(Config):
         "synthetic", description="'synthetic': the synthetic KG's templates; 'metaqa': MetaQA's question templates "
         "read from `metaqa_files`.")
     metaqa_files: list[tuple[str, str]] = Field(
-        default_factory=list, description="bank metaqa: (question file, qtype file) pairs, e.g. "
-        "[[<data>/metaqa/qa_test_1hop.txt.gz, <data>/metaqa/qa_test_1hop_qtype.txt.gz], ...].")
+        default_factory=list, description="bank metaqa: (question file, qtype file) pairs, `@shared/...` allowed, "
+        "e.g. [[@shared/metaqa/qa_test_1hop.txt.gz, @shared/metaqa/qa_test_1hop_qtype.txt.gz], ...].")
     seed: int = Field(0, description="Seed of the paraphrase / entity order.")
     max_answers: int = Field(10, ge=1, description="same_template: skip other entities with more answers than this.")
 
