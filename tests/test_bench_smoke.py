@@ -290,7 +290,7 @@ def test_models_server_smoke(tmp_path: Path, ray_local) -> None:
     except ModelNotAvailableError as err:
         pytest.skip(str(err))
     out = tmp_path / "models.json"
-    assert models.main(["--clients", "2", "--rounds", "1", "--max-tokens", "4", "--out", str(out)]) == 0
+    assert models.main(["--server-only", "--clients", "2", "--rounds", "1", "--max-tokens", "4", "--out", str(out)]) == 0
     report = check_keys(out, ["server_batching_speedup_2", "server.batched", "server.unbatched"])
     for run in (*report["server"]["batched"], *report["server"]["unbatched"]):
         assert run["requests"] == 2 and 2 <= run["completion_tokens"] <= 8 and run["tokens_per_s"] > 0
