@@ -214,3 +214,24 @@ def test_empty_input_and_config_validation():
         validate_config({"max_length": 0}, EvidenceConfig)
     with pytest.raises(ConfigError, match="did you mean 'max_length'"):
         validate_config({"max_len": 2}, EvidenceConfig)
+
+
+def test_expected_relevant_order_puts_a_chain_before_its_prefix():
+    # A → B scores 2, B → C scores 1 (the 2-hop answer's step), A → D scores -3 (noise)
+    triples = (("A", "r1", "B"), ("B", "r2", "C"), ("A", "r3", "D"))
+    scores = (2.0, 1.0, -3.0)
+    by_strength = build_evidence(triples, scores, ["A"])
+    assert by_strength.lines() == ("A → [r1] → B", "A → [r1] → B → [r2] → C", "A → [r3] → D")
+    by_relevance = build_evidence(triples, scores, ["A"], EvidenceConfig(order="expected_relevant"))
+    assert by_relevance.lines() == ("A → [r1] → B → [r2] → C", "A → [r1] → B", "A → [r3] → D")
+    sigmoid = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    assert [c.expected_relevant for c in by_relevance.chains()] == pytest.approx(
+        [sigmoid(2) + sigmoid(1), sigmoid(2), sigmoid(-3)])
+    # an extension by a hopeless step gains almost nothing, yet still ranks above its prefix
+    noisy = build_evidence(triples + (("C", "r4", "E"),), scores + (-30.0,), ["A"], EvidenceConfig(order="expected_relevant"))
+    assert noisy.lines()[:2] == ("A → [r1] → B → [r2] → C → [r4] → E", "A → [r1] → B → [r2] → C")
+
+
+def test_unknown_line_order_is_refused_naming_the_field():
+    with pytest.raises(ConfigError, match="order"):
+        validate_config({"order": "length"}, EvidenceConfig)

@@ -126,7 +126,7 @@ def build_evidence(
         config: Chain length and merging switches (defaults when None).
 
     Returns:
-        The evidence; lines are ordered by :func:`rg.evidence.chains.item_sort_key`.
+        The evidence; lines are ordered by :func:`rg.evidence.chains.item_sort_key` with ``config.order``.
 
     Raises:
         ValueError: If ``scores`` does not match ``triples`` or holds NaN.
@@ -163,7 +163,7 @@ def assemble_evidence(
     loose = unanchored_chains(triples, values, unused, merge=config.merge_answers) if config.keep_unanchored else []
     items: list[EvidenceItem] = merge_entities(anchored) if config.merge_entities else list(anchored)
     items.extend(loose)
-    items.sort(key=item_sort_key)
+    items.sort(key=lambda item: item_sort_key(item, config.order))
     stats = EvidenceStats(
         triples_in=len(triples),
         topics=len(found),

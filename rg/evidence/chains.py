@@ -24,8 +24,9 @@ Rendering (one line per chain or group) follows :meth:`rg.graph.Path.render`:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Collection, Sequence, Union
+from typing import Collection, Literal, Sequence, Union
 
 from rg.graph import Path
 
@@ -79,6 +80,12 @@ class Walk:
     def strength(self) -> float:
         """Score of the weakest step: a walk is only as relevant as its least relevant triple."""
         return float(min(self.triple_scores))
+
+    @property
+    def expected_relevant(self) -> float:
+        """Expected number of relevant steps, reading each score as a logit: ``Σ σ(score)``.
+        Never smaller than any prefix's, so a walk ranks above the walks it extends."""
+        return float(sum(1.0 / (1.0 + math.exp(-s)) for s in self.triple_scores))
 
     def sort_key(self) -> tuple[float, tuple[int, ...]]:
         """Higher summed score first, then lower (better-ranked) triple ids."""
@@ -137,6 +144,11 @@ class EvidenceChain:
     def strength(self) -> float:
         """Best weakest-step score of a walk (see :attr:`Walk.strength`)."""
         return max(w.strength for w in self.walks)
+
+    @property
+    def expected_relevant(self) -> float:
+        """Best expected number of relevant steps of a walk (see :attr:`Walk.expected_relevant`)."""
+        return max(w.expected_relevant for w in self.walks)
 
     @property
     def triple_ids(self) -> tuple[int, ...]:
@@ -200,6 +212,11 @@ class EvidenceGroup:
         return max(c.strength for c in self.chains)
 
     @property
+    def expected_relevant(self) -> float:
+        """Summed over the member chains: the line shows all of them."""
+        return sum(c.expected_relevant for c in self.chains)
+
+    @property
     def anchored(self) -> bool:
         return True
 
@@ -224,9 +241,21 @@ def item_chains(item: EvidenceItem) -> tuple[EvidenceChain, ...]:
     return item.chains if isinstance(item, EvidenceGroup) else (item,)
 
 
-def item_sort_key(item: EvidenceItem) -> tuple[float, int, int, float, tuple[int, ...], str]:
-    """Prompt order: strongest first (best weakest-step score, which neither rewards nor
-    punishes length by the scale of the scores); then multi-entity groups, anchored chains,
-    unanchored chains; shorter first; higher summed score; better-ranked triples; the text."""
+LineOrder = Literal["strength", "expected_relevant"]
+"""How evidence lines are ordered for a prompt (see :func:`item_sort_key`)."""
+
+
+def item_sort_key(item: EvidenceItem, order: LineOrder = "strength") -> tuple[float, int, int, float, tuple[int, ...], str]:
+    """Prompt order, best first, by ``order``:
+
+    - ``strength``: the best weakest-step score, which neither rewards nor punishes length by the
+      scale of the scores; a prefix of a chain is never weaker than the chain, so a multi-hop
+      answer's line comes after the line of its first hop.
+    - ``expected_relevant``: :attr:`Walk.expected_relevant` (scores read as logits); a chain
+      comes before its prefixes, and an extension by an irrelevant step gains almost nothing.
+
+    Ties: multi-entity groups, anchored chains, unanchored chains; shorter first; higher summed
+    score; better-ranked triples; the text."""
     kind = 0 if isinstance(item, EvidenceGroup) else 1 if item.anchored else 2
-    return (-item.strength, kind, len(item), -item.score, item.triple_ids, item.render())
+    first = -item.strength if order == "strength" else -item.expected_relevant
+    return (first, kind, len(item), -item.score, item.triple_ids, item.render())

@@ -42,6 +42,16 @@ class EvidenceConfig(Config):
             "and counts them in EvidenceStats.dropped."
         ),
     )
+    order: Literal["strength", "expected_relevant"] = Field(
+        "strength",
+        description=(
+            "Line order in a prompt. 'strength': best weakest-step score first (a chain's first hop "
+            "is never weaker than the chain, so multi-hop answers come after their prefixes). "
+            "'expected_relevant': most expected relevant steps first (sum of sigmoid(score), scores "
+            "read as logits), so a chain precedes its prefixes; use it when a reader sees only the "
+            "first lines (reader.max_lines)."
+        ),
+    )
     merge_answers: bool = Field(
         True,
         description=(
