@@ -332,6 +332,8 @@ def _predict(
     ds = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
     blocks = max(1, math.ceil(len(ids) / cfg.batch_size))
     size = min(cfg.num_actors, blocks)
+    # small inputs are read as one block, which one actor would take whole: spread the batches
+    ds = ds.repartition(target_num_rows_per_block=cfg.batch_size)
     ds = ds.map_batches(
         _QAActor,
         fn_constructor_kwargs={"cfg": cfg, "round_no": round_no, "journal": journal, "run": run},
