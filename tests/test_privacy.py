@@ -230,3 +230,30 @@ def test_raw_evidence_stages_refuse_a_brain_endpoint_at_load_time():
     with pytest.raises(ConfigError, match=r"llm: .*llm\.side is 'brain'.*path selector"):
         validate_config({"llm": llm}, LLMSelectorConfig)
     assert validate_config({"llm": {**llm, "side": "hand"}}, LLMReaderConfig).llm.side == "hand"
+
+
+def test_freebase_type_assertions_give_the_types_and_do_not_merge_classes():
+    films = [(f"Film{i}", "directed_by", f"Director{i % 5}") for i in range(20)]
+    typed = [(e, "common.topic.notable_types", "Film" if e.startswith("Film") else "Person")
+             for e in sorted({x for h, _, t in films for x in (h, t)})]
+    types = derive_types(films + typed + [("Director0", "type.object.type", "Actor")])
+    assert {types[f"Film{i}"] for i in range(20)} == {"Film"}
+    assert {types[f"Director{i}"] for i in range(1, 5)} == {"Person"}
+    assert types["Director0"] == "Actor"  # Person and Actor once each: a tie goes to the first name
+    assert types["Film"] == types["Person"] == types["Actor"] == "type"
+    schema = KGSchema.build(films + typed)
+    assert schema.is_public("Person") and schema.type_of("Film3") == "Film"
+    # as a role, notable_types.head is held by every entity and joined them all into one class
+    assert len(set(derive_types([(h, f"x.{r}", t) for h, r, t in films + typed]).values())) == 2
+
+
+def test_a_name_that_reads_like_a_shown_relation_label_is_not_guarded():
+    schema = KGSchema.build([("Heat", "film.film.genre", "Crime Film"), ("Crime Film", "type.notable", "Film Genre")])
+    guard = EgressGuard({"entity_name": ["Film Genre", "Crime Film"]}, public=schema.public_words(relations_shown=True))
+    assert guard.skipped["entity_name"] == 1  # "film genre" is a run of words of film.film.genre
+    guard.check('{"relations": ["film.film.genre"]}')  # passes
+    with pytest.raises(EgressRefused):
+        guard.check("the genre is Crime Film")
+    hidden = EgressGuard({"entity_name": ["Film Genre"]}, public=schema.public_words(relations_shown=False))
+    with pytest.raises(EgressRefused):  # relations are not shown in privacy mode: the name is guarded
+        hidden.check("a Film Genre")

@@ -34,6 +34,9 @@ always public, so an entity named ``Entity`` or ``Year`` cannot make the guard r
 SCHEMA_FILE = "privacy_schema.json"
 MIN_OVERLAP = 0.05
 """Share of the commoner (role, relation) pair's entities that must also hold the other for the two to be one type."""
+TYPING_RELATIONS = frozenset({"common.topic.notable_types", "type.object.type"})
+"""Freebase's own type assertions: ``entity → [r] → type node``. Where a KG has them they give the
+types (see :func:`derive_types`); every entity holds one, so as a role they would merge all classes."""
 SCHEMA_KINDS = frozenset({"type"})
 """Entity kinds that are schema vocabulary (Freebase type nodes such as ``Person``), shown as-is."""
 
@@ -112,10 +115,16 @@ class KGSchema:
 
 
 def _words(texts: Iterable[str]) -> frozenset[str]:
-    """The normalised words of ``texts``."""
+    """The normalised words of ``texts``, and every run of consecutive words joined by a space:
+    a name such as ``Film Genre`` reads like the label ``film.film.genre`` itself, so it is as
+    public as a one-word name equal to a label's word."""
     from rg.privacy.normalise import normalise
 
-    return frozenset(w for text in texts for w in re.split(r"[^0-9a-z]+", normalise(text)) if w)
+    out: set[str] = set()
+    for text in texts:
+        words = [w for w in re.split(r"[^0-9a-z]+", normalise(text)) if w]
+        out.update(" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1))
+    return frozenset(out)
 
 
 def derive_types(triples: Iterable[tuple[str, str, str]], min_overlap: float = MIN_OVERLAP) -> dict[str, str]:
@@ -125,10 +134,16 @@ def derive_types(triples: Iterable[tuple[str, str, str]], min_overlap: float = M
     ``min_overlap`` of those holding the commoner one: on MetaQA, directors who also act (8% of
     actors) join actors, but six films titled like years do not make films and years one type
     (joining on any shared entity merged the whole KB into one class). An entity takes the class
-    of its most frequent pair.
+    of its most frequent pair. Triples of :data:`TYPING_RELATIONS` take no part in that: an entity
+    typed by one takes its most frequent type node's name as its type, and the type nodes are
+    schema vocabulary (kind ``type``, shown by name).
     """
     roles: dict[str, set[str]] = defaultdict(set)
+    asserted: dict[str, Counter[str]] = defaultdict(Counter)
     for h, r, t in triples:
+        if r in TYPING_RELATIONS:
+            asserted[h][t] += 1
+            continue
         roles[h].add(f"{r}.head")
         roles[t].add(f"{r}.tail")
     frequency: Counter[str] = Counter(p for pairs in roles.values() for p in pairs)
@@ -150,4 +165,7 @@ def derive_types(triples: Iterable[tuple[str, str, str]], min_overlap: float = M
     for pair in frequency:
         members[find(pair)].append(pair)
     name = {root: max(pairs, key=lambda p: (frequency[p], p)) for root, pairs in members.items()}
-    return {entity: name[find(max(pairs, key=lambda p: (frequency[p], p)))] for entity, pairs in roles.items()}
+    types = {entity: name[find(max(pairs, key=lambda p: (frequency[p], p)))] for entity, pairs in roles.items()}
+    types.update({node: "type" for nodes in asserted.values() for node in nodes})
+    types.update({entity: min(nodes, key=lambda n: (-nodes[n], n)) for entity, nodes in asserted.items()})
+    return types
