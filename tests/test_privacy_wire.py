@@ -106,9 +106,10 @@ def leaks(body: str, raw: tuple[str, ...], public: str = "") -> list[str]:
 
 def schema_text(schema: KGSchema, relations_shown: bool) -> str:
     """The checker's own rendering of the schema the Brain may see, in checker form: type labels as
-    shown (derived types by their aliases when relations are hidden), cluster labels, and relation
-    labels in utility mode."""
+    shown (derived types by their aliases when relations are hidden), the type nodes' names (Freebase's
+    ``Visual Artist``, shown by name in every mode), cluster labels, and relation labels in utility mode."""
     texts = [schema.type_label(k, relations_shown) for k in set(schema.types.values())] + list(schema.clusters.values())
+    texts += [entity for entity, kind in schema.types.items() if kind == "type"]
     if relations_shown:
         texts += list(schema.clusters)
     return "".join(checker_form(t) for t in texts)

@@ -83,8 +83,9 @@ class KGSchema:
         return cls(types=entity_types, clusters=clusters, aliases=aliases)
 
     def public_words(self, relations_shown: bool) -> frozenset[str]:
-        """Normalised words of the schema view the Brain sees: type labels and cluster labels, and
-        the words of relation labels when they are shown as-is (``utility`` mode). Computed once
+        """Normalised words of the schema view the Brain sees: type labels, type nodes' names and
+        cluster labels, and the words of relation labels when they are shown as-is (``utility``
+        mode), with every run of consecutive words (see :func:`_words`). Computed once
         per schema and mode (every session asks)."""
         return self._public_shown if relations_shown else self._public_hidden
 
@@ -93,12 +94,18 @@ class KGSchema:
         return frozenset(self.types.values())
 
     @functools.cached_property
+    def _type_nodes(self) -> frozenset[str]:
+        """Entities shown by name in every mode (:meth:`is_public`)."""
+        return frozenset(e for e, kind in self.types.items() if kind in SCHEMA_KINDS)
+
+    @functools.cached_property
     def _public_shown(self) -> frozenset[str]:
-        return _words([*self._kinds, *self.clusters.values(), *self.clusters, *VIEW_WORDS])
+        return _words([*self._kinds, *self._type_nodes, *self.clusters.values(), *self.clusters, *VIEW_WORDS])
 
     @functools.cached_property
     def _public_hidden(self) -> frozenset[str]:
-        return _words([*{self.type_label(k, False) for k in self._kinds}, *self.clusters.values(), *VIEW_WORDS])
+        return _words([*{self.type_label(k, False) for k in self._kinds}, *self._type_nodes, *self.clusters.values(),
+                       *VIEW_WORDS])
 
     def save(self, folder: str | Path) -> Path:
         path = Path(folder) / SCHEMA_FILE
