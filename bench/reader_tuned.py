@@ -126,10 +126,20 @@ def compare(reader_cfg, qa_base: Path, qa_overrides: Sequence[str], reader_dir: 
     same = [*qa_overrides, f"top_k={reader_cfg.top_k}", f"evidence.max_length={evidence.max_length}",
             f"evidence.order={evidence.order}", f"evidence.merge_entities={str(evidence.merge_entities).lower()}",
             f"encoder.cache_dir={reader_cfg.encoder.cache_dir}"]
-    tuned = evaluate(qa_base, [*same, f"output_dir={work / 'qa_tuned'}", "reader={kind: tuned, checkpoint: "
-                                                                        f"{reader_dir}}}"])
-    baseline = evaluate(qa_base, [*same, f"output_dir={work / 'qa_retriever_scores'}", "reader={kind: retriever}"])
-    return {"tuned": tuned, "retriever_scores": baseline, "ceiling": ceiling(reader_cfg, side, reader_dir)}
+    import json
+
+    out: dict[str, Any] = {}
+    partial = work / "reader_compare.json"  # each step's figures as soon as it ends (a stopped run keeps them)
+    for name, step in (
+        ("ceiling", lambda: ceiling(reader_cfg, side, reader_dir)),  # first: cheapest, and it fills the encoder cache
+        ("retriever_scores", lambda: evaluate(qa_base, [*same, f"output_dir={work / 'qa_retriever_scores'}",
+                                                        "reader={kind: retriever}"])),
+        ("tuned", lambda: evaluate(qa_base, [*same, f"output_dir={work / 'qa_tuned'}",
+                                             f"reader={{kind: tuned, checkpoint: {reader_dir}}}"])),
+    ):
+        out[name] = step()
+        partial.write_text(json.dumps(out, indent=2) + "\n")
+    return out
 
 
 def metaqa(subgraphs: Path, work: Path, per_hop: int, mlp: Path | None, reader: Path | None,
