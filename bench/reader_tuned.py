@@ -131,11 +131,11 @@ def compare(reader_cfg, qa_base: Path, qa_overrides: Sequence[str], reader_dir: 
     out: dict[str, Any] = {}
     partial = work / "reader_compare.json"  # each step's figures as soon as it ends (a stopped run keeps them)
     for name, step in (
-        ("ceiling", lambda: ceiling(reader_cfg, side, reader_dir)),  # first: cheapest, and it fills the encoder cache
-        ("retriever_scores", lambda: evaluate(qa_base, [*same, f"output_dir={work / 'qa_retriever_scores'}",
-                                                        "reader={kind: retriever}"])),
         ("tuned", lambda: evaluate(qa_base, [*same, f"output_dir={work / 'qa_tuned'}",
                                              f"reader={{kind: tuned, checkpoint: {reader_dir}}}"])),
+        ("retriever_scores", lambda: evaluate(qa_base, [*same, f"output_dir={work / 'qa_retriever_scores'}",
+                                                        "reader={kind: retriever}"])),
+        ("ceiling", lambda: ceiling(reader_cfg, side, reader_dir)),
     ):
         out[name] = step()
         partial.write_text(json.dumps(out, indent=2) + "\n")
