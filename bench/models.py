@@ -3,7 +3,8 @@ server with and without request batching.
 
     python -m bench.models --quick
     python -m bench.models [--clients 1,4,8] [--rounds R] [--max-tokens T] [--out PATH]
-                           [--metaqa-subgraphs DIR] [--metaqa-data DIR] [--planner-only | --server-only]
+                           [--metaqa-subgraphs DIR] [--metaqa-data DIR] [--planner-only | --server-only | --reader-only]
+    python -m bench.models --reader-only --metaqa-subgraphs DIR [--mlp RETRIEVER] [--reader READER] [--demo DIR]
 
 **Planner** (:mod:`bench.planner_bases`): the relation-path planner trained on the tiny random
 LLaMA and on SmolLM2-135M (LoRA) with the same training questions, scored on held-out questions
@@ -14,6 +15,14 @@ Hits@1 through the demo's ``paths`` stage, seconds per epoch. The synthetic KG a
 ``--metaqa-data``, default ``$RG_SHARED_DATA/metaqa``). ``planner_hits1_paraphrase_<base>`` pools
 every paraphrased question of the run. ``--planner-only`` runs this part alone and merges its keys
 into the existing ``--out`` JSON (the server keys are kept); a run without it writes every key.
+
+**Reader** (:mod:`bench.reader_tuned`): the LoRA-tuned local reader against the ``retriever_scores``
+reader on the same MLP evidence chains of MetaQA's test side (``--reader-per-hop`` questions per
+hop), with the share of questions whose gold answer is on the lines the tuned reader is shown (its
+ceiling). It trains the MetaQA MLP and the reader with the repository's configs unless ``--mlp`` /
+``--reader`` give checkpoints; ``--demo`` adds the demo pipeline's ``qa/tuned`` vs ``qa/chains``
+Hits@1. It runs only with ``--metaqa-subgraphs`` or ``--demo`` (or ``--quick``: a tiny synthetic
+set, wiring only). ``--reader-only`` merges its keys into ``--out`` as ``--planner-only`` does.
 
 **Server**:
 the local server (``serve/llm_server.py``, SmolLM2-135M on one replica with one CPU thread) is
@@ -145,6 +154,14 @@ def planner_part(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str
     return planner_keys(datasets)
 
 
+def reader_part(args: argparse.Namespace) -> dict[str, Any]:
+    """The reader comparison's keys (:mod:`bench.reader_tuned`) at the flags' sizes."""
+    from bench.reader_tuned import reader_part as run
+
+    return run(None if args.quick else args.metaqa_subgraphs, args.reader_per_hop, args.mlp, args.reader,
+               args.encoder_cache, args.demo, args.reader_work, args.quick)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.models", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -152,6 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     parts = parser.add_mutually_exclusive_group()
     parts.add_argument("--planner-only", action="store_true", help="run the planner part alone, merge into --out")
     parts.add_argument("--server-only", action="store_true", help="run the server part alone, merge into --out")
+    parts.add_argument("--reader-only", action="store_true", help="run the reader part alone, merge into --out")
+    parser.add_argument("--reader-per-hop", type=int, default=300, help="MetaQA test questions per hop for the reader part")
+    parser.add_argument("--mlp", type=Path, default=None, help="trained MetaQA retriever folder (omit: train one)")
+    parser.add_argument("--reader", type=Path, default=None, help="trained MetaQA tuned reader folder (omit: train one)")
+    parser.add_argument("--demo", type=Path, default=None, help="demo pipeline output folder (reads qa/tuned, qa/chains)")
+    parser.add_argument("--encoder-cache", default=None, help="text encoder cache folder of the reader part")
+    parser.add_argument("--reader-work", type=Path, default=None,
+                        help="folder for what the reader part trains and evaluates (default: a temporary folder)")
     parser.add_argument("--metaqa-subgraphs", type=Path, default=None,
                         help="folder with {1,2,3}hop-test subgraph shards of MetaQA (omit: synthetic KG only)")
     parser.add_argument("--metaqa-data", type=Path, default=None,
@@ -169,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=48, help="completion tokens per request")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    if args.reader_only and not (args.quick or args.metaqa_subgraphs or args.demo):
+        parser.error("--reader-only needs --metaqa-subgraphs, --demo or --quick")
     args.planner_datasets_given = args.planner_datasets is not None
     args.planner_datasets = args.planner_datasets or "synthetic,metaqa"
     clients = [1, 8] if args.quick else [int(x) for x in args.clients.split(",")]
@@ -178,11 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"bench": "models", "quick": args.quick, "machine": platform.machine(),
                               "cpus": os.cpu_count(), "load_avg_before": os.getloadavg()[0]}
     previous: dict[str, Any] = {}
-    merging = args.planner_only or args.server_only
+    merging = args.planner_only or args.server_only or args.reader_only
     if merging:  # the other part's keys are kept, and so are the whole-run keys (quick, load, seconds)
         previous = json.loads(args.out.read_text()) if args.out.exists() else {}
         result = {**result, **previous}
-    if not args.server_only:
+    if not (args.server_only or args.reader_only):
         planner_start, load_before = time.perf_counter(), os.getloadavg()[0]
         result.update(planner_part(args, previous))
         result["planner_seconds"] = round(time.perf_counter() - planner_start, 1)
@@ -190,7 +217,18 @@ def main(argv: list[str] | None = None) -> int:
         result["planner_load_avg_before_after"] = [load_before, os.getloadavg()[0]]
         pooled = [f"{b} {result[f'planner_hits1_paraphrase_{b}']}" for b in ("tiny", "pretrained")]
         print(f"models: planner Hits@1 on paraphrases {', '.join(pooled)} (tiny, smollm2-135m)")
-    if not args.planner_only:
+    runs_reader = args.quick or args.metaqa_subgraphs is not None or args.demo is not None
+    if not (args.server_only or args.planner_only) and runs_reader:
+        reader_start, load_before = time.perf_counter(), os.getloadavg()[0]
+        result.update(reader_part(args))
+        result["reader_seconds"] = round(time.perf_counter() - reader_start, 1)
+        result["reader_quick"] = args.quick
+        result["reader_load_avg_before_after"] = [load_before, os.getloadavg()[0]]
+        for key in ("reader_hits1_metaqa", "reader_hits1_metaqa_retriever_scores", "reader_gold_in_shown_lines_metaqa",
+                    "reader_hits1_demo", "reader_hits1_demo_retriever_scores"):
+            if key in result:
+                print(f"models: {key} {result[key]}")
+    if not (args.planner_only or args.reader_only):
         server_start = time.perf_counter()
         result.update(bench_server(clients, rounds, max_tokens))
         result["server_seconds"] = round(time.perf_counter() - server_start, 1)

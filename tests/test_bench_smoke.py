@@ -439,3 +439,59 @@ def test_linking_smoke(tiny_metaqa: Path, tmp_path: Path, capsys: pytest.Capture
     assert report["metaqa"]["questions"] == 9 and report["accuracy"] == 1.0
     assert report["metaqa"]["index"]["entries"] == 16  # the 16 entities of the 18-triple KB
     assert "linking: MetaQA accuracy 1.000" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # trains the tuned reader (SmolLM2-135M) on Ray Train and runs two QA evaluations
+def test_models_reader_quick_smoke(tmp_path: Path) -> None:
+    """bench.models --quick --reader-only: tuned vs retriever_scores reader on a tiny synthetic set, merged."""
+    from bench import models
+    from rg.models import REGISTRY, ModelNotAvailableError
+
+    try:
+        REGISTRY["smollm2-135m"].locate()
+    except ModelNotAvailableError as err:
+        pytest.skip(str(err))
+    out = tmp_path / "models.json"
+    out.write_text(json.dumps({"server_batching_speedup_8": 2.5, "planner_hits1_paraphrase_tiny": 0.4}))
+    assert models.main(["--quick", "--reader-only", "--reader-work", str(tmp_path / "work"), "--out", str(out)]) == 0
+    report = check_keys(out, ["reader_hits1_demo", "reader_hits1_demo_retriever_scores", "reader_demo_source",
+                              "reader_quick_run.ceiling.gold_in_shown_lines", "reader_seconds"])
+    assert report["server_batching_speedup_8"] == 2.5 and report["planner_hits1_paraphrase_tiny"] == 0.4
+    assert report["reader_demo_source"].startswith("quick:") and report["reader_quick"] is True
+    run = report["reader_quick_run"]
+    assert run["tuned"]["reader"] == "tuned:smollm2-135m+lora" and run["retriever_scores"]["reader"] == "retriever_scores"
+    assert run["tuned"]["hits1"] == report["reader_hits1_demo"]
+    assert run["tuned"]["n_per_hop"] == run["retriever_scores"]["n_per_hop"] == run["ceiling"]["n"]  # same questions
+    for hop, share in run["ceiling"]["gold_in_shown_lines"].items():
+        assert 0.0 <= run["tuned"]["hit_per_hop"][hop] <= share <= run["ceiling"]["gold_in_evidence"][hop] <= 1.0
+    assert "reader_hits1_metaqa" not in report  # --quick reads no MetaQA
+
+
+def test_models_reader_keys_from_a_demo_run(tmp_path: Path) -> None:
+    """--demo reads the pipeline's qa/tuned and qa/chains Hits@1; MetaQA per-hop keys come from the comparison."""
+    from bench.reader_tuned import demo_figures, reader_keys
+
+    for stage, reader, hits1 in (("tuned", "tuned:smollm2-135m+lora", 0.2), ("chains", "retriever_scores", 0.075)):
+        (tmp_path / "qa" / stage).mkdir(parents=True)
+        (tmp_path / "qa" / stage / "qa.json").write_text(json.dumps(
+            {"run": {"reader": reader}, "summary": {"overall": {"hits_at_1": hits1, "n": 40}}}))
+    demo = demo_figures(tmp_path)
+    assert demo == {"tuned": {"reader": "tuned:smollm2-135m+lora", "hits1": 0.2, "n": 40},
+                    "chains": {"reader": "retriever_scores", "hits1": 0.075, "n": 40}}
+    metaqa = {"tuned": {"hits1_per_hop": {"1": 0.9, "2": 0.5}}, "retriever_scores": {"hits1_per_hop": {"1": 0.5, "2": 0.0}},
+              "ceiling": {"gold_in_shown_lines": {"1": 0.95, "2": 0.6}}}
+    keys = reader_keys(metaqa, demo, "demo pipeline outputs", None)
+    assert keys["reader_hits1_metaqa"] == {"1": 0.9, "2": 0.5}
+    assert keys["reader_hits1_metaqa_retriever_scores"] == {"1": 0.5, "2": 0.0}
+    assert keys["reader_gold_in_shown_lines_metaqa"] == {"1": 0.95, "2": 0.6}
+    assert (keys["reader_hits1_demo"], keys["reader_hits1_demo_retriever_scores"]) == (0.2, 0.075)
+    with pytest.raises(FileNotFoundError, match="qa/tuned/qa.json"):
+        demo_figures(tmp_path / "nothing")
+
+
+def test_models_reader_only_needs_data(tmp_path: Path) -> None:
+    from bench import models
+
+    with pytest.raises(SystemExit):
+        models.main(["--reader-only", "--out", str(tmp_path / "models.json")])
+    assert not (tmp_path / "models.json").exists()

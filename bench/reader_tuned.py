@@ -1,0 +1,251 @@
+"""The LoRA-tuned local reader vs the ``retriever_scores`` reader on the same MLP evidence chains.
+
+Called by ``python -m bench.models`` (its reader part; ``--reader-only`` runs nothing else).
+The steps are the documented jobs, run in this process with the repository's configs:
+
+1. the MetaQA MLP (``configs/train_metaqa_mlp.yaml``; skipped with ``--mlp``),
+2. the tuned reader on that MLP's chains of training-side questions
+   (``configs/train_reader_metaqa.yaml``; skipped with ``--reader``),
+3. the QA evaluation (``configs/evaluate_qa_metaqa.yaml``) of the same hop-stratified test sample
+   twice, on the same chains (the reader config's ``top_k`` and ``evidence``: ``order:
+   expected_relevant``): once with ``reader: {kind: tuned}``, once with ``reader: {kind: retriever}``,
+4. the tuned reader's ceiling per hop: the share of those test questions with a gold answer among
+   the chain ends of the lines the prompt shows (``max_lines``, ``max_prompt_tokens``: what the
+   constrained decoder may write at all), and with one anywhere in the evidence.
+
+``--quick`` runs the same functions on a tiny synthetic set (hop-distance chains instead of an MLP,
+one epoch) so that the wiring is checked in a few minutes; its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rg.config import load_config
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+HOPS = (1, 2, 3)
+
+
+def _inputs(subgraphs: Path) -> list[str]:
+    folders = [subgraphs / f"{hop}hop-test" for hop in HOPS]
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if missing:
+        raise FileNotFoundError(f"--metaqa-subgraphs needs {{1,2,3}}hop-test shard folders; missing {missing}")
+    return [str(f) for f in folders]
+
+
+def _list(values: Sequence[str]) -> str:
+    return "[" + ",".join(values) + "]"
+
+
+def train_mlp(inputs: Sequence[str], work: Path, encoder_cache: str) -> Path:
+    """``configs/train_metaqa_mlp.yaml`` on these shards; returns the exported retriever folder."""
+    from rg.training.ray_train import TrainJobConfig, train_retriever
+
+    cfg = load_config(CONFIGS / "train_metaqa_mlp.yaml", TrainJobConfig, [
+        f"input={_list(inputs)}", f"output_dir={work / 'mlp'}", f"storage_path={work / 'ray_results'}",
+        f"encoder.cache_dir={encoder_cache}", "run_name=bench_models_metaqa_mlp"])
+    train_retriever(cfg)
+    return work / "mlp" / "retriever"
+
+
+def reader_config(config: Path, overrides: Sequence[str]):
+    from rg.training.reader_ray import ReaderTrainConfig
+
+    return load_config(config, ReaderTrainConfig, overrides)
+
+
+def evaluate(base: Path, overrides: Sequence[str]) -> dict[str, Any]:
+    """One QA evaluation; Hits@1, Hit and n overall and per hop, and its seconds."""
+    from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa
+
+    result = evaluate_qa(load_config(base, QAEvaluateConfig, overrides), progress=False)
+    groups = {g.name: g for g in result.summary.by_hops}
+    per_hop = {str(h): groups[f"{h}-hop"] for h in HOPS if f"{h}-hop" in groups}
+    return {
+        "reader": result.run["reader"],
+        "hits1": round(result.summary.overall.hits_at_1, 4),
+        "hits1_per_hop": {h: round(g.hits_at_1, 4) for h, g in per_hop.items()},
+        "hit_per_hop": {h: round(g.hit, 4) for h, g in per_hop.items()},
+        "n_per_hop": {h: g.n for h, g in per_hop.items()},
+        "seconds": round(result.run["seconds"], 1),
+    }
+
+
+def ceiling(reader_cfg, side: str, reader_dir: Path) -> dict[str, dict[str, float]]:
+    """Per hop: share of ``side``'s questions with a gold answer among the shown lines' chain ends
+    (``gold_in_shown_lines``, the constrained reader's ceiling) and among all evidence chain ends."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from rg.data.splits import load_split_samples
+    from rg.evaluation.job import build_scorer
+    from rg.evaluation.qa import question_evidence
+    from rg.evidence.chains import item_chains
+    from rg.metrics import normalize_answer
+    from rg.models.registry import resolve_model
+    from rg.reasoning.tuned_reader import SETTINGS_FILE, TunedReaderSettings, build_prompt
+    from rg.text import TextEncoder
+    from rg.training.reader_loop import gold_names
+
+    settings = TunedReaderSettings.model_validate(json.loads((reader_dir / SETTINGS_FILE).read_text()))
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(settings.base), local_files_only=True)
+    needs_encoder = reader_cfg.retriever.kind in ("retriever", "cosine")
+    scorer = build_scorer(reader_cfg.retriever, TextEncoder(reader_cfg.encoder) if needs_encoder else None)
+    samples = load_split_samples(reader_cfg.input, reader_cfg.split, (side,), reader_cfg.limit)[side]
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # shown, anywhere, n
+    for start in range(0, len(samples), 32):
+        batch = samples[start:start + 32]
+        for sample, scores in zip(batch, scorer.score(batch)):
+            evidence = question_evidence(sample, scores, reader_cfg.top_k, True, reader_cfg.evidence)
+            shown = build_prompt(tokenizer, settings, sample.question, evidence).candidates
+            ends = {normalize_answer(e) for item in evidence.items for c in item_chains(item) for e in c.ends}
+            gold = {normalize_answer(a) for a in sample.answers} - {""}
+            row = counts[str(sample.hops) if sample.hops is not None else "all"]
+            row[0] += bool(gold_names(shown, sample.answers, len(shown) or 1))
+            row[1] += bool(ends & gold)
+            row[2] += 1
+    return {
+        "gold_in_shown_lines": {h: round(c[0] / c[2], 4) for h, c in sorted(counts.items())},
+        "gold_in_evidence": {h: round(c[1] / c[2], 4) for h, c in sorted(counts.items())},
+        "n": {h: c[2] for h, c in sorted(counts.items())},
+    }
+
+
+def compare(reader_cfg, qa_base: Path, qa_overrides: Sequence[str], reader_dir: Path, work: Path,
+            side: str) -> dict[str, Any]:
+    """Both readers on the same chains (the reader config's evidence), and the tuned reader's ceiling."""
+    evidence = reader_cfg.evidence
+    same = [*qa_overrides, f"top_k={reader_cfg.top_k}", f"evidence.max_length={evidence.max_length}",
+            f"evidence.order={evidence.order}", f"evidence.merge_entities={str(evidence.merge_entities).lower()}",
+            f"encoder.cache_dir={reader_cfg.encoder.cache_dir}"]
+    import json
+
+    out: dict[str, Any] = {}
+    partial = work / "reader_compare.json"  # each step's figures as soon as it ends (a stopped run keeps them)
+    for name, step in (
+        ("tuned", lambda: evaluate(qa_base, [*same, f"output_dir={work / 'qa_tuned'}",
+                                             f"reader={{kind: tuned, checkpoint: {reader_dir}}}"])),
+        ("retriever_scores", lambda: evaluate(qa_base, [*same, f"output_dir={work / 'qa_retriever_scores'}",
+                                                        "reader={kind: retriever}"])),
+        ("ceiling", lambda: ceiling(reader_cfg, side, reader_dir)),
+    ):
+        out[name] = step()
+        partial.write_text(json.dumps(out, indent=2) + "\n")
+    return out
+
+
+def metaqa(subgraphs: Path, work: Path, per_hop: int, mlp: Path | None, reader: Path | None,
+           encoder_cache: str) -> dict[str, Any]:
+    """Steps 1–4 on MetaQA shards; ``per_hop`` test questions per hop (the split caps are hop-stratified)."""
+    from rg.training.reader_ray import train_reader
+
+    started = time.perf_counter()
+    inputs = _inputs(subgraphs)
+    trained = []
+    if mlp is None:
+        mlp = train_mlp(inputs, work, encoder_cache)
+        trained.append("mlp")
+    reader_cfg = reader_config(CONFIGS / "train_reader_metaqa.yaml", [
+        f"input={_list(inputs)}", f"retriever.path={mlp}", f"encoder.cache_dir={encoder_cache}",
+        f"output_dir={work / 'reader'}", f"storage_path={work / 'ray_results'}", "run_name=bench_models_metaqa_reader",
+        f"split.max_questions.test={3 * per_hop}"])
+    if reader is None:
+        train_reader(reader_cfg)
+        reader = work / "reader" / "reader"
+        trained.append("reader")
+    qa = [f"input={_list(inputs)}", f"retriever.path={mlp}", f"split.max_questions.test={3 * per_hop}"]
+    result = compare(reader_cfg, CONFIGS / "evaluate_qa_metaqa.yaml", qa, Path(reader), work, "test")
+    return {**result, "mlp": str(mlp), "reader_checkpoint": str(reader), "trained_now": trained,
+            "per_hop": per_hop, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def quick(work: Path) -> dict[str, Any]:
+    """The same steps on a tiny synthetic set: hop-distance chains, one epoch, a handful of questions."""
+    from rg.data.rog import write_rog_parquet
+    from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+    from rg.data.synthetic import SyntheticConfig, generate
+    from rg.graph import KnowledgeGraph
+    from rg.training.reader_ray import train_reader
+
+    started = time.perf_counter()
+    syn = generate(SyntheticConfig(questions=24, seed=3))
+    kg = KnowledgeGraph.from_triples(syn.triples)
+    samples = []
+    for question in syn.questions:
+        try:
+            samples.append(build_sample(kg, question, SubgraphConfig(max_triples=60)).sample)
+        except Unbuildable:
+            continue
+    parquet = work / "synthetic.parquet"
+    write_rog_parquet(samples, parquet)
+    common = [f"input={parquet}", "split={val_fraction: 0.25, seed: 0}", "retriever={kind: hop_distance}",
+              "top_k=30", "encoder.cache_dir=null"]
+    reader_cfg = reader_config(CONFIGS / "train_reader_synthetic.yaml", [
+        *common, "evidence={max_length: 3, order: expected_relevant, merge_entities: false}",
+        "reader={max_lines: 6, max_prompt_tokens: 200, max_answers: 2}", "train={epochs: 1, lr: 0.002, batch_size: 4}",
+        "max_val_questions=2", "num_workers=1", f"output_dir={work / 'reader'}",
+        f"storage_path={work / 'ray_results'}", "run_name=bench_models_quick_reader"])
+    train_reader(reader_cfg)
+    qa = [*common, "side=val", "num_actors=1", "actor_cpus=1", "batch_size=8"]
+    result = compare(reader_cfg, CONFIGS / "evaluate_qa_synthetic.yaml", qa, work / "reader" / "reader", work, "val")
+    return {**result, "questions": len(samples), "seconds": round(time.perf_counter() - started, 1)}
+
+
+def demo_figures(demo: Path) -> dict[str, Any]:
+    """Hits@1 of the demo pipeline's ``qa/tuned`` and ``qa/chains`` runs (same MLP chains, same questions)."""
+    import json
+
+    out = {}
+    for stage in ("tuned", "chains"):
+        path = demo / "qa" / stage / "qa.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"--demo {demo}: no {path}; run `python -m jobs.pipeline --config configs/demo.yaml`")
+        data = json.loads(path.read_text())
+        out[stage] = {"reader": data["run"]["reader"], "hits1": round(data["summary"]["overall"]["hits_at_1"], 4),
+                      "n": data["summary"]["overall"]["n"]}
+    return out
+
+
+def reader_keys(metaqa_result: dict[str, Any] | None, demo: dict[str, Any] | None, demo_source: str | None,
+                quick_result: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``reader_*`` keys of ``bench/results/models.json``."""
+    keys: dict[str, Any] = {}
+    if metaqa_result is not None:
+        keys["reader_hits1_metaqa"] = metaqa_result["tuned"]["hits1_per_hop"]
+        keys["reader_hits1_metaqa_retriever_scores"] = metaqa_result["retriever_scores"]["hits1_per_hop"]
+        keys["reader_gold_in_shown_lines_metaqa"] = metaqa_result["ceiling"]["gold_in_shown_lines"]
+        keys["reader_metaqa"] = metaqa_result
+    if quick_result is not None:
+        keys["reader_quick_run"] = quick_result
+        if demo is None:
+            demo = {"tuned": {"hits1": quick_result["tuned"]["hits1"]},
+                    "chains": {"hits1": quick_result["retriever_scores"]["hits1"]}}
+            demo_source = "quick: tiny synthetic set, hop-distance chains, 1 epoch (wiring only)"
+    if demo is not None:
+        keys["reader_hits1_demo"] = demo["tuned"]["hits1"]
+        keys["reader_hits1_demo_retriever_scores"] = demo["chains"]["hits1"]
+        keys["reader_demo_source"] = demo_source
+    return keys
+
+
+def reader_part(subgraphs: Path | None, per_hop: int, mlp: Path | None, reader: Path | None,
+                encoder_cache: str | None, demo: Path | None, work: Path | None, quick_run: bool) -> dict[str, Any]:
+    """What ``bench.models``'s reader part writes; ``work`` holds what it trains and evaluates (a temporary
+    folder when None)."""
+    with tempfile.TemporaryDirectory(prefix="rg-bench-reader-") as tmp:
+        folder = Path(work) if work is not None else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        cache = encoder_cache or str(folder / "encoder_cache")
+        metaqa_result = None if subgraphs is None or quick_run else metaqa(subgraphs, folder, per_hop, mlp, reader, cache)
+        quick_result = quick(folder) if quick_run else None
+        demo_result = demo_figures(demo) if demo is not None else None
+        source = f"demo pipeline outputs at {demo} (qa/tuned vs qa/chains)" if demo is not None else None
+        return reader_keys(metaqa_result, demo_result, source, quick_result)
