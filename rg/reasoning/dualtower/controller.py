@@ -233,7 +233,7 @@ class DualTowerController:
         if analysis is None:
             analysis = await self._analyse(q, brain, text, tags, anchors, hints)
             q.local_paths = self._agreeing(q, replay, analysis)
-        tree, verified = await self._tree(q, brain, analysis, gate if source == "experience" else None, text,
+        tree, verified = await self._tree(q, brain, analysis, gate if source != "brain" else None, text,
                                           template, view, anchors, tags, kg, topics)
         if not verified and source != "brain":  # the memory's path failed: ask the Brain after all
             q.memory["memory_fallback"] = True
@@ -298,7 +298,9 @@ class DualTowerController:
                               answer_type=a.answer_type)
         analysis = Analysis((), (indicator,), indicator.depth)
         replayed = self._agreeing(q, replay, analysis)
-        q.local_paths = gate.relation_paths | replayed
+        # the chain this question's own evidence left is the most specific memory; a record's templates
+        # hold every path that verified for its template (other answers' paths too)
+        q.local_paths = replayed or gate.relation_paths
         return analysis, "replay" if replayed else "experience"
 
     def _agreeing(self, q: _Question, replay: "Replay | None", analysis: Analysis) -> frozenset[tuple[tuple[str, ...], ...]]:
