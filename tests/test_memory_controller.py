@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from rg.graph import KnowledgeGraph
@@ -9,6 +10,7 @@ from rg.memory import EdgeMemory, EdgeMemoryConfig, ExperienceConfig, Experience
 from rg.memory.embed import HashingEmbedder
 from rg.reasoning.dualtower import DualTowerConfig, build_controller
 from rg.reasoning.dualtower.controller import privacy_tag, topic_template
+from rg.reasoning.dualtower.memory import RecalledAnalysis, Trace
 from rg.stores.memory import MemoryStore
 from tests.dualtower_world import ANSWER_SETS, QUESTIONS, TRIPLES, schema, shared_planner
 
@@ -93,5 +95,77 @@ def test_edge_memory_replays_the_used_evidence(planner, store):
     assert first.memory["analysis"] == "brain" and first.memory["edges_enhanced"] >= 1
     assert ("Casino", "written_by", "Nicholas Pileggi") in edges.vectors
     second = controller.answer("who wrote Casino", ("Casino",))
-    assert second.memory["analysis"] == "replay" and second.memory["replay_edges"] >= 1
-    assert second.answers[:1] == first.answers[:1] and second.brain_calls == 0
+    # the replayed chain agrees with the Brain's analysis: it selects locally, the analysis stays the Brain's
+    assert second.memory["analysis"] == "brain" and second.memory["replay_edges"] == 1
+    assert second.memory["replay_agreed"] == 1
+    assert second.answers[:1] == first.answers[:1] == ("Nicholas Pileggi",)
+
+
+class Table:
+    """A test embedder: the listed texts as the given vectors (normalised), any other text as the last axis.
+
+    It stands for a sentence encoder on MetaQA's masked wordings, which scores most wordings of other
+    templates at 0.9 or more (and every text alike for ``Table({}, 2)``)."""
+
+    def __init__(self, rows: dict[str, list[float]], dim: int = 4) -> None:
+        self.rows, self.dim = rows, dim
+
+    def embed(self, texts):
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for i, text in enumerate(texts):
+            out[i, : len(self.rows.get(text, ()))] = self.rows.get(text, ())
+            if text not in self.rows:
+                out[i, -1] = 1.0
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_a_shorter_replayed_chain_does_not_answer_a_deeper_question(planner, store):
+    """A 1-hop question about Casino leaves its edge enhanced; a 2-hop question about Casino replays it (the
+    embedder cannot tell the two apart) but must not stop at the first hop."""
+    edges = EdgeMemory(EdgeMemoryConfig(), Table({}, 2))
+    controller = build_controller(CONFIG, schema(), store=store, planner=planner, edges=edges)
+    first = controller.answer("who directed Casino", ("Casino",))
+    assert first.answers[:1] == ("Martin Scorsese",)
+    assert set(edges.vectors) == {("Casino", "directed_by", "Martin Scorsese")}
+    second = controller.answer("which films share a director with Casino", ("Casino",))
+    assert second.memory["replay_edges"] == 1  # the 1-hop chain is replayed ...
+    assert second.memory["analysis"] == "brain" and "replay_agreed" not in second.memory  # ... and not used
+    assert second.answers[:1] == ("The Irishman",)
+    third = controller.answer("who directed Casino", ("Casino",))  # a 2-hop replay's first hop agrees with 1 hop
+    assert third.memory["replay_agreed"] == 1 and third.answers[:1] == ("Martin Scorsese",)
+
+
+def test_a_close_trace_of_another_template_does_not_gate(planner, store):
+    """A verified 1-hop trace whose question key scores 0.93 against a 2-hop question must not skip the Brain."""
+    table = Table({"who directed TE_1": [1.0, 0.0, 0.0], "which films share a director with TE_1": [0.93, 0.3676, 0.0]})
+    pool = ExperiencePool(ExperienceConfig(embedder="hashing"), table)
+    warm = build_controller(CONFIG, schema(), store=store, planner=planner, memory=PoolMemory(pool, privacy_tag(CONFIG)))
+    assert warm.answer("who directed Casino", ("Casino",)).answers[:1] == ("Martin Scorsese",)
+    second = warm.answer("which films share a director with Heat", ("Heat",))
+    assert 0.92 < second.memory["experience_score"] < 0.94
+    assert second.memory["analysis"] == "brain" and second.brain_calls >= 1
+    assert second.answers[:1] == ("Collateral",)
+    third = warm.answer("who directed Heat", ("Heat",))  # the same template (score 1) still gates
+    assert third.memory["analysis"] == "experience" and third.brain_calls == 0
+    assert third.answers[:1] == ("Michael Mann",)
+
+
+def test_records_of_other_depths_scoring_as_close_make_the_match_ambiguous():
+    """ShouldSkipBrain: the best record (1.0) has a rival within the margin (0.99) of another depth -> ask the Brain."""
+    table = Table({"q1": [1.0, 0.0, 0.0], "q2": [0.99, 0.1411, 0.0], "q3": [0.0, 1.0, 0.0]})
+    pool = ExperiencePool(ExperienceConfig(embedder="hashing"), table)
+    tag = "utility|1.0|0"
+
+    def trace(question, relations):
+        analysis = RecalledAnalysis("TE " + " ".join(relations), relations, len(relations))
+        return Trace(question, analysis, (("topic", len(relations)),), (("p", (relations,)),), True, (), tag)
+
+    pool.remember(trace("q1", ("directed_by",)))
+    assert pool.hints("q1", None, tag).skip_brain  # alone: confident
+    pool.remember(trace("q2", ("directed_by", "directed_by^-1")))
+    hints = pool.hints("q1", None, tag)
+    assert not hints.skip_brain and hints.analysis.depth == 1 and hints.score == pytest.approx(1.0)
+    pool.remember(trace("q3", ("written_by", "written_by^-1")))  # far from q1: no rival
+    assert not pool.hints("q1", None, tag).skip_brain  # q2 still is
+    assert pool.hints("q3", None, tag).skip_brain
+    assert pool.hints("q3", None, tag).relation_paths == frozenset({(("written_by", "written_by^-1"),)})

@@ -66,8 +66,12 @@ class ExperienceConfig(Config):
     w_exp: int = Field(5, ge=1, le=100, description="W_exp: experiences retrieved per lookup.")
     buffer: int = Field(1000, ge=0, le=1_000_000, description="High-frequency buffer capacity (records).")
     skip_threshold: float = Field(
-        0.9, ge=0.0, le=1.0,
+        0.97, ge=0.0, le=1.0,
         description="Question-key cosine at or above which a verified trace lets the Hand skip the Brain's analysis.")
+    ambiguity_margin: float = Field(
+        0.03, ge=0.0, le=1.0,
+        description="A confident trace gates only when no other retrieved record scoring within this margin of it "
+        "has another depth or relation path (the question key cannot tell those questions apart).")
     merge_threshold: float = Field(0.97, ge=0.0, le=1.0, description="Question-key cosine to merge into a record.")
     exact_max: int = Field(20000, ge=1, description="Records per privacy tag kept in an exact index; HNSW past it.")
     hnsw_m: int = Field(32, ge=4, le=128, description="HNSW neighbours per node.")
@@ -321,20 +325,32 @@ class ExperiencePool:
             del self.buffer[victim]
 
     def hints(self, question: str, indicator: str | None, privacy: str) -> MemoryHints:
-        """Control hints from the retrieved records (Algorithm 6: ShouldSkipBrain, InitPolicy, MatchWarnings)."""
+        """Control hints from the retrieved records (Algorithm 6: ShouldSkipBrain, InitPolicy, MatchWarnings).
+
+        ShouldSkipBrain needs a match that is close *and* unambiguous: the best verified record scores at least
+        ``skip_threshold``, has more successes than failures, and every other retrieved record scoring within
+        ``ambiguity_margin`` of it has its depth and relation path (a record of another template that the
+        question key scores as high would otherwise gate this question with the wrong depth). The relation
+        paths the Hand may then select locally come from the close records that agree with the best one only.
+        """
         found = self.retrieve(question, indicator, privacy)
         if not found:
             return MemoryHints()
+        cfg = self.config
         verified = [f for f in found if f.record.verified]
         best = max(verified, key=lambda f: f.score) if verified else None
         warnings = tuple(dict.fromkeys(a for f in found for a in f.record.warnings))
         exemplars = tuple(dict.fromkeys(p for f in verified for p in f.record.templates))
-        paths = frozenset(b for f in verified for b in f.record.templates.values() if b)
         if best is None:
             return MemoryHints(warnings=warnings, score=found[0].score)
         record = best.record
-        confident = (best.score >= self.config.skip_threshold and record.successes > record.failures
-                     and bool(record.relations))
+        shape = (record.depth, record.relations)
+        rivals = [f for f in found if f.score >= best.score - cfg.ambiguity_margin]
+        agree = all((f.record.depth, f.record.relations) == shape for f in rivals)
+        confident = (best.score >= cfg.skip_threshold and record.successes > record.failures
+                     and bool(record.relations) and agree)
+        close = [f for f in verified if f.score >= cfg.skip_threshold and (f.record.depth, f.record.relations) == shape]
+        paths = frozenset(b for f in close for b in f.record.templates.values() if b)
         init = record.trajectory[-1] if record.trajectory else None
         return MemoryHints(
             skip_brain=confident,

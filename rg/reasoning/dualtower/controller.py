@@ -232,13 +232,14 @@ class DualTowerController:
         analysis, source = self._from_memory(q, gate, replay)
         if analysis is None:
             analysis = await self._analyse(q, brain, text, tags, anchors, hints)
-        tree, verified = await self._tree(q, brain, analysis, gate if source == "experience" else None, text,
+            q.local_paths = self._agreeing(q, replay, analysis)
+        tree, verified = await self._tree(q, brain, analysis, gate if source != "brain" else None, text,
                                           template, view, anchors, tags, kg, topics)
         if not verified and source != "brain":  # the memory's path failed: ask the Brain after all
             q.memory["memory_fallback"] = True
-            q.local_paths = frozenset()
             source = "brain"
             analysis = await self._analyse(q, brain, text, tags, anchors, hints)
+            q.local_paths = self._agreeing(q, replay, analysis)
             tree, verified = await self._tree(q, brain, analysis, None, text, template, view, anchors, tags, kg,
                                               topics)
         if self.edges is not None or isinstance(self.memory, GatingMemory):
@@ -279,25 +280,42 @@ class DualTowerController:
         return gate, replay, qvec
 
     def _from_memory(self, q: _Question, gate: MemoryHints, replay: "Replay | None") -> tuple[Analysis | None, str]:
-        """Analysis without the Brain: the replayed chain of this very question's edges (single topic, one
-        maximal replayed path: the most specific memory; several paths mix other questions' edges and
-        go to the Brain), else a confident verified trace of a matching question."""
-        if replay and len(q.session_topics) == 1 and len(replay.paths) == 1:  # one unambiguous remembered chain
-            paths = [tuple(q.session.relation(s.edge[1]) + ("" if s.forward else "^-1") for s in p)
-                     for p in replay.paths]
-            q.local_paths = frozenset((p,) for p in paths)
-            (chain,) = paths
-            depth = min(len(chain), self.config.d_max)
-            indicator = Indicator(text=indicator_text(chain), relations=chain, depth=depth)
-            return Analysis((), (indicator,), depth), "replay"
-        if gate.skip_brain and gate.analysis is not None:
-            a = gate.analysis
-            q.local_paths = gate.relation_paths
-            q.warnings = gate.warnings
-            indicator = Indicator(text=a.indicator, relations=a.relations, depth=min(max(a.depth, 1), self.config.d_max),
-                                  answer_type=a.answer_type)
-            return Analysis((), (indicator,), indicator.depth), "experience"
-        return None, "brain"
+        """Analysis without the Brain: a confident, unambiguous verified trace of a matching question
+        (PrivGemo's memory-gated Brain usage, ``ExperiencePool.hints``); ``replay`` when a replayed chain
+        of this question's edges also walks the trace's relations (both memories agree), else ``experience``.
+
+        A replay alone never replaces the analysis (ReMindRAG §3: the replayed subgraph is a start that
+        is still judged against the question): edges enhanced for another question about the same topic
+        replay for this one too, and a shorter chain than this question needs would verify and answer it
+        with the first hop's entity. Replayed chains only select candidates locally, and only those that
+        agree with the analysis (:meth:`_agreeing`).
+        """
+        if not (gate.skip_brain and gate.analysis is not None):
+            return None, "brain"
+        a = gate.analysis
+        q.warnings = gate.warnings
+        indicator = Indicator(text=a.indicator, relations=a.relations, depth=min(max(a.depth, 1), self.config.d_max),
+                              answer_type=a.answer_type)
+        analysis = Analysis((), (indicator,), indicator.depth)
+        replayed = self._agreeing(q, replay, analysis)
+        # the chain this question's own evidence left is the most specific memory; a record's templates
+        # hold every path that verified for its template (other answers' paths too)
+        q.local_paths = replayed or gate.relation_paths
+        return analysis, "replay" if replayed else "experience"
+
+    def _agreeing(self, q: _Question, replay: "Replay | None", analysis: Analysis) -> frozenset[tuple[tuple[str, ...], ...]]:
+        """The replayed chains (as the view writes relations) that agree with the analysis of THIS question:
+        from its single topic, as long as its predicted depth and, when the indicator names relations, the
+        same relations. They become local selection paths (verified like any other candidate)."""
+        if not replay or len(q.session_topics) != 1 or not analysis.indicators:
+            return frozenset()
+        indicator = analysis.indicators[0]
+        chains = {tuple(q.session.relation(s.edge[1]) + ("" if s.forward else "^-1") for s in p[:analysis.depth])
+                  for p in replay.paths if len(p) >= analysis.depth}  # a maximal path's prefix is replayed too
+        agree = {c for c in chains if not indicator.relations or c == indicator.relations}
+        if agree:
+            q.memory["replay_agreed"] = len(agree)
+        return frozenset((c,) for c in agree)
 
     async def _tree(self, q: _Question, brain: Brain, analysis: Analysis, gate: MemoryHints | None, masked: str,
                     template: str, view, anchors, tags, kg: KnowledgeGraph, topics: Sequence[str]):
