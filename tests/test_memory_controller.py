@@ -169,3 +169,28 @@ def test_records_of_other_depths_scoring_as_close_make_the_match_ambiguous():
     assert not pool.hints("q1", None, tag).skip_brain  # q2 still is
     assert pool.hints("q3", None, tag).skip_brain
     assert pool.hints("q3", None, tag).relation_paths == frozenset({(("written_by", "written_by^-1"),)})
+
+
+class Unreachable:
+    """A Brain factory whose Brain fails every call (what an egress refusal or a dead endpoint leaves the Hand with)."""
+
+    name = "unreachable"
+
+    def __call__(self, session, ledger):
+        return self
+
+    async def analyse(self, payload):
+        from rg.reasoning.dualtower.brain import BrainError
+        raise BrainError("server_error", "scripted outage")
+
+    async def select(self, payload):
+        from rg.reasoning.dualtower.brain import BrainError
+        raise BrainError("server_error", "scripted outage")
+
+
+def test_an_analysis_the_hand_made_alone_is_not_booked_as_the_brains(store):
+    edges = EdgeMemory(EdgeMemoryConfig(), HashingEmbedder(128))
+    controller = build_controller(CONFIG, schema(), store=store, edges=edges, brains=Unreachable())
+    result = controller.answer("who wrote Casino", ("Casino",))
+    assert result.memory["analysis"] == "hand"
+    assert [(f.stage, f.reason, f.fallback) for f in result.faults][:1] == [("analysis", "server_error", "hand_analysis")]

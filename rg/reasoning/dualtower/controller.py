@@ -230,6 +230,7 @@ class DualTowerController:
         q.session_topics = tuple(topics)
         gate, replay, qvec = await self._recall(q, template, raw, topics)
         analysis, source = self._from_memory(q, gate, replay)
+        asked = len(q.faults)  # an analysis fault after this point: the Hand analysed alone
         if analysis is None:
             analysis = await self._analyse(q, brain, text, tags, anchors, hints)
             q.local_paths = self._agreeing(q, replay, analysis)
@@ -237,13 +238,15 @@ class DualTowerController:
                                           template, view, anchors, tags, kg, topics)
         if not verified and source != "brain":  # the memory's path failed: ask the Brain after all
             q.memory["memory_fallback"] = True
-            source = "brain"
+            source, asked = "brain", len(q.faults)
             analysis = await self._analyse(q, brain, text, tags, anchors, hints)
             q.local_paths = self._agreeing(q, replay, analysis)
             tree, verified = await self._tree(q, brain, analysis, None, text, template, view, anchors, tags, kg,
                                               topics)
         if self.edges is not None or isinstance(self.memory, GatingMemory):
-            q.memory["analysis"] = source  # without memory, results stay as they were
+            # without memory, results stay as they were; "hand": the Brain was asked but refused or failed
+            fell_back = source == "brain" and any(f.stage == "analysis" for f in q.faults[asked:])
+            q.memory["analysis"] = "hand" if fell_back else source
         started = time.perf_counter()
         evidence = self.hand.evidence(kg, topics, verified)
         reading, hand_fault = await self.reader.read(q.question, evidence, q.ledger)

@@ -46,7 +46,8 @@ class DualTowerResult:
             ``unverified``, ...).
         topics: The topic entities (raw; Hand side).
         memory: What the memories did (empty without memory): ``analysis`` (``brain``,
-            ``experience`` or ``replay``), ``local_selections`` (Brain selections replaced by
+            ``experience`` or ``replay``; ``hand`` when the Brain was asked but refused or failed,
+            and the Hand analysed alone), ``local_selections`` (Brain selections replaced by
             verified templates or replayed paths), ``replay_edges``, ``memory_fallback`` (the
             memory's path failed and the Brain was asked), ``remembered``, ``edges_enhanced`` and
             ``edges_penalised``.
