@@ -170,7 +170,7 @@ def metaqa(subgraphs: Path, work: Path, per_hop: int, mlp: Path | None, reader: 
 def quick(work: Path) -> dict[str, Any]:
     """The same steps on a tiny synthetic set: hop-distance chains, one epoch, a handful of questions."""
     from rg.data.rog import write_rog_parquet
-    from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+    from rg.data.subgraphs import SubgraphConfig, buildable_samples
     from rg.data.synthetic import SyntheticConfig, generate
     from rg.graph import KnowledgeGraph
     from rg.training.reader_ray import train_reader
@@ -178,12 +178,7 @@ def quick(work: Path) -> dict[str, Any]:
     started = time.perf_counter()
     syn = generate(SyntheticConfig(questions=24, seed=3))
     kg = KnowledgeGraph.from_triples(syn.triples)
-    samples = []
-    for question in syn.questions:
-        try:
-            samples.append(build_sample(kg, question, SubgraphConfig(max_triples=60)).sample)
-        except Unbuildable:
-            continue
+    samples = buildable_samples(kg, syn.questions, SubgraphConfig(max_triples=60))
     parquet = work / "synthetic.parquet"
     write_rog_parquet(samples, parquet)
     common = [f"input={parquet}", "split={val_fraction: 0.25, seed: 0}", "retriever={kind: hop_distance}",

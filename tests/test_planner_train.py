@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rg.data.sample import Sample
-from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+from rg.data.subgraphs import SubgraphConfig, buildable_samples
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph.kg import KnowledgeGraph
 from rg.retrievers.planner import (
@@ -36,13 +36,7 @@ def synthetic_samples() -> list[Sample]:
     """Synthetic questions with subgraphs capped at 300 triples (gold relation paths known)."""
     syn = generate(SyntheticConfig(questions=60, seed=1))
     kg = KnowledgeGraph.from_triples(syn.triples)
-    samples = []
-    for question in syn.questions:
-        try:
-            samples.append(build_sample(kg, question, SubgraphConfig(max_triples=300)).sample)
-        except Unbuildable:
-            continue
-    return samples
+    return buildable_samples(kg, syn.questions, SubgraphConfig(max_triples=300))
 
 
 @pytest.fixture(scope="module")

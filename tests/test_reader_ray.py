@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rg.data.rog import read_rog, write_rog_parquet
-from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+from rg.data.subgraphs import SubgraphConfig, buildable_samples
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.evaluation.qa import TunedReaderChoice, answer_questions, build_reader, inference_view
 from rg.evaluation.scorers import HopDistanceScorer
@@ -26,12 +26,7 @@ def synthetic_parquet(tmp_path_factory):
         pytest.skip(str(err))
     syn = generate(SyntheticConfig(questions=24, seed=3))
     kg = KnowledgeGraph.from_triples(syn.triples)
-    samples = []
-    for question in syn.questions:
-        try:
-            samples.append(build_sample(kg, question, SubgraphConfig(max_triples=60)).sample)
-        except Unbuildable:
-            continue
+    samples = buildable_samples(kg, syn.questions, SubgraphConfig(max_triples=60))
     path = tmp_path_factory.mktemp("rog") / "synthetic.parquet"
     write_rog_parquet(samples, path)
     return path

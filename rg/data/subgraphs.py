@@ -223,6 +223,18 @@ class ShardTask:
         return cls(data["source"], data["index"], data["parquet_path"], items)
 
 
+def buildable_samples(kg: KnowledgeGraph, questions: Sequence[Question], config: SubgraphConfig) -> list[Sample]:
+    """The samples of the questions whose subgraph can be cut, in question order (the unbuildable
+    ones are left out: small in-process sets for benches and tests; the build job reports them)."""
+    samples = []
+    for question in questions:
+        try:
+            samples.append(build_sample(kg, question, config).sample)
+        except Unbuildable:
+            continue
+    return samples
+
+
 def shard_paths(out_dir: str | Path, source: str, index: int) -> tuple[Path, Path]:
     """``(parquet, stats)`` paths of shard ``index`` of question source ``source``."""
     base = Path(out_dir) / source / f"shard-{index:05d}"
