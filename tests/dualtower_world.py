@@ -94,6 +94,14 @@ def shared_planner() -> PlannerModel:
     return trained_planner(epochs=60)
 
 
+@functools.cache
+def shared_cluster_planner() -> PlannerModel:
+    """:func:`trained_planner` with 60 epochs on the privacy view's clusters of :func:`schema`, trained once
+    per test session and shared read-only."""
+    kg_schema = schema()
+    return trained_planner(lambda path: kg_schema.view_path(path), epochs=60)
+
+
 def trained_planner(relation_view=lambda path: path, epochs: int = 40) -> PlannerModel:
     """A tiny planner (masked topics) trained on :func:`training_rows`, relation paths mapped by
     ``relation_view`` (e.g. to the privacy mode's clusters)."""

@@ -16,9 +16,10 @@ from rg.reasoning.dualtower import (
     Indicator,
     LexicalSimilarity,
     build_controller,
-    view_relation_path,
 )
-from rg.reasoning.dualtower.explore import band, explore, explore_each
+from rg.privacy import KGSchema
+from rg.reasoning.dualtower.explore import Candidate, ViewWalk, band, explore, explore_each
+from rg.reasoning.dualtower.hand import Hand, refine_order
 from rg.reasoning.dualtower.brain import BrainError
 from rg.reasoning.dualtower.local_brain import planner_question
 from rg.reasoning.dualtower.payload import AnalysisPayload, TopicView, seal
@@ -28,7 +29,14 @@ from rg.retrievers.planner.decode import beam_search
 from rg.retrievers.planner.likelihood import path_log_likelihood
 from rg.retrievers.planner.trie import relation_trie, token_trie
 from rg.stores.memory import MemoryStore
-from tests.dualtower_world import ANSWER_SETS, QUESTIONS, TRIPLES, schema, shared_planner, trained_planner
+from tests.dualtower_world import (
+    ANSWER_SETS,
+    QUESTIONS,
+    TRIPLES,
+    schema,
+    shared_cluster_planner,
+    shared_planner,
+)
 
 VIEW = (
     ("A", "r", "B"), ("B", "s", "C"), ("A", "t", "D"), ("E", "r", "B"), ("E", "u", "F"), ("C", "s", "G"),
@@ -180,9 +188,8 @@ def test_local_brain_answers_hand_made_questions(planner, store, mode):
 
 
 def test_privacy_mode_with_a_planner_trained_on_the_cluster_view(store):
-    kg_schema = schema()
-    planner = trained_planner(lambda path: view_relation_path(path, kg_schema, "privacy"), epochs=60)
-    controller = build_controller(DualTowerConfig(privacy={"mode": "privacy"}, similarity="lexical"), kg_schema,
+    planner = shared_cluster_planner()
+    controller = build_controller(DualTowerConfig(privacy={"mode": "privacy"}, similarity="lexical"), schema(),
                                   store=store, planner=planner)
     result = controller.answer("when was Top Gun released", ["Top Gun"])
     assert result.answers == ("1986",) and not result.faults
@@ -193,6 +200,43 @@ def test_privacy_mode_with_a_planner_trained_on_the_cluster_view(store):
     heat = controller.answer("which films starred Al Pacino and were directed by Michael Mann",
                              ["Al Pacino", "Michael Mann"])
     assert heat.answers == ("Heat",)
+
+
+@pytest.mark.parametrize("resolve, expected", [
+    ("question", ("Nicholas Pileggi",)),
+    ("all", ("Martin Scorsese",)),
+])
+def test_in_privacy_mode_the_hand_tells_a_clusters_relations_apart_by_the_raw_question(store, resolve, expected):
+    """The view shows directed_by, written_by and starred_actors as one cluster, so the Brain's path grounds to
+    all three; the Hand holds the raw question and keeps the relation it is closest to (``question``), or
+    keeps all three (``all``) and answers with the director, whom the walks' order puts first."""
+    config = DualTowerConfig(privacy={"mode": "privacy"}, similarity="lexical", hand={"resolve_clusters": resolve})
+    controller = build_controller(config, schema(), store=store, planner=shared_cluster_planner())
+    result = controller.answer("who was Casino written by", ["Casino"])
+    assert result.answers == expected and not result.faults
+    assert "written_by" not in "".join(result.brain_payloads)
+    if resolve == "question":
+        assert result.evidence[0] == "Casino → [written_by] → Nicholas Pileggi"
+
+
+def test_the_hand_checks_a_literal_answers_type_by_its_schema_type_not_its_coarse_view():
+    """A date is shown to the Brain as ``year 1995``; the cluster label names its type ``literal``."""
+    triples = (("Heat", "release_date", "1995-12-15"), ("Heat", "directed_by", "Michael Mann"))
+    kg_schema = KGSchema.build(triples, {"Heat": "film", "1995-12-15": "literal", "Michael Mann": "person"})
+    with PrivacySession(PrivacyConfig(mode="privacy"), kg_schema) as session:
+        assert session.entity("1995-12-15") == "year 1995"
+        assert Hand._typed(session, ["1995-12-15"], "literal")
+        assert not Hand._typed(session, ["Michael Mann"], "literal")
+        assert Hand._typed(session, ["Michael Mann", "1995-12-15"], "Literal ")
+
+
+def test_the_hands_refinement_reorders_only_candidates_the_brain_could_not_tell_apart():
+    def candidate(*labels):
+        return Candidate(branches=(ViewWalk(nodes=("a",) * (len(labels) + 1), labels=labels),), tags=("TE_1",))
+
+    same_a, other, same_b = candidate("rel_01"), candidate("rel_02"), candidate("rel_01")
+    assert refine_order([same_a, other, same_b], [0.1, 0.9, 0.5]) == [2, 1, 0]
+    assert refine_order([same_a, other, same_b], [0.5, 0.9, 0.5]) == [0, 1, 2]  # ties keep the Brain's order
 
 
 def test_exploring_each_topic_separately_answers_films_only_one_topic_touches(planner, store):

@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rg.graph.path import INVERSE_SUFFIX, split_relation
+
 UNKNOWN = "entity"
 VIEW_WORDS = frozenset({UNKNOWN, "year", "number"})
 """Words the anonymised view writes itself (the unknown or pooled type, ``year 1987``, ``number 1e3-1e4``):
@@ -63,6 +65,15 @@ class KGSchema:
 
     def relation_cluster(self, relation: str) -> str:
         return self.clusters.get(relation, "rel_unknown")
+
+    def view_path(self, path: Iterable[str]) -> tuple[str, ...]:
+        """A raw relation path as the ``privacy`` view writes it: each step's cluster, ``^-1`` kept."""
+        out = []
+        for label in path:
+            raw, forward = split_relation(label)
+            shown = self.relation_cluster(raw)
+            out.append(shown if forward else f"{shown}{INVERSE_SUFFIX}")
+        return tuple(out)
 
     @classmethod
     def build(cls, triples: Iterable[tuple[str, str, str]], types: Mapping[str, str] | None = None) -> "KGSchema":

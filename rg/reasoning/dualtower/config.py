@@ -80,6 +80,12 @@ class HandConfig(Config):
     follow_up: bool = Field(
         True, description="kind llm: ask once more for the `ans:` format when the first reply has none."
     )
+    resolve_clusters: Literal["question", "all"] = Field(
+        "question",
+        description="When a kept view path grounds to several raw relation sequences (privacy mode: a cluster "
+        "label stands for several relations): 'question' keeps those the Hand's DRM scores closest to the raw "
+        "question (the Hand holds it; nothing leaves the Hand), 'all' keeps every one.",
+    )
 
     @model_validator(mode="after")
     def _kind_has_its_source(self) -> "HandConfig":

@@ -38,7 +38,7 @@ from rg.privacy.session import PrivacySession
 from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, Indicator
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.explore import Candidate, band, explore, explore_each, extend
-from rg.reasoning.dualtower.hand import Grounded, Hand, HandError
+from rg.reasoning.dualtower.hand import Grounded, Hand, HandError, RawScorer, question_scorer
 from rg.reasoning.dualtower.llm_brain import LLMBrain
 from rg.reasoning.dualtower.local_brain import LocalBrain, indicator_text
 from rg.reasoning.dualtower.memory import (
@@ -425,7 +425,8 @@ class DualTowerController:
             kept = await self._select(q, brain, masked, node.indicator, ranked)
             node.candidates = tuple(c.text() for c in kept)
             started = time.perf_counter()
-            grounded = self.hand.ground(q.session, view, kg, dict(zip(tags, topics)), kept, node.indicator)
+            grounded = self.hand.ground(q.session, view, kg, dict(zip(tags, topics)), kept, node.indicator,
+                                        self._resolver(q.question))
             q.grounded += grounded
             q.timed("verify", started)
             good = [g for g in grounded if g.reason is None]
@@ -441,6 +442,12 @@ class DualTowerController:
             action = step
         node.status = "pruned"
         return []
+
+    def _resolver(self, question: str) -> RawScorer | None:
+        """How the Hand chooses among the raw relations a cluster label stands for (``hand.resolve_clusters``)."""
+        if self.config.hand.resolve_clusters == "all":
+            return None
+        return question_scorer(self.similarity, question)
 
     async def _select(self, q: _Question, brain: Brain, masked: str, indicator: Indicator,
                       ranked: list[tuple[Candidate, float]]) -> list[Candidate]:

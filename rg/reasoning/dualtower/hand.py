@@ -13,11 +13,19 @@ mode stands for several raw relations) to raw entities whose view node is the pa
 supernode stands for its members). The raw relation sequences found are then walked from the
 topic entities again (:meth:`rg.graph.KnowledgeGraph.path_end_walks`), so a kept path brings all
 the answers its relation chain reaches; a multi-topic candidate keeps the ends every branch reaches.
+
+In ``privacy`` mode one view path can ground to several raw relation sequences (the cluster
+``rel_05 (type_05→type_07)`` stands for ``directed_by``, ``written_by`` and ``starred_actors``).
+The Brain cannot tell them apart, but the Hand holds the raw question: with
+``hand.resolve_clusters: question`` it keeps the raw sequences its DRM scores closest to the raw
+question (:func:`question_scorer`), all of them with ``all``; candidates whose view paths are the
+same for the Brain are then ordered by the same score (:func:`refine_order`). This is the path refinement
+step of PrivGemo's Hand; nothing of it leaves the Hand.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rg.data.sample import Triple
@@ -28,15 +36,47 @@ from rg.graph import KnowledgeGraph, Path
 from rg.graph.path import split_relation
 from rg.linking.linker import EntityLinker
 from rg.privacy.session import PrivacySession
-from rg.privacy.structure import SanitisedView, public_label
+from rg.privacy.structure import SanitisedView
 from rg.reasoning.dualtower.brain import Indicator
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.explore import Candidate
+from rg.reasoning.dualtower.similarity import Similarity
 from rg.retrievers.planner.trie import relation_trie
 from rg.stores.base import KGStore
+from rg.supervision.selectors import verbalise_relation_path
 
 MAX_GROUNDINGS = 64
 """Raw walks kept per branch when grounding one view path (a supernode can stand for many)."""
+TIE = 1e-6
+"""Raw relation sequences scoring within this of the best are all kept."""
+
+RawScorer = Callable[[Sequence[tuple[str, ...]]], Sequence[float]]
+"""The Hand's score of raw relation sequences against the raw question (higher: closer)."""
+
+
+def question_scorer(similarity: Similarity, question: str) -> RawScorer:
+    """Scores raw relation sequences by the DRM against the raw ``question``: ``("directed_by",)`` is
+    read as ``directed by``, a backward step as ``... (reverse)``. Runs on the Hand only."""
+
+    def score(paths: Sequence[tuple[str, ...]]) -> list[float]:
+        return similarity.score([verbalise_relation_path(p) for p in paths], question).tolist()
+
+    return score
+
+
+def refine_order(candidates: Sequence[Candidate], scores: Sequence[float]) -> list[int]:
+    """Positions of ``candidates`` (the Brain's order) after the Hand's refinement: candidates whose view
+    relation paths are the same (the Brain could not tell them apart) swap places by the Hand's score,
+    best first; every other candidate keeps its place."""
+    slots: dict[tuple[tuple[str, ...], ...], list[int]] = {}
+    for i, candidate in enumerate(candidates):
+        slots.setdefault(candidate.relation_paths, []).append(i)
+    order = list(range(len(candidates)))
+    for members in slots.values():
+        ranked = sorted(members, key=lambda i: -scores[i])  # stable: ties keep the Brain's order
+        for slot, i in zip(members, ranked):
+            order[slot] = i
+    return order
 
 
 class HandError(RuntimeError):
@@ -119,29 +159,41 @@ class Hand:
 
     # --------------------------------------------------------------------- verification
     def ground(self, session: PrivacySession, view: SanitisedView, kg: KnowledgeGraph, topics: Mapping[str, str],
-               candidates: Sequence[Candidate], indicator: Indicator) -> list[Grounded]:
+               candidates: Sequence[Candidate], indicator: Indicator, score: RawScorer | None = None) -> list[Grounded]:
         """De-anonymise, refine into evidence and check each kept candidate (best first).
 
         ``topics`` maps each tag (``TE_1``...) to its raw topic entity: a candidate's branches start at the
         topics its ``tags`` name (all of them in order for the joint search, one for ``multi_topic: separate``).
+        With ``score`` (the Hand's refinement, module docstring) a branch keeps only the raw relation
+        sequences scoring best of those it grounds to, and candidates the Brain could not tell apart are
+        ordered by their kept sequences' scores (:func:`refine_order`); None keeps everything in the
+        Brain's order.
         """
         topic_set = set(topics.values())
 
         def node_of(raw: str) -> str:
             return view.node_of(session.entity(raw, topic=raw in topic_set))
 
-        out = []
-        for rank, candidate in enumerate(candidates):
+        checked: list[tuple[Candidate, tuple[Path, ...], tuple[str, ...], str | None]] = []
+        hand_scores: list[float] = []
+        for candidate in candidates:
             walks: list[Path] = []
             ends: set[str] | None = None
             reason = None
+            hand_score = 0.0
             for topic, branch in zip((topics[tag] for tag in candidate.tags), candidate.branches):
                 found = self._follow(session, kg, topic, branch.nodes[1:], branch.labels, node_of)
                 if not found:
                     reason = "not_grounded"
                     break
                 reach: list[Path] = []
-                for relation_path in dict.fromkeys(p.relation_path for p in found):
+                relation_paths = list(dict.fromkeys(p.relation_path for p in found))
+                if score is not None:
+                    scores = list(score(relation_paths))
+                    best = max(scores)
+                    relation_paths = [p for p, s in zip(relation_paths, scores) if s >= best - TIE]
+                    hand_score += best
+                for relation_path in relation_paths:
                     reach += kg.path_end_walks(topic, relation_path)
                 branch_ends = {p.end for p in reach} - topic_set
                 ends = branch_ends if ends is None else ends & branch_ends
@@ -149,16 +201,20 @@ class Hand:
             if reason is None and not ends:
                 reason = "topic_missing"
             kept_ends = tuple(sorted(ends or ()))
-            if reason is None and indicator.answer_type and not self._typed(node_of, kept_ends, indicator.answer_type):
+            if reason is None and indicator.answer_type and not self._typed(session, kept_ends, indicator.answer_type):
                 reason = "answer_type"
             kept = tuple(w for w in walks if w.end in set(kept_ends)) if reason is None else ()
-            out.append(Grounded(candidate, -float(rank), kept, kept_ends if reason is None else (), reason))
-        return out
+            checked.append((candidate, kept, kept_ends if reason is None else (), reason))
+            hand_scores.append(hand_score if reason is None else float("-inf"))
+        order = range(len(checked)) if score is None else refine_order(candidates, hand_scores)
+        return [Grounded(checked[i][0], -float(rank), *checked[i][1:]) for rank, i in enumerate(order)]
 
     @staticmethod
-    def _typed(node_of, ends: Sequence[str], wanted: str) -> bool:
+    def _typed(session: PrivacySession, ends: Sequence[str], wanted: str) -> bool:
+        """Whether an end has the indicator's answer type, as the view labels types. The raw end's schema
+        type is compared, not its view node: a literal is shown as ``year 2002``, its type is ``literal``."""
         wanted = wanted.strip().lower()
-        return any(public_label(node_of(e)).split(" ×")[0].strip().lower() == wanted for e in ends)
+        return any(session.type_label(e).strip().lower() == wanted for e in ends)
 
     @staticmethod
     def _follow(session: PrivacySession, kg: KnowledgeGraph, topic: str, nodes: Sequence[str], labels: Sequence[str],

@@ -77,14 +77,7 @@ def indicator_text(relations: Sequence[str]) -> str:
 def view_relation_path(path: Sequence[str], schema: KGSchema, mode: str) -> tuple[str, ...]:
     """A raw relation path as the Brain's view writes it (clusters in ``privacy`` mode), for
     training the local Brain's planner on the view it will read."""
-    if mode != "privacy":
-        return tuple(path)
-    out = []
-    for label in path:
-        raw, forward = split_relation(label)
-        shown = schema.relation_cluster(raw)
-        out.append(shown if forward else f"{shown}^-1")
-    return tuple(out)
+    return schema.view_path(path) if mode == "privacy" else tuple(path)
 
 
 class LocalBrain:
