@@ -6,12 +6,14 @@ of target, over two input files; and the same seed trains the same planner both 
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from rg.data.rog import write_rog_parquet
+from rg.privacy import KGSchema
 from rg.data.splits import load_split_samples
 from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
@@ -38,6 +40,7 @@ def two_inputs(tmp_path_factory):
     write_rog_parquet(samples[len(samples) // 2 :], second)
     kb = folder / "kb.tsv"
     kb.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in syn.triples))
+    KGSchema.build(syn.triples, syn.entity_types).save(folder)  # the privacy view's clusters
     return [str(first), str(second)], str(kb)
 
 
@@ -71,7 +74,7 @@ def _rows(ds) -> list:
     # alone runs with -m slow only (it keeps the default suite nearer 15 minutes)
     # answer_f1 and kb_vote_mask only with -m slow: refined's fallback and the unit tests of the vote cover them
     "shortest", pytest.param("answer_f1", marks=pytest.mark.slow), pytest.param("kb_vote_mask", marks=pytest.mark.slow),
-    "refined"])
+    "refined", "privacy_view"])
 def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path, monkeypatch, mode):
     inputs, kb = two_inputs
     update = {
@@ -84,6 +87,7 @@ def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tm
                         "max_prompt_tokens": 32, "max_path_len": 2, "mask_topics": True},
         },
         "refined": {"labels": {"source": "refined", "path": str(tmp_path / "labels"), "weak": {"rule": "answer_f1"}}},
+        "privacy_view": {"labels": {"source": "weak"}, "view_schema_dir": str(Path(kb).parent)},
     }[mode]
     if mode == "refined":  # rows for some questions only: the others fall back to weak paths
         some = load_split_samples(inputs, config(inputs, tmp_path, "driver").split, ("train", "val"), limit=25)
@@ -126,6 +130,11 @@ def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tm
     assert _rows(after.val) == _rows(before.val) and after.val_examples == before.val_examples
     assert after.train.columns() == ["example"]
     assert after.evaluation is None
+    if mode == "privacy_view":  # every path token is a relation cluster, and several relations share one
+        schema = KGSchema.load(Path(kb).parent)
+        relations = set(after.planner.relations)
+        assert relations and relations <= set(schema.clusters.values())
+        assert len(relations) < len({r for r in schema.clusters if schema.relation_cluster(r) in relations})
 
 
 @pytest.mark.slow  # two Ray Train runs

@@ -35,6 +35,7 @@ from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import labels_by_id
 from rg.training.data import LabelConfig
 from rg.training.planner_data import reference_paths
+from rg.training.planner_view import load_view, view_references, view_sample
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,6 +55,7 @@ def stream_planner_scores(
     labels: LabelConfig | None,
     max_len: int | None,
     cfg: "PlannerEvalConfig",
+    view_schema_dir: str | None = None,
 ) -> dict[str, Any]:
     """Score the planner in ``planner_dir`` on the questions ``side`` with Ray Data actors (see the module doc).
 
@@ -66,6 +68,8 @@ def stream_planner_scores(
             (``test``): its references are gold or weak paths only.
         max_len: The planner's longest path (bounds the weak search).
         cfg: Side name, modes, beam widths, decoding and grouping.
+        view_schema_dir: The KG schema of a planner trained on the privacy view: references and subgraphs
+            are written in its relation clusters before scoring (:mod:`rg.training.planner_view`).
 
     Returns:
         ``{"side", "questions", "scores", "scored_on"}`` with the rows of :func:`evaluate_planner`.
@@ -85,6 +89,7 @@ def stream_planner_scores(
         "max_len": max_len,
         "settings": settings,
         "by_hops": cfg.by_hops,
+        "view_schema_dir": None if view_schema_dir is None else str(resolve_data_path(view_schema_dir).resolve()),
     }
     ids = [s.id for s in side]
     found: list[dict[str, tuple[list[QuestionScore], list[float], list[float]]]] = [{} for _ in settings]
@@ -123,6 +128,7 @@ class _PlanScores:
         max_len: int | None,
         settings: Sequence[DecodeConfig],
         by_hops: bool,
+        view_schema_dir: str | None,
     ) -> None:
         self.planner = load_planner(planner_dir)
         self.planner.eval()
@@ -132,13 +138,15 @@ class _PlanScores:
         self.settings = list(settings)
         self.by_hops = by_hops
         self.kb = search_kb(weak)
+        self.view = load_view(view_schema_dir)
 
     def __call__(self, batch: "pa.Table") -> "pa.Table":
         import pyarrow as pa
 
         samples = batch_samples(batch)
         rows = None if self.labels is None else labels_by_id(str(self.labels.path), {s.id for s in samples})
-        gold = reference_paths(samples, rows, self.weak, self.max_len, self.kb)
+        gold = view_references(reference_paths(samples, rows, self.weak, self.max_len, self.kb), self.view)
+        samples = [view_sample(s, self.view) for s in samples]
         groups: dict[str, list[Sample]] = {}
         for sample in samples:
             groups.setdefault(group_name(sample, self.by_hops), []).append(sample)

@@ -76,6 +76,7 @@ from rg.training.planner_data import (
 from rg.training.planner_loop import SELECTION_METRIC, PlannerFitConfig, fit_planner
 from rg.training.planner_eval_stream import stream_planner_scores
 from rg.training.planner_stream import scan_targets, stream_planner_examples
+from rg.training.planner_view import load_view, view_name, view_references, view_relations, view_sample, view_target
 from rg.training.strategy import check_strategy, deepspeed_engine, load_engine_config
 
 REPORT_FILE = "train_report.json"
@@ -134,6 +135,13 @@ class PlannerTrainConfig(Config):
     max_failures: int = Field(0, ge=-1, description="Worker-group restarts on failure (-1: unlimited).")
     output_dir: str = Field(description="The best planner is exported here (planner/) with train_report.json.")
     evaluation: PlannerEvalConfig = Field(default_factory=PlannerEvalConfig, description="Scoring after training.")
+    view_schema_dir: str | None = Field(
+        None,
+        description="Train the dual tower's local Brain for privacy mode: the folder of the KG's privacy schema "
+        "(privacy_schema.json, written by `python -m jobs.privacy_report`). Target paths, the relation vocabulary "
+        "and the evaluation's grounding then use the schema's relation clusters, the labels the Brain sees in "
+        "privacy mode (rg.training.planner_view). None trains on raw relations.",
+    )
     examples_on: Literal["ray_data", "driver"] = Field(
         "ray_data",
         description="Where the targets and examples are built: 'ray_data' streams the input files through Ray Data "
@@ -297,7 +305,7 @@ def _streamed_input(cfg: PlannerTrainConfig) -> _TrainInput:
     train, val = sides["train"], sides["val"]
     del sides
     scan = scan_targets(cfg.input, train, val, cfg.labels, cfg.planner.max_path_len, cfg.target_consensus,
-                        lambda question, topics: prompt_question(cfg.planner, question, topics))
+                        lambda question, topics: prompt_question(cfg.planner, question, topics), cfg.view_schema_dir)
     _require_targets(scan.train_stats.questions_with_target, scan.val_stats.questions_with_target)
     torch.manual_seed(cfg.train.seed)
     planner = PlannerModel.build(cfg.planner, scan.questions, scan.relations)
@@ -317,8 +325,11 @@ def _driver_input(cfg: PlannerTrainConfig) -> _TrainInput:
     labels = _labels(cfg, train_samples + val_samples)
     max_len = cfg.planner.max_path_len
     kb = search_kb(cfg.labels.weak)
+    view = load_view(cfg.view_schema_dir)
     train_targets, train_stats = candidate_targets(train_samples, labels, cfg.labels.weak, max_len, kb)
     val_targets, val_stats = candidate_targets(val_samples, labels, cfg.labels.weak, max_len, kb)
+    train_targets = [view_target(t, view) for t in train_targets]
+    val_targets = [view_target(t, view) for t in val_targets]
     # the vote counts training questions only; validation targets are voted by the same counts
     consensus = TemplateConsensus.fit(train_targets) if cfg.target_consensus else None
     train_targets = select_targets(train_targets, train_stats, cfg.max_paths_per_question, consensus)
@@ -327,7 +338,7 @@ def _driver_input(cfg: PlannerTrainConfig) -> _TrainInput:
 
     torch.manual_seed(cfg.train.seed)
     questions = [prompt_question(cfg.planner, t.question, t.topics) for t in train_targets]
-    planner = PlannerModel.build(cfg.planner, questions, _relations(train_samples + val_samples))
+    planner = PlannerModel.build(cfg.planner, questions, view_relations(_relations(train_samples + val_samples), view))
     train_examples = planner.examples(target_rows(train_targets, planner.prompt_question))
     val_examples = planner.examples(target_rows(val_targets, planner.prompt_question))
     _require_examples(cfg, len(train_examples))
@@ -367,8 +378,10 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
     init_ray(cfg.ray)
     data = _driver_input(cfg) if cfg.examples_on == "driver" else _streamed_input(cfg)
     planner, train_stats, val_stats = data.planner, data.train_stats, data.val_stats
+    view = view_name(load_view(cfg.view_schema_dir))
     meta = CheckpointMeta(
-        label_source=cfg.labels.source, extra={"run_name": cfg.run_name, "targets": train_stats.to_dict()}
+        label_source=cfg.labels.source,
+        extra={"run_name": cfg.run_name, "targets": train_stats.to_dict(), "relation_view": view},
     )
     with tempfile.TemporaryDirectory() as tmp:
         initial = ray.put(pack_folder(planner.save(tmp, meta)))
@@ -411,7 +424,10 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
     if cfg.evaluation.side is not None and data.evaluation is not None:  # examples_on: driver holds the side
         samples, labels = data.evaluation
         kb = search_kb(cfg.labels.weak)
-        references = reference_paths(samples, labels, cfg.labels.weak, cfg.planner.max_path_len, kb)
+        schema = load_view(cfg.view_schema_dir)
+        references = view_references(reference_paths(samples, labels, cfg.labels.weak, cfg.planner.max_path_len, kb),
+                                     schema)
+        samples = [view_sample(s, schema) for s in samples]
         evaluation = {**score_planner(exported, samples, references, cfg.evaluation), "scored_on": "driver"}
     elif cfg.evaluation.side is not None:
         side = cfg.evaluation.side
@@ -419,7 +435,7 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
         # as on the driver path, labels rows speak for training and validation questions only
         labels_for_side = cfg.labels if side == "val" else None
         evaluation = stream_planner_scores(cfg.input, questions, planner_dir, labels_for_side,
-                                           cfg.planner.max_path_len, cfg.evaluation)
+                                           cfg.planner.max_path_len, cfg.evaluation, cfg.view_schema_dir)
 
     start_epoch = int(history[-1]["start_epoch"]) if history else 0
     report = _json_ready({
@@ -429,6 +445,8 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
         "weak_rule": cfg.labels.weak.rule,
         "weak_search": "subgraph" if cfg.labels.weak.kb is None else cfg.labels.weak.kb.path,
         "examples_on": cfg.examples_on,
+        "relation_view": view,
+        "view_schema_dir": cfg.view_schema_dir,
         "train_questions": data.train_questions,
         "val_questions": data.val_questions,
         "train_targets": train_stats.to_dict(),

@@ -48,6 +48,7 @@ from rg.training.planner_data import (
     select_targets,
     target_rows,
 )
+from rg.training.planner_view import load_view, view_relations, view_target
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -106,6 +107,7 @@ def scan_targets(
     max_len: int | None,
     consensus: bool,
     prompt_text: Callable[[str, Sequence[str]], str],
+    view_schema_dir: str | None = None,
 ) -> TargetScan:
     """Pass 1 (see the module doc): every question's candidate targets, counted on the driver in question order.
 
@@ -118,6 +120,8 @@ def scan_targets(
         consensus: Fit the template vote on the training targets (``target_consensus``).
         prompt_text: ``prompt_text(question, topics)`` gives a question's prompt text
             (:func:`rg.retrievers.planner.model.prompt_question` with the planner config).
+        view_schema_dir: The KG schema whose relation clusters the targets and relations are written in
+            (:mod:`rg.training.planner_view`); None keeps raw relations.
 
     Raises:
         ValueError: if an id occurs twice, a question is not read back, or a row is not a valid RoG row.
@@ -125,7 +129,9 @@ def scan_targets(
     sources = [inputs] if isinstance(inputs, str) else list(inputs)
     if labels.path is not None:  # the actors read it: give them the driver's absolute path
         labels = labels.model_copy(update={"path": str(resolve_data_path(labels.path).resolve())})
-    kwargs = {"labels": labels, "max_len": max_len}
+    if view_schema_dir is not None:  # likewise
+        view_schema_dir = str(resolve_data_path(view_schema_dir).resolve())
+    kwargs = {"labels": labels, "max_len": max_len, "view_schema_dir": view_schema_dir}
     train_ds = read_side(sources, [s.id for s in train], _TargetScan, kwargs).materialize()
     val_ds = read_side(sources, [s.id for s in val], _TargetScan, kwargs).materialize()
     relations: set[str] = set()
@@ -183,10 +189,11 @@ def _target(row: Any) -> PlanTarget | None:
 class _TargetScan:
     """Ray Data actor of the scan pass: each question's candidate targets (labels joined per batch) and relations."""
 
-    def __init__(self, labels: LabelConfig, max_len: int | None) -> None:
+    def __init__(self, labels: LabelConfig, max_len: int | None, view_schema_dir: str | None) -> None:
         self.labels = labels
         self.max_len = max_len
         self.kb = search_kb(labels.weak)
+        self.view = load_view(view_schema_dir)
 
     def __call__(self, batch: "pa.Table") -> "pa.Table":
         import pyarrow as pa
@@ -196,13 +203,14 @@ class _TargetScan:
         targets, too_long = [], []
         for sample in samples:
             found, stats = candidate_targets([sample], rows, self.labels.weak, self.max_len, self.kb)
-            targets.append(pickle.dumps(found[0]) if found else b"")
+            targets.append(pickle.dumps(view_target(found[0], self.view)) if found else b"")
             too_long.append(stats.too_long)
         return pa.table(
             {
                 "id": pa.array([s.id for s in samples], pa.string()),
                 "target": pa.array(targets, pa.binary()),
-                "relations": pa.array([sorted({r for _, r, _ in s.triples}) for s in samples], pa.list_(pa.string())),
+                "relations": pa.array([sorted(view_relations((r for _, r, _ in s.triples), self.view)) for s in samples],
+                                      pa.list_(pa.string())),
                 "too_long": pa.array(too_long, pa.int64()),
             }
         )
