@@ -3,8 +3,8 @@
     python -m bench.dualtower --quick
     python -m bench.dualtower [--questions 200] [--train 600] [--epochs 20] [--out PATH]
 
-On a fixed sample of the synthetic KG (the embedded default; MetaQA in a full run is not wired
-yet), a tiny relation-path planner is trained on masked training questions — once on the raw
+On a fixed sample of the synthetic KG (the embedded default; MetaQA and WebQSP run through
+``jobs.evaluate`` with configs/dualtower_{metaqa,webqsp}.yaml, docs/dualtower.md), a tiny relation-path planner is trained on masked training questions — once on the raw
 relation labels (plaintext and utility modes) and once on the privacy view's relation clusters —
 and the controller answers the held-out questions with the local Brain in ``plaintext``,
 ``utility``, ``privacy`` and ``privacy`` + sanitisation (supernodes) modes. Reported per mode:
@@ -12,7 +12,8 @@ Hits@1, Brain calls per question, questions/s and the seconds per stage (link, s
 anonymise, explore, Brain, verify, read). PrivGemo reports 4.6–6.5 Brain calls per question and
 ToG 13.5–21.7 LLM calls per question; they are quoted as anchors, not measured here. A few
 questions also run against the scripted LLM Brain at 127.0.0.1, for the prompt and completion
-tokens per side of the real prompts (the server counts whitespace tokens).
+tokens per side of the real prompts (the server counts whitespace tokens). ``--similarity`` and
+``--resolve-clusters`` set the DRM and how the Hand grounds a cluster path in privacy mode.
 """
 
 from __future__ import annotations
@@ -85,8 +86,9 @@ def hit1(answers: Sequence[str], gold: Sequence[str]) -> bool:
 
 
 def run_mode(name: str, overrides: dict[str, Any], planner: PlannerModel, schema: KGSchema,
-             test: Sequence[Sample]) -> dict[str, Any]:
-    config = DualTowerConfig(**overrides, similarity="lexical", brain={"kind": "local"})
+             test: Sequence[Sample], similarity: str = "lexical", resolve_clusters: str = "question") -> dict[str, Any]:
+    config = DualTowerConfig(**overrides, similarity=similarity, brain={"kind": "local"},
+                             hand={"resolve_clusters": resolve_clusters})
     controller = build_controller(config, schema, planner=planner)
     stages = {s: 0.0 for s in STAGES}
     hits = calls = faults = 0
@@ -172,6 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--multi-topic", type=int, default=30,
                         help="Held-out questions with two or more topic entities for joint vs separate exploration.")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--similarity", choices=("lexical", "encoder"), default="lexical",
+                        help="The DRM of pruning and of the Hand's choice among a cluster's relations "
+                             "(encoder: the offline MiniLM).")
+    parser.add_argument("--resolve-clusters", choices=("question", "all"), default="question",
+                        help="hand.resolve_clusters: how the Hand grounds a cluster path in privacy mode.")
     parser.add_argument("--out", default="bench/results/dualtower.json")
     args = parser.parse_args(argv)
     if args.quick:
@@ -189,13 +196,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     several = [s for s in test + spare if len(s.q_entities) > 1][: args.multi_topic]
     raw = train(train_set, lambda p: p, args.epochs)
     clustered = train(train_set, lambda p: view_relation_path(p, schema, "privacy"), args.epochs)
-    modes = [run_mode(name, overrides, clustered if name.startswith("privacy") else raw, schema, test)
+    modes = [run_mode(name, overrides, clustered if name.startswith("privacy") else raw, schema, test,
+                      args.similarity, args.resolve_clusters)
              for name, overrides in MODES.items()]
     by_mode = {m["mode"]: m for m in modes}
     result = {
         "benchmark": "dualtower", "data": "synthetic", "quick": args.quick, "seed": args.seed,
         "train_questions": len(train_set), "test_questions": len(test), "brain": "local (planner)",
-        "similarity": "lexical",
+        "similarity": args.similarity, "resolve_clusters": args.resolve_clusters,
         "hits1_plaintext": by_mode["plaintext"]["hits1"], "hits1_utility": by_mode["utility"]["hits1"],
         "hits1_privacy": by_mode["privacy"]["hits1"], "hits1_privacy_sanitised": by_mode["privacy_sanitised"]["hits1"],
         "brain_calls_per_question": by_mode["utility"]["brain_calls_per_question"],

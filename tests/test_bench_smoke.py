@@ -212,13 +212,14 @@ def test_dualtower_smoke(tmp_path: Path) -> None:
 
     out = tmp_path / "dualtower.json"
     argv = ["--questions", "4", "--train", "30", "--epochs", "1", "--llm-questions", "1", "--multi-topic", "2",
-            "--out", str(out)]
+            "--resolve-clusters", "all", "--out", str(out)]
     assert dualtower.main(argv) == 0
     report = check_keys(out, [
         "hits1_plaintext", "hits1_privacy", "hits1_utility", "hits1_privacy_sanitised", "brain_calls_per_question",
         "questions_per_s", "modes.*.seconds_per_question_by_stage", "anchors", "llm_brain_tokens.per_question",
     ])
     assert [m["mode"] for m in report["modes"]] == list(dualtower.MODES)
+    assert (report["similarity"], report["resolve_clusters"]) == ("lexical", "all")
     assert all(m["questions"] == 4 and m["questions_with_faults"] == 0 for m in report["modes"])
     assert report["llm_brain_tokens"]["per_question"]["brain"]["prompt_tokens"] > 0
     several = report["multi_topic"]
