@@ -13,6 +13,7 @@ from rg.data.subgraphs import SubgraphConfig, buildable_samples
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.evaluation.qa import TunedReaderChoice, answer_questions, build_reader, inference_view
 from rg.evaluation.scorers import HopDistanceScorer
+from rg.evidence import EvidenceConfig
 from rg.graph import KnowledgeGraph
 from rg.models import REGISTRY, ModelNotAvailableError
 from rg.training.reader_ray import REPORT_FILE, ReaderTrainConfig, train_reader
@@ -57,6 +58,8 @@ def test_two_workers_train_export_resume_and_answer(ray_local, synthetic_parquet
     assert resumed["resumed"] and [int(r["epoch"]) for r in resumed["history"]] == [0, 1]
 
     reader = build_reader(TunedReaderChoice(kind="tuned", checkpoint=resumed["reader_dir"]))
+    # the checkpoint records the evidence settings it was trained on, for QA runs to compare theirs with
+    assert reader.settings.evidence == EvidenceConfig(merge_entities=False)
     samples = [inference_view(s) for s in list(read_rog(synthetic_parquet))[:3]]
     predictions = asyncio.run(answer_questions(samples, HopDistanceScorer(), reader, top_k=30))
     assert [p.reader for p in predictions] == ["tuned:smollm2-135m+lora"] * 3

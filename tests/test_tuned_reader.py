@@ -152,3 +152,29 @@ def test_top_layers_adapts_only_the_last_layers(base):
     assert adapted == {27, 28, 29}  # SmolLM2-135M has 30 decoder layers
     with pytest.raises(ValueError, match=r"lora.top_layers \(31\) exceeds the base model's 30 layers"):
         lora_reader_model(TunedReaderSettings(), ReaderLora(top_layers=31))
+
+
+def test_a_qa_run_with_other_evidence_settings_than_the_readers_training_is_warned_about(tmp_path, capsys):
+    from rg.evaluation.qa_job import QAEvaluateConfig, reader_evidence_mismatch
+    from rg.evidence import EvidenceConfig
+    from rg.reasoning.tuned_reader import SETTINGS_FILE, TunedReaderSettings, evidence_mismatch
+
+    trained = EvidenceConfig(order="expected_relevant")
+    (tmp_path / SETTINGS_FILE).write_text(TunedReaderSettings(evidence=trained).model_dump_json())
+    assert evidence_mismatch(tmp_path, trained) == {}
+    assert evidence_mismatch(tmp_path, EvidenceConfig()) == {"order": ["expected_relevant", "strength"]}
+    old = tmp_path / "old"  # a checkpoint written before the settings were recorded, and no checkpoint at all
+    old.mkdir()
+    (old / SETTINGS_FILE).write_text(TunedReaderSettings().model_dump_json(exclude={"evidence"}))
+    assert evidence_mismatch(old, EvidenceConfig()) == {}
+    assert evidence_mismatch(tmp_path / "missing", EvidenceConfig()) == {}
+
+    cfg = QAEvaluateConfig.model_validate({
+        "input": str(tmp_path), "output_dir": str(tmp_path / "qa"), "retriever": {"kind": "hop_distance"},
+        "reader": {"kind": "tuned", "checkpoint": str(tmp_path)}})
+    assert reader_evidence_mismatch(cfg) == {"order": ["expected_relevant", "strength"]}
+    err = capsys.readouterr().err
+    assert "trained on other evidence settings (order: trained 'expected_relevant', used 'strength')" in err
+    assert "Fix: set the same `evidence` values" in err
+    same = cfg.model_copy(update={"evidence": trained})
+    assert reader_evidence_mismatch(same) == {} and capsys.readouterr().err == ""

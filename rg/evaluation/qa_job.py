@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -28,6 +29,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 from tqdm.auto import tqdm
 
+from rg.data.paths import resolve_data_path
 from rg.data.records import BadRow
 from rg.data.rog import sample_from_row
 from rg.data.sample import Sample
@@ -53,6 +55,7 @@ from rg.llm.usage import Usage
 from rg.metrics import MatchMode
 from rg.memory.config import MemoryConfig
 from rg.reasoning.dualtower.config import DualTowerConfig
+from rg.reasoning.tuned_reader import evidence_mismatch
 from rg.reasoning.traverse.config import TraverseConfig
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
@@ -398,6 +401,18 @@ def round_summary(round_no: int, scores: Sequence[QuestionScore], side: str = "b
     return out
 
 
+def reader_evidence_mismatch(cfg: QAEvaluateConfig) -> dict[str, list[Any]]:
+    """How this run's evidence differs from what its tuned reader was trained on (warned about on stderr)."""
+    if cfg.reasoner != "retriever" or cfg.reader.kind != "tuned":
+        return {}
+    mismatch = evidence_mismatch(resolve_data_path(cfg.reader.checkpoint), cfg.evidence)
+    if mismatch:
+        shown = ", ".join(f"{key}: trained {was!r}, used {now!r}" for key, (was, now) in mismatch.items())
+        print(f"warning: the tuned reader in {cfg.reader.checkpoint} was trained on other evidence settings ({shown}); "
+              "its answers will be worse. Fix: set the same `evidence` values as its training config", file=sys.stderr)
+    return mismatch
+
+
 def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     """Answer every question of ``cfg.side``, score the answers, write and return the results.
 
@@ -417,6 +432,7 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     if not samples:
         raise ValueError(f"no questions on side {cfg.side!r} of {cfg.input}; check `input`, `split` and `side`")
     gold = {s.id: Gold.of(s) for s in samples}  # stays on the driver: the evaluation side
+    mismatch = reader_evidence_mismatch(cfg)
     if len(gold) != len(samples):
         raise ValueError(f"question ids repeat in {cfg.input}; every question needs a unique id")
     brain = cfg.dualtower.brain.llm if cfg.reasoner == "dualtower" and cfg.dualtower is not None else None
@@ -463,6 +479,7 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         "top_k": cfg.top_k,
         "min_triple_score": cfg.min_triple_score,
         "evidence": cfg.evidence.model_dump(),
+        "reader_evidence_mismatch": mismatch,
         "match": cfg.match,
         "num_actors": cfg.num_actors,
         "batch_size": cfg.batch_size,

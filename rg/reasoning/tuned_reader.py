@@ -32,6 +32,7 @@ from pydantic import Field
 from rg.config import Config
 from rg.evidence import Evidence
 from rg.evidence.chains import item_chains
+from rg.evidence.config import EvidenceConfig
 from rg.llm.prompts import PromptTemplate
 from rg.reasoning.base import Reading, link_answers
 
@@ -69,6 +70,28 @@ class TunedReaderSettings(Config):
         "`directed_by`): about a third fewer prompt tokens, so more evidence lines fit."
     )
     prompt_id: str = Field(READ_TUNED.full_id, description="The prompt template the adapter learned.")
+    evidence: EvidenceConfig | None = Field(
+        None, description="The evidence settings the reader was trained on (set by the training job from its "
+        "`evidence` section; None in checkpoints written before they were recorded). QA runs compare theirs "
+        "with it (evidence_mismatch).",
+    )
+
+
+def evidence_mismatch(checkpoint: str | Path, evidence: EvidenceConfig) -> dict[str, list[Any]]:
+    """The evidence settings in which a QA run differs from those the checkpoint's reader was trained on:
+    ``{field: [trained, used]}``; empty when they agree or the checkpoint does not record them.
+
+    A reader trained on lines ordered by ``expected_relevant`` reads evidence ordered by ``strength``
+    without an error, but its first lines are then other lines than those it learned to answer from.
+    """
+    path = Path(checkpoint) / SETTINGS_FILE
+    if not path.is_file():
+        return {}
+    trained = TunedReaderSettings.model_validate(json.loads(path.read_text())).evidence
+    if trained is None:
+        return {}
+    was, now = trained.model_dump(mode="json"), evidence.model_dump(mode="json")
+    return {key: [was[key], now.get(key)] for key in was if was[key] != now.get(key)}
 
 
 class TunedReaderConfig(Config):

@@ -329,7 +329,7 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=()) -> dict[str, Any]:
 
     trainer = TorchTrainer(
         reader_loop_per_worker,
-        train_loop_config={"reader": cfg.reader.model_dump(mode="json"), "train": cfg.train.model_dump(mode="json"),
+        train_loop_config={"reader": cfg.reader.model_copy(update={"evidence": cfg.evidence}).model_dump(mode="json"), "train": cfg.train.model_dump(mode="json"),
                            "lora": cfg.lora.model_dump(mode="json"), "cpus_per_worker": cfg.cpus_per_worker},
         scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu,
                                                resources_per_worker={"CPU": cfg.cpus_per_worker}),
