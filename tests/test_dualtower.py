@@ -19,7 +19,7 @@ from rg.reasoning.dualtower import (
 )
 from rg.privacy import KGSchema
 from rg.reasoning.dualtower.explore import Candidate, ViewWalk, band, explore, explore_each
-from rg.reasoning.dualtower.hand import Hand, refine_order
+from rg.reasoning.dualtower.hand import Hand, refine_order, with_twins
 from rg.reasoning.dualtower.brain import BrainError
 from rg.reasoning.dualtower.local_brain import planner_question
 from rg.reasoning.dualtower.payload import AnalysisPayload, TopicView, seal
@@ -228,6 +228,32 @@ def test_the_hand_checks_a_literal_answers_type_by_its_schema_type_not_its_coars
         assert Hand._typed(session, ["1995-12-15"], "literal")
         assert not Hand._typed(session, ["Michael Mann"], "literal")
         assert Hand._typed(session, ["Michael Mann", "1995-12-15"], "Literal ")
+
+
+@pytest.mark.parametrize("resolve", ["question", "all"])
+def test_with_one_kept_path_the_hand_still_finds_the_writer_among_the_brains_equals(store, resolve):
+    """W_max = 1: the Brain keeps one of Casino's three film→person candidates, which are equal in its view.
+    With ``question`` the Hand grounds their twins too and answers with the writer."""
+    config = DualTowerConfig(privacy={"mode": "privacy"}, similarity="lexical", w_max=1,
+                             hand={"resolve_clusters": resolve})
+    controller = build_controller(config, schema(), store=store, planner=shared_cluster_planner())
+    result = controller.answer("who was Casino written by", ["Casino"])
+    assert not result.faults
+    if resolve == "question":
+        assert result.answers == ("Nicholas Pileggi",)
+        assert result.evidence[0] == "Casino → [written_by] → Nicholas Pileggi"
+    else:
+        assert result.answers != ("Nicholas Pileggi",) and len(result.evidence) == 1
+
+
+def test_twins_are_the_ranked_candidates_with_a_kept_ones_view_paths():
+    def candidate(node, *labels):
+        return Candidate(branches=(ViewWalk(nodes=("a",) * len(labels) + (node,), labels=labels),), tags=("TE_1",))
+
+    kept = [candidate("x", "rel_01")]
+    ranked = [kept[0], candidate("y", "rel_02"), candidate("z", "rel_01"), candidate("w", "rel_01")]
+    assert with_twins(kept, ranked, limit=10) == [kept[0], ranked[2], ranked[3]]
+    assert with_twins(kept, ranked, limit=2) == [kept[0], ranked[2]]
 
 
 def test_the_hands_refinement_reorders_only_candidates_the_brain_could_not_tell_apart():

@@ -84,7 +84,8 @@ class HandConfig(Config):
         "question",
         description="When a kept view path grounds to several raw relation sequences (privacy mode: a cluster "
         "label stands for several relations): 'question' keeps those the Hand's DRM scores closest to the raw "
-        "question (the Hand holds it; nothing leaves the Hand), 'all' keeps every one.",
+        "question (the Hand holds it; nothing leaves the Hand) and, in privacy mode, also grounds the candidates "
+        "the Brain could not tell from its kept ones and orders them by that score; 'all' keeps every one.",
     )
 
     @model_validator(mode="after")

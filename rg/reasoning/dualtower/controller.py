@@ -38,7 +38,7 @@ from rg.privacy.session import PrivacySession
 from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, Indicator
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.explore import Candidate, band, explore, explore_each, extend
-from rg.reasoning.dualtower.hand import Grounded, Hand, HandError, RawScorer, question_scorer
+from rg.reasoning.dualtower.hand import Grounded, Hand, HandError, RawScorer, question_scorer, with_twins
 from rg.reasoning.dualtower.llm_brain import LLMBrain
 from rg.reasoning.dualtower.local_brain import LocalBrain, indicator_text
 from rg.reasoning.dualtower.memory import (
@@ -424,6 +424,8 @@ class DualTowerController:
             q.timed("explore", started)
             kept = await self._select(q, brain, masked, node.indicator, ranked)
             node.candidates = tuple(c.text() for c in kept)
+            if cfg.privacy.mode == "privacy" and cfg.hand.resolve_clusters == "question":
+                kept = with_twins(kept, [c for c, _ in ranked], cfg.w1)
             started = time.perf_counter()
             grounded = self.hand.ground(q.session, view, kg, dict(zip(tags, topics)), kept, node.indicator,
                                         self._resolver(q.question))

@@ -58,10 +58,35 @@ def question_scorer(similarity: Similarity, question: str) -> RawScorer:
     """Scores raw relation sequences by the DRM against the raw ``question``: ``("directed_by",)`` is
     read as ``directed by``, a backward step as ``... (reverse)``. Runs on the Hand only."""
 
+    known: dict[tuple[str, ...], float] = {}
+
     def score(paths: Sequence[tuple[str, ...]]) -> list[float]:
-        return similarity.score([verbalise_relation_path(p) for p in paths], question).tolist()
+        new = list(dict.fromkeys(p for p in paths if p not in known))
+        if new:
+            known.update(zip(new, similarity.score([verbalise_relation_path(p) for p in new], question).tolist()))
+        return [known[p] for p in paths]
 
     return score
+
+
+def with_twins(kept: Sequence[Candidate], ranked: Sequence[Candidate], limit: int) -> list[Candidate]:
+    """The Brain's kept candidates, then the ranked ones it could not tell from them (the same view relation
+    paths to other nodes), up to ``limit`` in all.
+
+    In ``privacy`` mode a cluster path reaches the director, the writer and every actor of a film as
+    equals, so the Brain's choice among them is arbitrary: it chose the path, not the node. The Hand
+    grounds the twins too and orders them by its raw score (:func:`refine_order`).
+    """
+    out = list(kept)
+    seen = {c.text() for c in kept}
+    paths = {c.relation_paths for c in kept}
+    for candidate in ranked:
+        if len(out) >= limit:
+            break
+        if candidate.relation_paths in paths and candidate.text() not in seen:
+            out.append(candidate)
+            seen.add(candidate.text())
+    return out
 
 
 def refine_order(candidates: Sequence[Candidate], scores: Sequence[float]) -> list[int]:
