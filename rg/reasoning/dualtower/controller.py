@@ -428,7 +428,7 @@ class DualTowerController:
                 kept = with_twins(kept, [c for c, _ in ranked], cfg.w1)
             started = time.perf_counter()
             grounded = self.hand.ground(q.session, view, kg, dict(zip(tags, topics)), kept, node.indicator,
-                                        self._resolver(q.question))
+                                        self._resolver(q.question, topics))
             q.grounded += grounded
             q.timed("verify", started)
             good = [g for g in grounded if g.reason is None]
@@ -445,11 +445,11 @@ class DualTowerController:
         node.status = "pruned"
         return []
 
-    def _resolver(self, question: str) -> RawScorer | None:
+    def _resolver(self, question: str, topics: Sequence[str]) -> RawScorer | None:
         """How the Hand chooses among the raw relations a cluster label stands for (``hand.resolve_clusters``)."""
         if self.config.hand.resolve_clusters == "all":
             return None
-        return question_scorer(self.similarity, question)
+        return question_scorer(self.similarity, question, topics)
 
     async def _select(self, q: _Question, brain: Brain, masked: str, indicator: Indicator,
                       ranked: list[tuple[Candidate, float]]) -> list[Candidate]:

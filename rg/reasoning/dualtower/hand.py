@@ -40,7 +40,8 @@ from rg.privacy.structure import SanitisedView
 from rg.reasoning.dualtower.brain import Indicator
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.explore import Candidate
-from rg.reasoning.dualtower.similarity import Similarity
+from rg.reasoning.dualtower.similarity import LexicalSimilarity, Similarity
+from rg.retrievers.planner.prompt import mask_topics
 from rg.retrievers.planner.trie import relation_trie
 from rg.stores.base import KGStore
 from rg.supervision.selectors import verbalise_relation_path
@@ -54,16 +55,26 @@ RawScorer = Callable[[Sequence[tuple[str, ...]]], Sequence[float]]
 """The Hand's score of raw relation sequences against the raw question (higher: closer)."""
 
 
-def question_scorer(similarity: Similarity, question: str) -> RawScorer:
-    """Scores raw relation sequences by the DRM against the raw ``question``: ``("directed_by",)`` is
-    read as ``directed by``, a backward step as ``... (reverse)``. Runs on the Hand only."""
+def question_scorer(similarity: Similarity, question: str, topics: Sequence[str] = ()) -> RawScorer:
+    """Scores raw relation sequences against the raw ``question`` with its topic mentions masked: the DRM's
+    similarity plus the Dice overlap of their words. ``("directed_by",)`` is read as ``directed by``, a
+    backward step as ``... (reverse)``. Runs on the Hand only.
 
+    The overlap is added because the sentence encoder hardly tells MetaQA's relations apart: for "who
+    directed <e>" it scores ``directed by`` 0.619 and ``starred actors`` 0.607 (and with the film's title
+    left in, ``starred actors`` higher), while the shared word settles it.
+    """
+    masked = mask_topics(question, topics)
+    lexical = LexicalSimilarity()
     known: dict[tuple[str, ...], float] = {}
 
     def score(paths: Sequence[tuple[str, ...]]) -> list[float]:
         new = list(dict.fromkeys(p for p in paths if p not in known))
         if new:
-            known.update(zip(new, similarity.score([verbalise_relation_path(p) for p in new], question).tolist()))
+            texts = [verbalise_relation_path(p) for p in new]
+            both = similarity.score(texts, masked) + (0 if isinstance(similarity, LexicalSimilarity)
+                                                      else lexical.score(texts, masked))
+            known.update(zip(new, both.tolist()))
         return [known[p] for p in paths]
 
     return score
