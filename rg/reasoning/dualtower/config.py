@@ -45,6 +45,10 @@ class BrainConfig(Config):
     indicators: int = Field(
         1, ge=1, le=5, description="Most indicators (reasoning-tree nodes) taken from one question analysis."
     )
+    predictions: int = Field(
+        3, ge=1, le=10,
+        description="Predict mode: most auxiliary targets the Brain is asked to name on the paths explored so far.",
+    )
     max_hint_paths: int = Field(
         200, ge=0, le=5000,
         description="Schema hints of the analysis payload: anonymised relation paths from the topic entities "
