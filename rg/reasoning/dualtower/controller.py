@@ -341,7 +341,7 @@ class DualTowerController:
         verified: list[Grounded] = []
         for node in tree.nodes:
             verified += await self._verify_node(q, brain, node, analysis.depth, masked, view.triples, anchors,
-                                                tags, kg, topics, view, template)
+                                                tags, kg, topics, view, template, ask_brain=gate is None)
         return tree, verified
 
     async def _write_back(self, q: _Question, tree: ReasoningTree, analysis: Analysis, verified: Sequence[Grounded],
@@ -402,8 +402,14 @@ class DualTowerController:
 
     async def _verify_node(self, q: _Question, brain: Brain, node: TreeNode, d_predict: int, masked: str,
                            view_triples, anchors: Sequence[str], tags: tuple[str, ...], kg: KnowledgeGraph,
-                           topics: Sequence[str], view, template: str | None = None) -> list[Grounded]:
-        """Algorithm 3 for one node: explore, prune, select, ground, check, step — until verified or pruned."""
+                           topics: Sequence[str], view, template: str | None = None,
+                           ask_brain: bool = True) -> list[Grounded]:
+        """Algorithm 3 for one node: explore, prune, select, ground, check, step — until verified or pruned.
+
+        ``ask_brain``: refine and predict modes ask the Brain (follow-up, prediction); False when the analysis
+        came from memory, which gates the Brain: the Hand refines and predicts alone, and when the node
+        fails the controller asks the Brain for a fresh analysis instead.
+        """
         cfg = self.config
         key = template if template is not None else masked
         try:
@@ -423,11 +429,11 @@ class DualTowerController:
             separate = cfg.multi_topic == "separate" and m > 1
             found: list[Candidate] | None = None
             guided = None
-            if node.mode == "refine":  # the Brain's I+ for the Hand's follow-up guides this step
+            if node.mode == "refine" and ask_brain:  # the Brain's I+ for the Hand's follow-up guides this step
                 guided = refined = await self._follow_up(q, brain, node, masked, anchors, tags, list(tried.values()))
                 if refined is not None:
                     indicator, step_scorer = refined, PruneScorer(self.similarity, refined.text, exemplars, cfg.alpha)
-            elif node.mode == "predict":  # explore from T_aug = topics ∪ the Brain's predicted targets
+            elif node.mode == "predict" and ask_brain:  # explore from T_aug = topics ∪ the Brain's predicted targets
                 guided = await self._predict(q, brain, node, masked, anchors, tags, list(tried.values()))
                 if guided is not None:
                     via, predicted = guided
