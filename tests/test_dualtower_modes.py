@@ -30,7 +30,8 @@ from rg.reasoning.dualtower.payload import FollowUpPayload, PredictionPayload, T
 from rg.reasoning.dualtower.phases import Tried, follow_up_payload, place
 from rg.reasoning.dualtower.brain import Indicator
 from rg.stores.memory import MemoryStore
-from tests.dualtower_world import TRIPLES, schema, shared_planner
+from rg.privacy import KGSchema
+from tests.dualtower_world import TRIPLES, TYPES, schema, shared_planner
 from tests.test_dualtower_wire import RAW_ENTITIES, leaks, payload_of, relation_leaks
 
 RELEASED = ("when was Casino released", ["Casino"])
@@ -102,13 +103,14 @@ class ScriptedBrain:
                            "indicator": self.indicator(relation, answer_type, start=target)})
 
 
-def controller(url: str, mode: str = "utility", brains=None, **llm):
+def controller(url: str, mode: str = "utility", brains=None, triples=TRIPLES, kg_schema=None, **llm):
     config = DualTowerConfig(
         privacy={"mode": mode}, similarity="lexical", d_max=1, subgraph_hops=2, w_max=1,
         brain={"kind": "llm", "reasks": 1,
                "llm": {"base_url": url, "model": "scripted", "side": "brain", "max_retries": 0, "backoff_s": 0.0,
                        "max_backoff_s": 0.0, "timeout_s": 5.0, **llm}})
-    return build_controller(config, schema(), store=MemoryStore(KnowledgeGraph.from_triples(TRIPLES)), brains=brains)
+    return build_controller(config, kg_schema or schema(), store=MemoryStore(KnowledgeGraph.from_triples(triples)),
+                            brains=brains)
 
 
 def kinds(server: ScriptedServer) -> list[str]:
@@ -251,6 +253,19 @@ def test_no_raw_name_or_id_in_follow_up_and_prediction_requests(mode):
     saw = [json.dumps(json.loads(p), sort_keys=True) for r in results for p in r.brain_payloads]
     assert wire == saw
     assert sum(r.exposure["brain_calls"] for r in results) == len(bodies)
+
+
+# ---------------------------------------------------------------------------------------- literals
+def test_a_literal_answer_has_the_literal_type_its_coarse_view_does_not_show():
+    """A literal is shown coarse (``number 1e7-1e8``), without the type a cluster label or the Brain names."""
+    triples = TRIPLES + (("Casino", "budget", "52000000"),)
+    kg_schema = KGSchema.build(triples, {**TYPES, "52000000": "literal"})
+    with ScriptedServer(Script.always(Respond(ScriptedBrain(first=("budget", "literal"))))) as server:
+        result = controller(server.base_url, triples=triples, kg_schema=kg_schema).answer(
+            "what was the budget of Casino", ["Casino"])
+    assert result.answers == ("52000000",) and not result.faults
+    assert result.tree[0]["tried"] == [["topic", 1]] and result.tree[0]["candidates"] == [
+        "TE_1 → [budget] → number 1e7-1e8"]
 
 
 # -------------------------------------------------------------------------------- exploration, local

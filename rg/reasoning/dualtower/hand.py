@@ -149,16 +149,21 @@ class Hand:
             if reason is None and not ends:
                 reason = "topic_missing"
             kept_ends = tuple(sorted(ends or ()))
-            if reason is None and indicator.answer_type and not self._typed(node_of, kept_ends, indicator.answer_type):
+            if reason is None and indicator.answer_type and not self._typed(session, node_of, kept_ends,
+                                                                             indicator.answer_type):
                 reason = "answer_type"
             kept = tuple(w for w in walks if w.end in set(kept_ends)) if reason is None else ()
             out.append(Grounded(candidate, -float(rank), kept, kept_ends if reason is None else (), reason))
         return out
 
     @staticmethod
-    def _typed(node_of, ends: Sequence[str], wanted: str) -> bool:
+    def _typed(session: PrivacySession, node_of, ends: Sequence[str], wanted: str) -> bool:
+        """Whether an end has the ``wanted`` type as the view names types: the label its node shows, or the
+        type label of its coarse type (a literal is shown as ``year 1956`` or ``number 1e7-1e8``, without its
+        type, while a cluster label such as ``(film→literal)`` names it)."""
         wanted = wanted.strip().lower()
-        return any(public_label(node_of(e)).split(" ×")[0].strip().lower() == wanted for e in ends)
+        return any(public_label(node_of(e)).split(" ×")[0].strip().lower() == wanted
+                   or session.type_label(e).strip().lower() == wanted for e in ends)
 
     @staticmethod
     def _follow(session: PrivacySession, kg: KnowledgeGraph, topic: str, nodes: Sequence[str], labels: Sequence[str],
