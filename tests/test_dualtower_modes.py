@@ -268,6 +268,28 @@ def test_a_literal_answer_has_the_literal_type_its_coarse_view_does_not_show():
         "TE_1 → [budget] → number 1e7-1e8"]
 
 
+RONIN = (("Ronin", "starring", "m.0r1"), ("m.0r1", "actor", "Jean Reno"), ("Jean Reno", "nationality", "France"),
+         ("Ronin", "starring", "m.0r2"), ("m.0r2", "actor", "Robert De Niro"), ("Robert De Niro", "nationality", "USA"))
+
+
+def test_ends_the_reader_cannot_answer_do_not_verify_a_candidate():
+    """A CVT (an unnamed ``m.`` node) is no answer for the reader, so a path ending only at CVTs is not
+    sufficient: the tree goes on to the actors behind them instead of answering nothing."""
+    kg_schema = KGSchema.build(RONIN, {"Ronin": "film", "Jean Reno": "person", "Robert De Niro": "person",
+                                       "France": "country", "USA": "country", "m.0r1": "cvt", "m.0r2": "cvt"})
+    config = DualTowerConfig(privacy={"mode": "utility"}, similarity="lexical",
+                             brain={"kind": "llm", "llm": {"base_url": "http://127.0.0.1:1/v1", "model": "scripted",
+                                                           "side": "brain", "max_retries": 0}})
+    with ScriptedServer(Script.always(Respond(ScriptedBrain(first=("starring", None))))) as server:
+        config = config.model_copy(update={"brain": config.brain.model_copy(
+            update={"llm": config.brain.llm.model_copy(update={"base_url": server.base_url})})})
+        run = build_controller(config, kg_schema, store=MemoryStore(KnowledgeGraph.from_triples(RONIN)))
+        result = run.answer("who starred in Ronin", ["Ronin"])
+    assert sorted(result.answers) == ["Jean Reno", "Robert De Niro"] and result.fallback is None
+    assert result.tree[0]["tried"] == [["topic", 1], ["topic", 2]]
+    assert result.evidence == ("Ronin → [starring] → {m.0r1 | m.0r2} → [actor] → {Jean Reno | Robert De Niro}",)
+
+
 # -------------------------------------------------------------------------------- exploration, local
 def test_exploring_from_predicted_anchors():
     view = (("A", "r", "B"), ("B", "s", "C"), ("C", "t", "D"), ("X", "u", "B"), ("X", "v", "C"))

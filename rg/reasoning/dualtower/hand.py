@@ -5,7 +5,8 @@ working subgraph from a :class:`rg.stores.KGStore` (or takes a question's own tr
 Brain's view through :meth:`rg.privacy.PrivacySession.expose` (anonymised, guarded, sanitised),
 writes the schema hints (relation paths of the view from the topics, no entities), and — after
 exploration and pruning — de-anonymises the kept candidates by grounding them on the raw
-subgraph, refines them into evidence, checks sufficiency and answers with the local reader.
+subgraph, refines them into evidence, checks sufficiency (every topic entity reaches a common end
+the reader can answer, of the indicator's type when it names one) and answers with the local reader.
 
 Grounding follows a kept view path step by step on the raw subgraph: from the raw topic entity,
 along raw triples whose relation the view shows as the step's label (a cluster in ``privacy``
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from rg.data.entities import is_unnamed
 from rg.data.sample import Triple
 from rg.evidence.build import Evidence, assemble_evidence
 from rg.evidence.chains import Walk
@@ -56,7 +58,9 @@ class Grounded:
         value: Its value for the reader (0 for the best kept, −1 for the next, ...).
         walks: Raw evidence walks from the topic entities (triple ids index the raw subgraph).
         ends: Raw entities every branch reaches (answer candidates), topics excluded.
-        reason: None when sufficient, else why not (``not_grounded``, ``topic_missing``, ``answer_type``).
+        reason: None when sufficient, else why not (``not_grounded``, ``topic_missing``, ``unnamed_end``:
+            every common end is an unnamed node such as a CVT, which the reader does not answer, and
+            ``answer_type``).
     """
 
     candidate: Candidate
@@ -148,13 +152,19 @@ class Hand:
                 walks += reach
             if reason is None and not ends:
                 reason = "topic_missing"
-            kept_ends = tuple(sorted(ends or ()))
+            if reason is None and not any(self._answerable(e) for e in ends or ()):
+                reason = "unnamed_end"  # the reader takes no unnamed node (a CVT) as an answer: look further
+            kept_ends = tuple(sorted(e for e in ends or () if self._answerable(e)))
             if reason is None and indicator.answer_type and not self._typed(session, node_of, kept_ends,
                                                                              indicator.answer_type):
                 reason = "answer_type"
             kept = tuple(w for w in walks if w.end in set(kept_ends)) if reason is None else ()
             out.append(Grounded(candidate, -float(rank), kept, kept_ends if reason is None else (), reason))
         return out
+
+    def _answerable(self, entity: str) -> bool:
+        """Whether the reader may answer ``entity`` (unnamed Freebase ids only with ``reader.unnamed_answers``)."""
+        return self.config.reader.unnamed_answers or not is_unnamed(entity)
 
     @staticmethod
     def _typed(session: PrivacySession, node_of, ends: Sequence[str], wanted: str) -> bool:

@@ -51,6 +51,8 @@ def lacked(candidate: Candidate, reason: str, indicator: Indicator) -> str:
         if len(candidate.branches) > 1:
             return "its branches from the topic entities reach no common answer"
         return "it reaches no answer besides the topic entities"
+    if reason == "unnamed_end":
+        return "it ends only at nodes without a name of their own (such as CVTs), which are no answer"
     if reason == "not_grounded":
         return "it does not hold on the graph behind the view"
     return reason
