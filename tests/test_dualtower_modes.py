@@ -19,18 +19,17 @@ import re
 import pytest
 
 from rg.graph import KnowledgeGraph
+from rg.llm.config import LLMConfig
 from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
-from rg.privacy import PrivacyConfig, PrivacySession
+from rg.privacy import KGSchema, PrivacyConfig, PrivacySession
 from rg.reasoning.dualtower import DualTowerConfig, build_controller
-from rg.reasoning.dualtower.brain import BrainError
+from rg.reasoning.dualtower.brain import BrainError, Indicator
 from rg.reasoning.dualtower.controller import LLMBrainFactory
 from rg.reasoning.dualtower.explore import Candidate, ViewWalk, explore_via
 from rg.reasoning.dualtower.local_brain import LocalBrain
 from rg.reasoning.dualtower.payload import FollowUpPayload, PredictionPayload, TopicView, TriedView, seal
 from rg.reasoning.dualtower.phases import Tried, follow_up_payload, place
-from rg.reasoning.dualtower.brain import Indicator
 from rg.stores.memory import MemoryStore
-from rg.privacy import KGSchema
 from tests.dualtower_world import TRIPLES, TYPES, schema, shared_planner
 from tests.test_dualtower_wire import RAW_ENTITIES, leaks, payload_of, relation_leaks
 
@@ -103,9 +102,13 @@ class ScriptedBrain:
                            "indicator": self.indicator(relation, answer_type, start=target)})
 
 
-def controller(url: str, mode: str = "utility", brains=None, triples=TRIPLES, kg_schema=None, **llm):
+SMALL = {"d_max": 1, "subgraph_hops": 2, "w_max": 1}
+"""D_max 1 and W_max 1: the schedule is topic 1, refine, predict, and each step keeps one candidate."""
+
+
+def controller(url: str, mode: str = "utility", brains=None, triples=TRIPLES, kg_schema=None, limits=SMALL, **llm):
     config = DualTowerConfig(
-        privacy={"mode": mode}, similarity="lexical", d_max=1, subgraph_hops=2, w_max=1,
+        privacy={"mode": mode}, similarity="lexical", **limits,
         brain={"kind": "llm", "reasks": 1,
                "llm": {"base_url": url, "model": "scripted", "side": "brain", "max_retries": 0, "backoff_s": 0.0,
                        "max_backoff_s": 0.0, "timeout_s": 5.0, **llm}})
@@ -188,9 +191,8 @@ class OldBrains:
 
 def test_a_brain_without_the_calls_is_recorded_and_the_hand_goes_on():
     with ScriptedServer(Script.always(Respond(ScriptedBrain(**REFINING)))) as server:
-        llm = {"base_url": server.base_url, "model": "scripted", "side": "brain", "max_retries": 0}
-        result = controller(server.base_url, brains=OldBrains(LLMBrainFactory(
-            DualTowerConfig(brain={"kind": "llm", "llm": llm}).brain.llm))).answer(*RELEASED)
+        factory = LLMBrainFactory(LLMConfig(base_url=server.base_url, model="scripted", side="brain", max_retries=0))
+        result = controller(server.base_url, brains=OldBrains(factory)).answer(*RELEASED)
         sent = kinds(server)
     assert sent == ["analysis", "selection", "selection"]
     assert [(f.stage, f.reason, f.attempts, f.fallback) for f in result.faults] == [
@@ -218,7 +220,8 @@ def test_only_the_predicted_anchor_answers():
     director = predicted["paths"][0]["nodes"][0][0]
     assert node["predicted"] == [director] and director.endswith("(person)")
     [kept] = node["candidates"]
-    assert re.fullmatch(rf"TE_1 → \[directed_by\] → {re.escape(director)} ← \[directed_by\] ← ent_[0-9a-f]+ \(film\)", kept)
+    shape = rf"TE_1 → \[directed_by\] → {re.escape(director)} ← \[directed_by\] ← ent_[0-9a-f]+ \(film\)"
+    assert re.fullmatch(shape, kept)
     assert result.evidence == ("Casino → [directed_by] → Martin Scorsese ← [directed_by] ← The Irishman",)
     assert result.usage["stages"]["brain_predict"]["brain"]["calls"] == 1
 
@@ -277,13 +280,8 @@ def test_ends_the_reader_cannot_answer_do_not_verify_a_candidate():
     sufficient: the tree goes on to the actors behind them instead of answering nothing."""
     kg_schema = KGSchema.build(RONIN, {"Ronin": "film", "Jean Reno": "person", "Robert De Niro": "person",
                                        "France": "country", "USA": "country", "m.0r1": "cvt", "m.0r2": "cvt"})
-    config = DualTowerConfig(privacy={"mode": "utility"}, similarity="lexical",
-                             brain={"kind": "llm", "llm": {"base_url": "http://127.0.0.1:1/v1", "model": "scripted",
-                                                           "side": "brain", "max_retries": 0}})
     with ScriptedServer(Script.always(Respond(ScriptedBrain(first=("starring", None))))) as server:
-        config = config.model_copy(update={"brain": config.brain.model_copy(
-            update={"llm": config.brain.llm.model_copy(update={"base_url": server.base_url})})})
-        run = build_controller(config, kg_schema, store=MemoryStore(KnowledgeGraph.from_triples(RONIN)))
+        run = controller(server.base_url, triples=RONIN, kg_schema=kg_schema, limits={})
         result = run.answer("who starred in Ronin", ["Ronin"])
     assert sorted(result.answers) == ["Jean Reno", "Robert De Niro"] and result.fallback is None
     assert result.tree[0]["tried"] == [["topic", 1], ["topic", 2]]
@@ -300,7 +298,8 @@ def test_exploring_from_predicted_anchors():
     two = explore_via(view, ["A", "X"], ["TE_1", "TE_2"], [[ViewWalk(("A", "B"), ("r",))], []], 1, 10,
                       lambda texts: [0.0] * len(texts), per_hub=4)
     # the second topic's own walks meet the predicted branch at its hub
-    assert [c.text() for c in two] == ["TE_1 → [r] → B & TE_2 → [u] → B", "TE_1 → [r] → B → [s] → C & TE_2 → [v] → C"]
+    assert [c.text() for c in two] == ["TE_1 → [r] → B & TE_2 → [u] → B",
+                                       "TE_1 → [r] → B → [s] → C & TE_2 → [v] → C"]
 
 
 def test_targets_are_placed_on_the_shown_walks():
@@ -350,8 +349,9 @@ def test_the_local_brain_answers_the_follow_up_within_the_paths_asked_for(local)
 
 def test_the_local_brain_predicts_the_node_its_decoded_path_goes_on_from(local):
     hints = (("directed_by",), ("starred_actors",), ("directed_by", "directed_by^-1"))
-    payload = PredictionPayload(question="which films share a director with TE_1 (film)", indicator="TE -[directed_by]-> ANSWER",
-                                topics=TOPIC, paths=(DIRECTED,), relation_paths=hints, keep=3, max_depth=3)
+    payload = PredictionPayload(question="which films share a director with TE_1 (film)",
+                                indicator="TE -[directed_by]-> ANSWER", topics=TOPIC, paths=(DIRECTED,),
+                                relation_paths=hints, keep=3, max_depth=3)
     prediction = asyncio.run(local.predict(sealed(payload)))
     assert prediction.targets == ("ent_5e6f7a8b (person)",)
     assert prediction.indicator is not None and prediction.indicator.relations == ("directed_by^-1",)

@@ -6,7 +6,8 @@ sealed by the egress guard), ``brain`` (the protocol and its results), ``prompts
 templates and reply schemas), ``llm_brain`` / ``local_brain`` (the two Brains), ``hand`` (topics,
 subgraph, view, grounding, sufficiency, evidence), ``explore`` (tree-structured BiBFS on the view),
 ``similarity`` (DRM), ``memory`` (the experience hook), ``prune`` (the fuzzy filter), ``tree`` (the
-reasoning tree and its policies), ``phases`` (refine mode's follow-up, predict mode's targets), ``controller`` (``answer(question)``), ``result``, ``build``::
+reasoning tree and its policies), ``phases`` (refine mode's follow-up, predict mode's targets),
+``controller`` (``answer(question)``), ``result``, ``build``::
 
     controller = build_controller(config, schema, store=MemoryStore(kg), planner=load_planner(path))
     result = controller.answer("who directed Heat", topics=["Heat"])
@@ -42,8 +43,9 @@ from rg.reasoning.dualtower.result import BrainFault, DualTowerResult
 from rg.reasoning.dualtower.similarity import EncoderSimilarity, LexicalSimilarity, Similarity
 
 __all__ = [
-    "Analysis", "AnalysisPayload", "Brain", "BrainConfig", "BrainError", "BrainFault", "Choice",
-    "DualTowerConfig", "DualTowerController", "DualTowerResult", "EncoderSimilarity", "ExperienceMemory",
-    "ExploringBrain", "FollowUp", "FollowUpPayload", "Hand", "HandError", "Indicator", "LLMBrain", "LLMBrainFactory", "LexicalSimilarity", "LocalBrain", "LocalBrainFactory",
-    "NoMemory", "Prediction", "PredictionPayload", "SealedPayload", "SelectionPayload", "Similarity", "build_controller", "seal", "view_relation_path",
+    "Analysis", "AnalysisPayload", "Brain", "BrainConfig", "BrainError", "BrainFault", "Choice", "DualTowerConfig",
+    "DualTowerController", "DualTowerResult", "EncoderSimilarity", "ExperienceMemory", "ExploringBrain", "FollowUp",
+    "FollowUpPayload", "Hand", "HandError", "Indicator", "LLMBrain", "LLMBrainFactory", "LexicalSimilarity",
+    "LocalBrain", "LocalBrainFactory", "NoMemory", "Prediction", "PredictionPayload", "SealedPayload",
+    "SelectionPayload", "Similarity", "build_controller", "seal", "view_relation_path",
 ]

@@ -6,9 +6,10 @@ topic tags and relation-path hints → split questions, a skyline indicator, pre
 ``keep`` ids), ``dualtower_follow_up`` (refine mode: the Hand's follow-up question, the rejected
 candidates and what they lacked, the relation paths asked for → what is missing and a refined
 indicator) and ``dualtower_predict`` (predict mode: the paths explored so far → up to ``keep``
-auxiliary targets among the nodes shown, and an indicator from them). Both take the sealed payload's JSON verbatim as their task field, so the text
-a Brain reads is exactly what the egress guard checked. Replies are JSON objects validated by
-:class:`AnalysisReply` / :class:`SelectionReply`; :func:`parse_json_reply` takes the first JSON
+auxiliary targets among the nodes shown, and an indicator from them). All take the sealed
+payload's JSON verbatim as their task field, so the text a Brain reads is exactly what the egress
+guard checked. Replies are JSON objects validated by :class:`AnalysisReply` / :class:`SelectionReply` /
+:class:`FollowUpReply` / :class:`PredictionReply`; :func:`parse_json_reply` takes the first JSON
 object of a reply (models like to wrap it in a code fence) or raises ``ValueError``.
 """
 
