@@ -225,9 +225,10 @@ def test_the_hand_checks_a_literal_answers_type_by_its_schema_type_not_its_coars
     kg_schema = KGSchema.build(triples, {"Heat": "film", "1995-12-15": "literal", "Michael Mann": "person"})
     with PrivacySession(PrivacyConfig(mode="privacy"), kg_schema) as session:
         assert session.entity("1995-12-15") == "year 1995"
-        assert Hand._typed(session, ["1995-12-15"], "literal")
-        assert not Hand._typed(session, ["Michael Mann"], "literal")
-        assert Hand._typed(session, ["Michael Mann", "1995-12-15"], "Literal ")
+        node_of = session.entity
+        assert Hand._typed(session, node_of, ["1995-12-15"], "literal")
+        assert not Hand._typed(session, node_of, ["Michael Mann"], "literal")
+        assert Hand._typed(session, node_of, ["Michael Mann", "1995-12-15"], "Literal ")
 
 
 @pytest.mark.parametrize("resolve", ["question", "all"])

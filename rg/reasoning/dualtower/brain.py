@@ -1,4 +1,5 @@
-"""The Brain protocol and its results (PrivGemo §4.2, question analysis and path selection).
+"""The Brain protocol and its results (PrivGemo §4.2–4.3: question analysis, path selection, the
+follow-up of refine mode and the predictions of predict mode).
 
 The Brain is the untrusted tower: it receives only :class:`~rg.reasoning.dualtower.payload.SealedPayload`
 objects (serialised, egress-guarded JSON) and returns typed results. Two implementations share the
@@ -52,12 +53,40 @@ class Choice:
     ids: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class FollowUp:
+    """Refine mode: the Brain's answer to the Hand's follow-up question (GenFollowUp's I+).
+
+    Attributes:
+        missing: What the Brain says the rejected candidates lacked (anonymised words).
+        indicator: The refined indicator I+ that guides the refinement's exploration and pruning.
+    """
+
+    missing: str
+    indicator: Indicator
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predict mode: auxiliary targets the Brain saw on the shown paths, and I_pred.
+
+    Attributes:
+        targets: View nodes as shown (``ent_3f9a2c1d (person)``) or type-level placeholders
+            (``(person)``), best first; the Hand keeps those it can place on the shown paths.
+        indicator: The indicator of the prediction-driven exploration (None: the node's own).
+    """
+
+    targets: tuple[str, ...]
+    indicator: Indicator | None = None
+
+
 class BrainError(RuntimeError):
     """A Brain call gave no usable result.
 
     Attributes:
         reason: ``rate_limited``, ``server_error``, ``timeout``, ``connection``, ``malformed``,
-            ``egress_refused``, ``no_paths`` (local Brain: nothing it can write), ...
+            ``egress_refused``, ``no_paths`` (local Brain: nothing it can write), ``no_targets``
+            (a prediction names nothing on the shown paths), ...
         attempts: Calls made (re-asks included).
     """
 
@@ -83,4 +112,21 @@ class Brain(Protocol):
 
     async def select(self, payload: SealedPayload) -> Choice:
         """The best candidates of a selection payload; :class:`BrainError` on failure."""
+        ...
+
+
+@runtime_checkable
+class ExploringBrain(Brain, Protocol):
+    """A Brain that also answers refine mode's follow-up and predict mode's prediction payloads.
+
+    A Brain without these calls (e.g. ``serve``'s remote Brain) still works: the controller then
+    takes the Hand's own refine/predict exploration and records the fault ``unsupported``.
+    """
+
+    async def follow_up(self, payload: SealedPayload) -> FollowUp:
+        """The refined indicator for a follow-up payload; :class:`BrainError` on failure."""
+        ...
+
+    async def predict(self, payload: SealedPayload) -> Prediction:
+        """Auxiliary targets for a prediction payload; :class:`BrainError` on failure."""
         ...

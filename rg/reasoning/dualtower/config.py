@@ -45,6 +45,10 @@ class BrainConfig(Config):
     indicators: int = Field(
         1, ge=1, le=5, description="Most indicators (reasoning-tree nodes) taken from one question analysis."
     )
+    predictions: int = Field(
+        3, ge=1, le=10,
+        description="Predict mode: most auxiliary targets the Brain is asked to name on the paths explored so far.",
+    )
     max_hint_paths: int = Field(
         200, ge=0, le=5000,
         description="Schema hints of the analysis payload: anonymised relation paths from the topic entities "
@@ -121,7 +125,9 @@ class DualTowerConfig(Config):
     d_max: int = Field(3, ge=1, le=6, description="D_max: most hops from a topic entity to the answer.")
     alpha: float = Field(0.6, ge=0.0, le=1.0, description="α of s = α·DRM(path, indicator) + (1−α)·memory term.")
     max_failures: int = Field(
-        4, ge=1, le=10, description="A reasoning-tree node is pruned after this many failed verifications."
+        5, ge=1, le=10,
+        description="A reasoning-tree node is pruned after this many failed verifications (5 reaches every step of "
+        "the schedule at d_max 3: three topic depths, refine, predict).",
     )
     max_steps: int = Field(8, ge=1, le=50, description="Bound on verification loops per node.")
     subgraph_hops: Optional[int] = Field(

@@ -10,7 +10,9 @@ Per question, inside a fresh :class:`rg.privacy.PrivacySession` (key and maps dr
 3. **reasoning tree**: per indicator node, until verified or pruned: explore the view in the node's
    mode and depth, fuzzy-prune to W1, let the Brain select W_max when more remain (on a fault: the
    W_max best by the pruning score), ground the kept paths on the raw subgraph and check sufficiency;
-   on failure :func:`~rg.reasoning.dualtower.tree.next_step`;
+   on failure :func:`~rg.reasoning.dualtower.tree.next_step`. In ``refine`` mode the Brain answers the
+   Hand's follow-up with a refined indicator, in ``predict`` mode it names auxiliary targets to explore
+   from (:mod:`~rg.reasoning.dualtower.phases`); on a fault there the Hand explores alone;
 4. **answer**: the Hand's reader over the verified evidence (the local reader, or a trusted local
    LLM with the local reader as its fallback; :mod:`rg.reasoning.dualtower.reading`).
 
@@ -35,9 +37,9 @@ from rg.llm.usage import Usage, UsageLedger
 from rg.privacy.guard import EgressRefused
 from rg.privacy.schema import KGSchema
 from rg.privacy.session import PrivacySession
-from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, Indicator
+from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, ExploringBrain, Indicator
 from rg.reasoning.dualtower.config import DualTowerConfig
-from rg.reasoning.dualtower.explore import Candidate, band, explore, explore_each, extend
+from rg.reasoning.dualtower.explore import Candidate, band, explore, explore_each, explore_via, extend
 from rg.reasoning.dualtower.hand import Grounded, Hand, HandError, RawScorer, question_scorer, with_twins
 from rg.reasoning.dualtower.llm_brain import LLMBrain
 from rg.reasoning.dualtower.local_brain import LocalBrain, indicator_text
@@ -58,6 +60,15 @@ from rg.reasoning.dualtower.payload import (
     SelectionPayload,
     TopicView,
     seal,
+)
+from rg.reasoning.dualtower.phases import (
+    FOLLOW_UP_FALLBACK,
+    PREDICT_FALLBACK,
+    Tried,
+    follow_up_payload,
+    lacked,
+    place,
+    prediction_payload,
 )
 from rg.reasoning.dualtower.prune import PruneScorer, fuzzy_top
 from rg.reasoning.dualtower.result import BrainFault, DualTowerResult
@@ -149,6 +160,7 @@ class _Question:
         self.local_paths: frozenset[tuple[tuple[str, ...], ...]] = frozenset()
         self.warnings: tuple[tuple[str, int], ...] = ()
         self.session_topics: tuple[str, ...] = ()
+        self.hints: tuple[tuple[str, ...], ...] = ()
 
     def timed(self, stage: str, started: float) -> None:
         self.timings[stage] += time.perf_counter() - started
@@ -222,7 +234,7 @@ class DualTowerController:
         masked = q.session.mask_question(q.question, topics)
         text = masked.text if q.session.anonymising else tag_topics(q.question, topics)
         tags = tuple(f"TE_{i + 1}" for i in range(len(topics)))
-        hints = self.hand.hints(view, anchors)
+        hints = q.hints = self.hand.hints(view, anchors)
         q.timed("anonymise", started)
 
         brain = self.brains(q.session, q.ledger)
@@ -329,7 +341,7 @@ class DualTowerController:
         verified: list[Grounded] = []
         for node in tree.nodes:
             verified += await self._verify_node(q, brain, node, analysis.depth, masked, view.triples, anchors,
-                                                tags, kg, topics, view, template)
+                                                tags, kg, topics, view, template, ask_brain=gate is None)
         return tree, verified
 
     async def _write_back(self, q: _Question, tree: ReasoningTree, analysis: Analysis, verified: Sequence[Grounded],
@@ -390,8 +402,14 @@ class DualTowerController:
 
     async def _verify_node(self, q: _Question, brain: Brain, node: TreeNode, d_predict: int, masked: str,
                            view_triples, anchors: Sequence[str], tags: tuple[str, ...], kg: KnowledgeGraph,
-                           topics: Sequence[str], view, template: str | None = None) -> list[Grounded]:
-        """Algorithm 3 for one node: explore, prune, select, ground, check, step — until verified or pruned."""
+                           topics: Sequence[str], view, template: str | None = None,
+                           ask_brain: bool = True) -> list[Grounded]:
+        """Algorithm 3 for one node: explore, prune, select, ground, check, step — until verified or pruned.
+
+        ``ask_brain``: refine and predict modes ask the Brain (follow-up, prediction); False when the analysis
+        came from memory, which gates the Brain: the Hand refines and predicts alone, and when the node
+        fails the controller asks the Brain for a fresh analysis instead.
+        """
         cfg = self.config
         key = template if template is not None else masked
         try:
@@ -401,33 +419,56 @@ class DualTowerController:
             exemplars = []
         scorer = PruneScorer(self.similarity, node.indicator.text, exemplars, cfg.alpha)
         rejected: list[Candidate] = []
+        tried: dict[str, Tried] = {}  # every kept candidate that failed verification (P̃_t ∪ P̃_r), by its text
         action = (node.mode, node.depth)
         for _ in range(cfg.max_steps):
             node.mode, node.depth = action
             node.tried.append(action)
-            started = time.perf_counter()
+            indicator, step_scorer = node.indicator, scorer
             m = len(anchors)
             separate = cfg.multi_topic == "separate" and m > 1
-            if node.mode == "topic" and separate:
+            found: list[Candidate] | None = None
+            guided = None
+            if node.mode == "refine" and ask_brain:  # the Brain's I+ for the Hand's follow-up guides this step
+                guided = refined = await self._follow_up(q, brain, node, masked, anchors, tags, list(tried.values()))
+                if refined is not None:
+                    indicator, step_scorer = refined, PruneScorer(self.similarity, refined.text, exemplars, cfg.alpha)
+            elif node.mode == "predict" and ask_brain:  # explore from T_aug = topics ∪ the Brain's predicted targets
+                guided = await self._predict(q, brain, node, masked, anchors, tags, list(tried.values()))
+                if guided is not None:
+                    via, predicted = guided
+                    if predicted is not None:
+                        indicator = predicted
+                        step_scorer = PruneScorer(self.similarity, predicted.text, exemplars, cfg.alpha)
+                    groups = [([i], via[i:i + 1]) for i in range(m)] if separate else [(list(range(m)), via)]
+                    started = time.perf_counter()
+                    found = [c for ids, v in groups
+                             for c in explore_via(view_triples, [anchors[i] for i in ids], [tags[i] for i in ids], v,
+                                                  cfg.d_max, cfg.w1, step_scorer, cfg.max_paths_per_hub)]
+                    q.timed("explore", started)
+            started = time.perf_counter()
+            if found is None and node.mode == "topic" and separate:
                 found = explore_each(view_triples, anchors, tags, node.depth, band(1, node.depth), cfg.w1, scorer)
-            elif node.mode == "topic":
+            elif found is None and node.mode == "topic":
                 found = explore(view_triples, anchors, tags, node.depth, band(m, node.depth), cfg.w1, scorer,
                                 cfg.max_paths_per_hub)
-            elif node.mode == "refine" and separate:
-                found = explore_each(view_triples, anchors, tags, cfg.d_max, (0, cfg.d_max), cfg.w1, scorer)
-            elif node.mode == "refine":
-                found = explore(view_triples, anchors, tags, cfg.d_max, (0, m * cfg.d_max), cfg.w1, scorer,
+            elif found is None and node.mode == "refine" and separate:
+                found = explore_each(view_triples, anchors, tags, cfg.d_max, (0, cfg.d_max), cfg.w1, step_scorer)
+            elif found is None and node.mode == "refine":
+                found = explore(view_triples, anchors, tags, cfg.d_max, (0, m * cfg.d_max), cfg.w1, step_scorer,
                                 cfg.max_paths_per_hub)
-            else:
+            elif found is None:
                 found = extend(view_triples, rejected, anchors, max(cfg.d_max - 1, 1), cfg.w1, scorer)
-            ranked = fuzzy_top(found, scorer, cfg.w1)
+            if guided is not None:  # a Brain-guided refine/predict pool holds new candidates only
+                found = [c for c in found if c.text() not in tried]
+            ranked = fuzzy_top(found, step_scorer, cfg.w1)
             q.timed("explore", started)
-            kept = await self._select(q, brain, masked, node.indicator, ranked)
+            kept = await self._select(q, brain, masked, indicator, ranked)
             node.candidates = tuple(c.text() for c in kept)
             if cfg.privacy.mode == "privacy" and cfg.hand.resolve_clusters == "question":
                 kept = with_twins(kept, [c for c, _ in ranked], cfg.w1)
             started = time.perf_counter()
-            grounded = self.hand.ground(q.session, view, kg, dict(zip(tags, topics)), kept, node.indicator,
+            grounded = self.hand.ground(q.session, view, kg, dict(zip(tags, topics)), kept, indicator,
                                         self._resolver(q.question, topics))
             q.grounded += grounded
             q.timed("verify", started)
@@ -436,6 +477,8 @@ class DualTowerController:
                 node.status = "verified"
                 node.evidence = tuple(w.render() for g in good for w in g.walks)
                 return good
+            for g in grounded:
+                tried.setdefault(g.candidate.text(), Tried(g.candidate, lacked(g.candidate, g.reason or "", indicator)))
             node.failures += 1
             rejected = kept or rejected
             step = next_step(node, d_predict, cfg.d_max, cfg.max_failures, q.warnings)
@@ -450,6 +493,67 @@ class DualTowerController:
         if self.config.hand.resolve_clusters == "all":
             return None
         return question_scorer(self.similarity, question, topics)
+
+    async def _follow_up(self, q: _Question, brain: Brain, node: TreeNode, masked: str, anchors: Sequence[str],
+                         tags: Sequence[str], tried: list[Tried]) -> Indicator | None:
+        """Refine mode (GenFollowUp): the Hand's follow-up for what the rejected candidates lacked, answered by
+        the Brain with a refined indicator I+; None (the fault recorded) when the Hand must refine alone."""
+        started = time.perf_counter()
+        try:
+            if not isinstance(brain, ExploringBrain):
+                raise BrainError("unsupported", f"{self.brains.name} answers no follow-up", attempts=0)
+            topics = tuple(TopicView(tag=t, node=a) for t, a in zip(tags, anchors))
+            payload = follow_up_payload(masked, node.indicator, topics, tried, q.hints, self.config.d_max)
+            sealed = seal(payload, q.session.guard)
+            q.payloads.append(sealed.text)
+            q.session.exposure.record_structure("brain_follow_up", paths=len(payload.tried))
+            answer = await brain.follow_up(sealed)
+        except (BrainError, EgressRefused) as err:
+            q.faults.append(self._fault("follow_up", err, FOLLOW_UP_FALLBACK))
+            return None
+        finally:
+            q.timed("brain", started)
+        refined = answer.indicator
+        node.follow_up = refined.text
+        return Indicator(text=refined.text, relations=refined.relations,
+                         depth=min(max(refined.depth, 1), self.config.d_max), answer_type=refined.answer_type)
+
+    async def _predict(self, q: _Question, brain: Brain, node: TreeNode, masked: str, anchors: Sequence[str],
+                       tags: Sequence[str], tried: list[Tried]):
+        """Predict mode: the Brain's targets on the paths explored so far, placed on the shown walks.
+
+        Returns:
+            (per topic, the walks to the predicted anchors; I_pred or None), or None (the fault recorded,
+            or nothing was explored to show) when the Hand grows past the rejected hubs alone.
+        """
+        if not tried:
+            return None  # nothing explored: no node the Brain could name
+        started = time.perf_counter()
+        try:
+            if not isinstance(brain, ExploringBrain):
+                raise BrainError("unsupported", f"{self.brains.name} makes no prediction", attempts=0)
+            topics = tuple(TopicView(tag=t, node=a) for t, a in zip(tags, anchors))
+            payload = prediction_payload(masked, node.indicator, topics, tried, q.hints, self.config.brain.predictions,
+                                         self.config.d_max)
+            sealed = seal(payload, q.session.guard)
+            q.payloads.append(sealed.text)
+            q.session.exposure.record_structure("brain_predict", paths=len(payload.paths))
+            prediction = await brain.predict(sealed)
+            via, placed = place(prediction.targets, tried, list(tags), anchors)
+            if not placed:
+                raise BrainError("no_targets", "no predicted target is a node of the paths shown")
+        except (BrainError, EgressRefused) as err:
+            q.faults.append(self._fault("prediction", err, PREDICT_FALLBACK))
+            return None
+        finally:
+            q.timed("brain", started)
+        node.predicted = tuple(placed)
+        indicator = prediction.indicator
+        if indicator is not None:
+            indicator = Indicator(text=indicator.text, relations=indicator.relations,
+                                  depth=min(max(indicator.depth, 1), self.config.d_max),
+                                  answer_type=indicator.answer_type)
+        return via, indicator
 
     async def _select(self, q: _Question, brain: Brain, masked: str, indicator: Indicator,
                       ranked: list[tuple[Candidate, float]]) -> list[Candidate]:

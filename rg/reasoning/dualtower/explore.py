@@ -9,8 +9,11 @@ topic entity, so every candidate covers all topic entities and its hub is the an
 For ``m`` topic entities and depth ``D`` a candidate's total length lies in ``(m(D−1), mD]``
 (:func:`band`); a single topic thus gives walks of exactly ``D`` hops.
 
-:func:`extend` is the prediction-driven phase: the hubs of candidates that failed verification
-become auxiliary anchors and their branches grow further.
+Prediction-driven exploration (:func:`explore_via`) starts from T_aug = T(Q) ∪ Ẽ_pred: the Brain's
+predicted targets (view nodes on the paths it was shown) become auxiliary anchors, and each topic's
+branch through one of them is its shown walk to the target grown up to ``depth`` more hops past it.
+:func:`extend` is the Hand's own fallback when the Brain predicts nothing usable: the hubs of the
+candidates that failed verification become the auxiliary anchors.
 """
 
 from __future__ import annotations
@@ -184,4 +187,50 @@ def extend(triples: Sequence[Triple], seeds: Sequence[Candidate], anchors: Seque
             continue
         grown = grow(adj, seed.branches[0], steps, width, scorer, seed.tags[0], frozenset(anchors))
         out += [Candidate((w,), seed.tags) for w in grown]
+    return out
+
+
+def explore_via(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[str],
+                via: Sequence[Sequence[ViewWalk]], depth: int, width: int, scorer: Scorer,
+                per_hub: int) -> list[Candidate]:
+    """Exploration from T_aug = topics ∪ predicted anchors (PrivGemo's prediction-driven phase).
+
+    Args:
+        triples: The view.
+        anchors: The topic entities' view nodes, in topic order.
+        tags: Their tags.
+        via: Per topic, walks from it to predicted anchors (the shown walks the Brain named a node of).
+        depth: Most hops grown past a predicted anchor (D_max).
+        width: Walks kept per round (W1).
+        scorer: Pruning score of walk patterns.
+        per_hub: Branch combinations kept per hub (multi-topic).
+
+    Returns:
+        Candidates with at least one branch through a predicted anchor (the walk to the anchor itself
+        included: the anchor may be the answer), every branch ending at the same hub; several topics
+        meet at a hub as in :func:`explore`, the other branches being the topics' own walks.
+    """
+    adj = adjacency(triples)
+    blocked = frozenset(anchors)
+    through: list[list[ViewWalk]] = []
+    for walks, tag in zip(via, tags):
+        grown: list[ViewWalk] = []
+        for walk in walks:
+            grown += [walk] + grow(adj, walk, depth, width, scorer, tag, blocked)
+        through.append(list(dict.fromkeys(grown)))
+    if len(anchors) == 1:
+        return [Candidate((w,), tuple(tags)) for w in through[0]]
+    own = [grow(adj, ViewWalk((a,), ()), depth, width, scorer, tag, blocked) for a, tag in zip(anchors, tags)]
+    out: list[Candidate] = []
+    hubs = dict.fromkeys(w.end for walks in through for w in walks)
+    for hub in hubs:
+        options = [[(w, True) for w in t if w.end == hub] + [(w, False) for w in o if w.end == hub]
+                   for t, o in zip(through, own)]
+        combos = [Candidate(tuple(w for w, _ in combo), tuple(tags)) for combo in itertools.product(*options)
+                  if any(flag for _, flag in combo)]
+        combos = list(dict.fromkeys(combos))
+        if len(combos) > per_hub:
+            scores = scorer([c.pattern() for c in combos])
+            combos = [combos[i] for i in sorted(np.argsort(-scores, kind="stable")[:per_hub].tolist())]
+        out += combos
     return out

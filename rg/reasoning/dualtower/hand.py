@@ -5,7 +5,8 @@ working subgraph from a :class:`rg.stores.KGStore` (or takes a question's own tr
 Brain's view through :meth:`rg.privacy.PrivacySession.expose` (anonymised, guarded, sanitised),
 writes the schema hints (relation paths of the view from the topics, no entities), and — after
 exploration and pruning — de-anonymises the kept candidates by grounding them on the raw
-subgraph, refines them into evidence, checks sufficiency and answers with the local reader.
+subgraph, refines them into evidence, checks sufficiency (every topic entity reaches a common end
+the reader can answer, of the indicator's type when it names one) and answers with the local reader.
 
 Grounding follows a kept view path step by step on the raw subgraph: from the raw topic entity,
 along raw triples whose relation the view shows as the step's label (a cluster in ``privacy``
@@ -28,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from rg.data.entities import is_unnamed
 from rg.data.sample import Triple
 from rg.evidence.build import Evidence, assemble_evidence
 from rg.evidence.chains import Walk
@@ -36,7 +38,7 @@ from rg.graph import KnowledgeGraph, Path
 from rg.graph.path import split_relation
 from rg.linking.linker import EntityLinker
 from rg.privacy.session import PrivacySession
-from rg.privacy.structure import SanitisedView
+from rg.privacy.structure import SanitisedView, public_label
 from rg.reasoning.dualtower.brain import Indicator
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.explore import Candidate
@@ -132,7 +134,9 @@ class Grounded:
         value: Its value for the reader (0 for the best kept, −1 for the next, ...).
         walks: Raw evidence walks from the topic entities (triple ids index the raw subgraph).
         ends: Raw entities every branch reaches (answer candidates), topics excluded.
-        reason: None when sufficient, else why not (``not_grounded``, ``topic_missing``, ``answer_type``).
+        reason: None when sufficient, else why not (``not_grounded``, ``topic_missing``, ``unnamed_end``:
+            every common end is an unnamed node such as a CVT, which the reader does not answer, and
+            ``answer_type``).
     """
 
     candidate: Candidate
@@ -236,8 +240,11 @@ class Hand:
                 walks += reach
             if reason is None and not ends:
                 reason = "topic_missing"
-            kept_ends = tuple(sorted(ends or ()))
-            if reason is None and indicator.answer_type and not self._typed(session, kept_ends, indicator.answer_type):
+            if reason is None and not any(self._answerable(e) for e in ends or ()):
+                reason = "unnamed_end"  # the reader takes no unnamed node (a CVT) as an answer: look further
+            kept_ends = tuple(sorted(e for e in ends or () if self._answerable(e)))
+            if reason is None and indicator.answer_type and not self._typed(session, node_of, kept_ends,
+                                                                             indicator.answer_type):
                 reason = "answer_type"
             kept = tuple(w for w in walks if w.end in set(kept_ends)) if reason is None else ()
             checked.append((candidate, kept, kept_ends if reason is None else (), reason))
@@ -245,12 +252,18 @@ class Hand:
         order = range(len(checked)) if score is None else refine_order(candidates, hand_scores)
         return [Grounded(checked[i][0], -float(rank), *checked[i][1:]) for rank, i in enumerate(order)]
 
+    def _answerable(self, entity: str) -> bool:
+        """Whether the reader may answer ``entity`` (unnamed Freebase ids only with ``reader.unnamed_answers``)."""
+        return self.config.reader.unnamed_answers or not is_unnamed(entity)
+
     @staticmethod
-    def _typed(session: PrivacySession, ends: Sequence[str], wanted: str) -> bool:
-        """Whether an end has the indicator's answer type, as the view labels types. The raw end's schema
-        type is compared, not its view node: a literal is shown as ``year 2002``, its type is ``literal``."""
+    def _typed(session: PrivacySession, node_of, ends: Sequence[str], wanted: str) -> bool:
+        """Whether an end has the ``wanted`` type as the view names types: the label its node shows, or the
+        type label of its coarse type (a literal is shown as ``year 1956`` or ``number 1e7-1e8``, without its
+        type, while a cluster label such as ``(film→literal)`` names it)."""
         wanted = wanted.strip().lower()
-        return any(session.type_label(e).strip().lower() == wanted for e in ends)
+        return any(public_label(node_of(e)).split(" ×")[0].strip().lower() == wanted
+                   or session.type_label(e).strip().lower() == wanted for e in ends)
 
     @staticmethod
     def _follow(session: PrivacySession, kg: KnowledgeGraph, topic: str, nodes: Sequence[str], labels: Sequence[str],

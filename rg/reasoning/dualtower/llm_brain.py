@@ -1,4 +1,5 @@
-"""The LLM Brain: question analysis and path selection by any OpenAI-compatible endpoint.
+"""The LLM Brain: question analysis, path selection, refine mode's follow-up and predict mode's
+predictions by any OpenAI-compatible endpoint.
 
 Built only through :func:`rg.privacy.brain_client`, so every request passes the session's egress
 guard and is booked in its exposure ledger and in the usage ledger as ``side: brain``. HTTP 429,
@@ -19,12 +20,30 @@ from rg.llm.prompts import PromptTemplate
 from rg.llm.usage import UsageLedger
 from rg.privacy.session import PrivacySession
 from rg.privacy import brain_client
-from rg.reasoning.dualtower.brain import Analysis, BrainError, Choice, Indicator
-from rg.reasoning.dualtower.payload import SealedPayload, SelectionPayload
-from rg.reasoning.dualtower.prompts import ANALYSE, SELECT, AnalysisReply, SelectionReply, parse_json_reply
+from rg.reasoning.dualtower.brain import Analysis, BrainError, Choice, FollowUp, Indicator, Prediction
+from rg.reasoning.dualtower.payload import PredictionPayload, SealedPayload, SelectionPayload
+from rg.reasoning.dualtower.prompts import (
+    ANALYSE,
+    FOLLOW_UP,
+    PREDICT,
+    SELECT,
+    AnalysisReply,
+    FollowUpReply,
+    IndicatorReply,
+    PredictionReply,
+    SelectionReply,
+    parse_json_reply,
+)
 
 STAGE_ANALYSE = "brain_analyse"
 STAGE_SELECT = "brain_select"
+STAGE_FOLLOW_UP = "brain_follow_up"
+STAGE_PREDICT = "brain_predict"
+
+
+def _indicator(reply: IndicatorReply) -> Indicator:
+    return Indicator(text=reply.text, relations=tuple(reply.relations), depth=reply.depth,
+                     answer_type=reply.answer_type)
 
 
 class LLMBrain:
@@ -63,8 +82,7 @@ class LLMBrain:
     async def analyse(self, payload: SealedPayload) -> Analysis:
         parsed = await self._ask(ANALYSE, payload, STAGE_ANALYSE, AnalysisReply)
         assert isinstance(parsed, AnalysisReply)
-        indicators = tuple(Indicator(text=i.text, relations=tuple(i.relations), depth=i.depth,
-                                     answer_type=i.answer_type) for i in parsed.indicators)
+        indicators = tuple(_indicator(i) for i in parsed.indicators)
         return Analysis(tuple(parsed.sub_questions), indicators, parsed.depth)
 
     async def select(self, payload: SealedPayload) -> Choice:
@@ -76,3 +94,16 @@ class LLMBrain:
         if not ids:
             raise BrainError("malformed", "the reply names no candidate of the payload")
         return Choice(ids)
+
+    async def follow_up(self, payload: SealedPayload) -> FollowUp:
+        parsed = await self._ask(FOLLOW_UP, payload, STAGE_FOLLOW_UP, FollowUpReply)
+        assert isinstance(parsed, FollowUpReply)
+        return FollowUp(parsed.missing, _indicator(parsed.indicator))
+
+    async def predict(self, payload: SealedPayload) -> Prediction:
+        shown = payload.open(PredictionPayload)
+        parsed = await self._ask(PREDICT, payload, STAGE_PREDICT, PredictionReply)
+        assert isinstance(parsed, PredictionReply)
+        targets = tuple(dict.fromkeys(p.target.strip() for p in parsed.predictions))[: shown.keep]
+        indicator = _indicator(parsed.indicator) if parsed.indicator is not None else None
+        return Prediction(targets, indicator)

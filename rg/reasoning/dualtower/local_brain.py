@@ -8,7 +8,14 @@ tags (``TE_1 (film)``) put back to the planner's mask ``<e>``. It sees nothing e
   anonymised relation paths from the topic entities). Each decoded path is an indicator
   (``TE -[r1]-> ?x -[r2]-> ANSWER``), its depth the path length; D_predict is the best path's;
 - **selection**: the planner's log-likelihood of each candidate's relation sequence (summed over
-  a multi-topic candidate's branches), best first.
+  a multi-topic candidate's branches), best first;
+- **follow-up** (refine mode): the planner cannot read the Hand's free-text follow-up, so it answers
+  it by decoding the question again, constrained to the relation paths the refinement asks for
+  (the hinted paths no rejected candidate took); the best path is the refined indicator I+;
+- **prediction** (predict mode): beam search constrained to the hints as in the analysis; each
+  decoded path is followed along the shown paths' branches as far as their relations agree, and
+  the node reached there is a target (a bridge from which the rest of the decoded path goes on, or
+  the answer it reaches); I_pred is the rest of the best target's path.
 
 In ``privacy`` mode the view's relation labels are schema clusters, so the planner must have been
 trained on that view (:func:`view_relation_path` maps training paths; the clustering is per KG,
@@ -24,8 +31,14 @@ from collections.abc import Iterable, Sequence
 from rg.graph.path import split_relation
 from rg.llm.usage import Usage, UsageLedger
 from rg.privacy.schema import KGSchema
-from rg.reasoning.dualtower.brain import Analysis, BrainError, Choice, Indicator
-from rg.reasoning.dualtower.payload import AnalysisPayload, SealedPayload, SelectionPayload
+from rg.reasoning.dualtower.brain import Analysis, BrainError, Choice, FollowUp, Indicator, Prediction
+from rg.reasoning.dualtower.payload import (
+    AnalysisPayload,
+    FollowUpPayload,
+    PredictionPayload,
+    SealedPayload,
+    SelectionPayload,
+)
 from rg.retrievers.planner.decode import beam_search
 from rg.retrievers.planner.likelihood import path_log_likelihood
 from rg.retrievers.planner.model import PlannerModel
@@ -37,6 +50,8 @@ MISSING_TOPICS = re.compile(r"\s*\[topic entities:[^\]]*\]\s*$")
 CLUSTER_TYPES = re.compile(r"\((?P<head>[^()→]+)→(?P<tail>[^()→]+)\)$")
 STAGE_ANALYSE = "brain_analyse"
 STAGE_SELECT = "brain_select"
+STAGE_FOLLOW_UP = "brain_follow_up"
+STAGE_PREDICT = "brain_predict"
 
 
 def planner_question(masked: str, mask_topics: bool) -> str:
@@ -68,10 +83,20 @@ def answer_type(relations: Sequence[str]) -> str | None:
     return (match["tail"] if forward else match["head"]).strip()
 
 
-def indicator_text(relations: Sequence[str]) -> str:
-    """``TE -[r1]-> ?x1 -[r2]-> ANSWER``."""
+def indicator_text(relations: Sequence[str], start: str = "TE") -> str:
+    """``TE -[r1]-> ?x1 -[r2]-> ANSWER`` (``start``: where the chain begins)."""
     steps = [f"-[{r}]-> {'ANSWER' if i == len(relations) - 1 else f'?x{i + 1}'}" for i, r in enumerate(relations)]
-    return "TE " + " ".join(steps)
+    return f"{start} " + " ".join(steps)
+
+
+def common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    """How many leading labels ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def view_relation_path(path: Sequence[str], schema: KGSchema, mode: str) -> tuple[str, ...]:
@@ -149,3 +174,52 @@ class LocalBrain:
         if not ranked:
             raise BrainError("no_paths", "the planner can score no candidate's relations")
         return Choice(tuple(ranked[: shown.keep]))
+
+    def _decode(self, question: str, paths: Iterable[Sequence[str]]) -> list[tuple[str, ...]]:
+        """The planner's beams for ``question`` constrained to ``paths``; BrainError when it can write none."""
+        limit = self.planner.config.max_path_len
+        trie = token_trie(hint_trie(p[:limit] for p in paths), self.planner.vocab)[0]
+        if not trie:
+            raise BrainError("no_paths", "no relation path asked for has a planner token")
+        beams = beam_search(self.planner, [self._prompt(question)], self.beams, [trie])[0]
+        decoded = [b.relation_path for b in beams if b.relation_path]
+        if not decoded:
+            raise BrainError("no_paths", "the planner wrote no relation path")
+        return decoded
+
+    async def follow_up(self, payload: SealedPayload) -> FollowUp:
+        started = time.perf_counter()
+        shown = payload.open(FollowUpPayload)
+        try:
+            best = self._decode(shown.question, shown.relation_paths)[0]
+        finally:
+            self._book(STAGE_FOLLOW_UP, started)
+        indicator = Indicator(text=indicator_text(best), relations=best, depth=min(len(best), shown.max_depth),
+                              answer_type=answer_type(best))
+        return FollowUp("a relation path not tried yet", indicator)
+
+    async def predict(self, payload: SealedPayload) -> Prediction:
+        started = time.perf_counter()
+        shown = payload.open(PredictionPayload)
+        try:
+            decoded = self._decode(shown.question, shown.relation_paths)
+        finally:
+            self._book(STAGE_PREDICT, started)
+        targets: dict[str, tuple[str, ...]] = {}  # target node -> the rest of its decoded path
+        for path in decoded:
+            for tried in shown.paths:
+                for labels, nodes in zip(tried.branches, tried.nodes):
+                    k = common_prefix(path, labels)
+                    rest = path[k:]
+                    if k == 0 or (not rest and k == len(labels)):  # off the path, or the rejected candidate itself
+                        continue
+                    targets.setdefault(nodes[k - 1], rest)
+        if not targets:
+            raise BrainError("no_targets", "no decoded path follows a shown path")
+        best = list(targets)[: shown.keep]
+        rest = targets[best[0]]
+        indicator = None
+        if rest:
+            indicator = Indicator(text=indicator_text(rest, best[0]), relations=rest,
+                                  depth=min(len(rest), shown.max_depth), answer_type=answer_type(rest))
+        return Prediction(tuple(best), indicator)

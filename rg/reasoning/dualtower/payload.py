@@ -1,8 +1,9 @@
 """What the Brain may receive: typed payloads, serialised and passed through the egress guard.
 
 PrivGemo §4.2: the Brain operates only on privacy-preserving inputs — the anonymised question,
-the topic entities' pseudonyms with limited schema hints (question analysis), and a small set of
-anonymised candidate paths (path selection). Every payload is a pydantic model; :func:`seal`
+the topic entities' pseudonyms with limited schema hints (question analysis), a small set of
+anonymised candidate paths (path selection), and the rejected candidates with what they lacked
+(refine mode's follow-up, predict mode's prediction). Every payload is a pydantic model; :func:`seal`
 serialises it to JSON and runs the session's :class:`rg.privacy.EgressGuard` over that text
 before anything else sees it. A Brain implementation receives only the resulting
 :class:`SealedPayload` and parses the JSON back (:meth:`SealedPayload.open`), so the local Brain's
@@ -59,8 +60,47 @@ class SelectionPayload(_Payload):
     keep: int
 
 
-Payload = Union[AnalysisPayload, SelectionPayload]
-P = TypeVar("P", AnalysisPayload, SelectionPayload)
+class TriedView(_Payload):
+    """A candidate the Hand verified and rejected, as the Brain may see it (refine and predict modes)."""
+
+    id: int
+    text: str = Field(description="The rendered path(s) over view nodes.")
+    branches: tuple[tuple[str, ...], ...] = Field(description="Per topic branch, its relation labels from the topic.")
+    nodes: tuple[tuple[str, ...], ...] = Field(description="Per topic branch, the view nodes after the topic.")
+    missing: str = Field(description="What the Hand's verification found missing, in anonymised words.")
+
+
+class FollowUpPayload(_Payload):
+    """Refine mode (PrivGemo GenFollowUp): the Hand's follow-up question and draft indicator for the
+    evidence the rejected candidates lacked, and the relation paths the refinement asks for."""
+
+    kind: Literal["follow_up"] = "follow_up"
+    question: str
+    follow_up: str = Field(description="The Hand's follow-up question Q+ for the missing evidence.")
+    indicator: str = Field(description="The Hand's draft indicator I+ (the node's indicator and what was missing).")
+    topics: tuple[TopicView, ...]
+    tried: tuple[TriedView, ...]
+    relation_paths: tuple[tuple[str, ...], ...] = Field(
+        (), description="The paths the refinement asks for: hinted relation paths no rejected candidate took.")
+    max_depth: int
+
+
+class PredictionPayload(_Payload):
+    """Predict mode (PrivGemo Predict): the paths explored so far; the Brain names auxiliary targets on them."""
+
+    kind: Literal["prediction"] = "prediction"
+    question: str
+    indicator: str
+    topics: tuple[TopicView, ...]
+    paths: tuple[TriedView, ...]
+    relation_paths: tuple[tuple[str, ...], ...] = Field(
+        (), description="Schema hints (as in the analysis payload): relation paths from the topic entities.")
+    keep: int = Field(description="Most targets to name.")
+    max_depth: int
+
+
+Payload = Union[AnalysisPayload, SelectionPayload, FollowUpPayload, PredictionPayload]
+P = TypeVar("P", AnalysisPayload, SelectionPayload, FollowUpPayload, PredictionPayload)
 
 
 @dataclass(frozen=True)
@@ -68,7 +108,7 @@ class SealedPayload:
     """A payload's JSON text after the egress guard passed it; the only thing a Brain receives.
 
     Attributes:
-        kind: ``analysis`` or ``selection``.
+        kind: ``analysis``, ``selection``, ``follow_up`` or ``prediction``.
         text: The JSON the guard checked.
     """
 

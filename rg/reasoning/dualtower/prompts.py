@@ -1,11 +1,15 @@
 """The Brain's prompt templates and the pydantic schemas of its JSON replies, defined once.
 
-Two templates (PrivGemo §4.2/§4.3.2): ``dualtower_analyse`` (anonymised question, topic tags and
-relation-path hints → split questions, a skyline indicator, predicted depth) and
+Four templates (PrivGemo §4.2/§4.3, Appendix prompts): ``dualtower_analyse`` (anonymised question,
+topic tags and relation-path hints → split questions, a skyline indicator, predicted depth),
 ``dualtower_select`` (anonymised question, indicator and numbered anonymised candidates → the best
-``keep`` ids). Both take the sealed payload's JSON verbatim as their task field, so the text
-a Brain reads is exactly what the egress guard checked. Replies are JSON objects validated by
-:class:`AnalysisReply` / :class:`SelectionReply`; :func:`parse_json_reply` takes the first JSON
+``keep`` ids), ``dualtower_follow_up`` (refine mode: the Hand's follow-up question, the rejected
+candidates and what they lacked, the relation paths asked for → what is missing and a refined
+indicator) and ``dualtower_predict`` (predict mode: the paths explored so far → up to ``keep``
+auxiliary targets among the nodes shown, and an indicator from them). All take the sealed
+payload's JSON verbatim as their task field, so the text a Brain reads is exactly what the egress
+guard checked. Replies are JSON objects validated by :class:`AnalysisReply` / :class:`SelectionReply` /
+:class:`FollowUpReply` / :class:`PredictionReply`; :func:`parse_json_reply` takes the first JSON
 object of a reply (models like to wrap it in a code fence) or raises ``ValueError``.
 """
 
@@ -64,9 +68,61 @@ SELECT = PromptTemplate(
     task_format="Input: {payload}\nReply:",
 )
 
+FOLLOW_UP = PromptTemplate(
+    id="dualtower_follow_up",
+    version=1,
+    system="You plan how to answer questions over an anonymised knowledge graph. Entities appear only as "
+    "pseudonyms with coarse types; you never need their names.",
+    instructions="""
+        You get a JSON object: an anonymised question, a follow-up question about evidence that is still
+        missing, a draft indicator, the topic entities, the candidate paths tried so far with what each one
+        lacked, the relation paths not tried yet, and the largest depth allowed. Say in a few words what
+        evidence is missing (a relation, a bridge node or a type), then write one refined skyline indicator
+        that reaches the answer along other relations, using relation labels from the paths not tried yet.
+        Use only the anonymised symbols you were given. Reply with one JSON object and nothing else:
+        {"missing": "...", "indicator": {"text": ..., "relations": [...], "depth": n, "answer_type": ... or null}}
+    """,
+    example="""
+        Input: {"question": "when was TE_1 (film) released", "follow_up": "which other relation leads from TE_1
+        to the answer?", "tried": [{"id": 1, "text": "TE_1 → [rel_a] → ent_7c2e (person)", "branches": [["rel_a"]],
+        "nodes": [["ent_7c2e (person)"]], "missing": "ends at a person; the indicator asks for a year"}],
+        "relation_paths": [["rel_b"], ["rel_c"]], "max_depth": 3}
+        Reply: {"missing": "a relation from the film to a year", "indicator": {"text": "TE_1 -[rel_c]-> ANSWER",
+        "relations": ["rel_c"], "depth": 1, "answer_type": "year"}}
+    """,
+    task_format="Input: {payload}\nReply:",
+)
+
+PREDICT = PromptTemplate(
+    id="dualtower_predict",
+    version=1,
+    system="You reason over an anonymised knowledge graph. Entities appear only as pseudonyms with coarse types; "
+    "you never need their names.",
+    instructions="""
+        You get a JSON object: an anonymised question, its indicator, the topic entities, the paths explored so
+        far (with the nodes on each branch and what each lacked), relation paths from the topic entities, and
+        how many targets to name. Propose up to that many plausible targets: answers or bridge nodes from
+        which the answer is one or a few hops away. A target is a node exactly as shown on the paths, or a
+        type placeholder such as "(person)" for every shown node of that type. Give each a short path pattern
+        and a reason, and one indicator from the targets to the answer. Use only the anonymised symbols you
+        were given. Reply with one JSON object and nothing else:
+        {"predictions": [{"target": ..., "path_pattern": [...], "reason": ...}], "indicator": {"text": ...,
+        "relations": [...], "depth": n, "answer_type": ... or null}}
+    """,
+    example="""
+        Input: {"question": "which films share a director with TE_1 (film)", "paths": [{"id": 1, "text": "TE_1 →
+        [rel_a] → ent_7c2e (person)", "branches": [["rel_a"]], "nodes": [["ent_7c2e (person)"]], "missing": "ends at
+        a person; the indicator asks for a film"}], "keep": 3}
+        Reply: {"predictions": [{"target": "ent_7c2e (person)", "path_pattern": ["rel_a", "rel_a^-1"], "reason":
+        "the director; the answer is another film of theirs"}], "indicator": {"text": "ent_7c2e -[rel_a^-1]->
+        ANSWER", "relations": ["rel_a^-1"], "depth": 1, "answer_type": "film"}}
+    """,
+    task_format="Input: {payload}\nReply:",
+)
+
 # The examples name relations neutrally (rel_a, rel_d): in privacy mode every raw relation label of the
 # working subgraph is guarded, and an example naming a real one would make the guard refuse the request.
-BRAIN_PROMPTS = PromptRegistry((ANALYSE, SELECT))
+BRAIN_PROMPTS = PromptRegistry((ANALYSE, SELECT, FOLLOW_UP, PREDICT))
 """The Brain's templates by id."""
 
 
@@ -113,3 +169,23 @@ def parse_json_reply(text: str, model: type[BaseModel]) -> BaseModel:
         raise ValueError(f"the reply's JSON does not parse: {err}") from None
     except ValidationError as err:
         raise ValueError(f"the reply's JSON has the wrong shape: {err.error_count()} errors") from None
+
+
+class FollowUpReply(_Reply):
+    """What ``dualtower_follow_up`` must return."""
+
+    missing: str = ""
+    indicator: IndicatorReply
+
+
+class PredictionItem(_Reply):
+    target: str = Field(min_length=1)
+    path_pattern: list[str] = Field(default_factory=list)
+    reason: str = ""
+
+
+class PredictionReply(_Reply):
+    """What ``dualtower_predict`` must return."""
+
+    predictions: list[PredictionItem] = Field(min_length=1)
+    indicator: IndicatorReply | None = None

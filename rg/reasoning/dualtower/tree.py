@@ -4,8 +4,10 @@ A node's state is ``(d_v, m_v, P̃_v, E_v, status)``: depth budget, exploration 
 (``topic`` / ``refine`` / ``predict``), the anonymised candidates kept, the verified evidence and
 ``active`` / ``verified`` / ``pruned``. :func:`init_policy` starts a node in ``topic`` mode at
 ``min(D_predict, D_max)``; after a failed verification :func:`next_step` moves on, in order: deeper
-topic exploration up to ``D_max``, shallower down to 1, ``refine`` (every length up to ``D_max``),
-then ``predict`` (growing past the hubs of rejected candidates). A node is pruned after
+topic exploration up to ``D_max``, shallower down to 1, ``refine`` (the Brain answers the Hand's
+follow-up for the missing evidence with a refined indicator; every length up to ``D_max``), then
+``predict`` (the Brain's predicted targets on the paths explored so far become auxiliary anchors;
+:mod:`rg.reasoning.dualtower.phases`). A node is pruned after
 ``max_failures`` failed verifications or when the schedule is spent. Without a memory the policy
 has no experience to consult; the experience hooks of the paper's InitPolicy/NextStep land with it.
 """
@@ -49,12 +51,15 @@ class TreeNode:
     status: Status = "active"
     failures: int = 0
     tried: list[Action] = field(default_factory=list)
+    follow_up: str | None = None
+    predicted: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """What the node did (anonymised candidates; evidence as raw lines stays with the Hand's result)."""
+        """What the node did (anonymised candidates, the refined indicator I+ of refine mode and the view
+        nodes predict mode explored from; evidence as raw lines stays with the Hand's result)."""
         return {"indicator": self.indicator.text, "depth": self.depth, "mode": self.mode, "status": self.status,
                 "failures": self.failures, "tried": [list(a) for a in self.tried],
-                "candidates": list(self.candidates)}
+                "candidates": list(self.candidates), "follow_up": self.follow_up, "predicted": list(self.predicted)}
 
 
 def next_step(node: TreeNode, d_predict: int, d_max: int, max_failures: int,
