@@ -5,9 +5,9 @@ and coarse types; pseudonyms carry no meaning), then the top ``W1``. The memory 
 memory returns no exemplar (:class:`~rg.reasoning.dualtower.memory.NoMemory`) and when none
 *agrees* with the node (:func:`agreeing`: the exemplar's stored depth is the indicator's, and so are
 its relations when both name them). Without that check every retrieved record counts — W_exp of them,
-usually other templates — and the max over exemplars lifts whichever candidates look like another
-template's path: on MetaQA a 3-hop *languages of the films sharing actors with X* question had its W1
-filled with *... → [starred_actors] → (person)* walks of a co-actor template and answered an actor.
+often other templates (on MetaQA a 3-hop node got ten 1- and 2-hop templates of other questions)
+— and the max over exemplars lifts whichever candidates look like another template's path
+(tests/test_memory_controller.py shows a co-actor template turning a shared-director answer).
 Step two, the Brain's selection of the top ``W_max``, is the controller's (it needs a sealed payload).
 """
 
