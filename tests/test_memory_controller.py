@@ -194,3 +194,50 @@ def test_an_analysis_the_hand_made_alone_is_not_booked_as_the_brains(store):
     result = controller.answer("who wrote Casino", ("Casino",))
     assert result.memory["analysis"] == "hand"
     assert [(f.stage, f.reason, f.fallback) for f in result.faults][:1] == [("analysis", "server_error", "hand_analysis")]
+
+
+class DirectorBrain:
+    """A scripted Brain: every question is TE -[directed_by]-> ?x1 -[directed_by^-1]-> ANSWER (no planner to train)."""
+
+    name = "scripted"
+
+    def __call__(self, session, ledger):
+        return self
+
+    async def analyse(self, payload):
+        from rg.reasoning.dualtower.brain import Analysis, Indicator
+        indicator = Indicator(text="TE -[directed_by]-> ?x1 -[directed_by^-1]-> ANSWER",
+                              relations=("directed_by", "directed_by^-1"), depth=2)
+        return Analysis((), (indicator,), 2)
+
+    async def select(self, payload):
+        from rg.reasoning.dualtower.brain import Choice
+        return Choice((1,))
+
+
+def test_an_exemplar_of_another_relation_path_does_not_steer_the_pruning(store):
+    """A verified co-actor trace ("which films share an actor with TE_1") scores 0.965 against a shared-director
+    question (question key 0.93, indicator 1.0): before, its template entered the pruning score's memory term and,
+    weighed 0.7 with W1 = 1, pulled the co-actor path over the director path (answer The Irishman / Casino).
+    An exemplar only counts when its depth and relations are the node's indicator's."""
+    config = DualTowerConfig(privacy={"mode": "utility"}, similarity="lexical", w1=1, w_max=1, alpha=0.3)
+    table = Table({"which films share an actor with TE_1": [0.93, 0.3676, 0.0],
+                   "which films share a director with TE_1": [1.0, 0.0, 0.0]})
+    pool = ExperiencePool(ExperienceConfig(embedder="hashing"), table)
+    actors = ("starred_actors", "starred_actors^-1")
+    pool.remember(Trace("which films share an actor with TE_1",
+                        RecalledAnalysis("TE -[starred_actors]-> ?x1 -[starred_actors^-1]-> ANSWER", actors, 2),
+                        (("topic", 2),), (("TE_1 → [starred_actors] → (person) ← [starred_actors] ← (film)", (actors,)),),
+                        True, (), privacy_tag(config)))
+    warm = build_controller(config, schema(), store=store, brains=DirectorBrain(),
+                            memory=PoolMemory(pool, privacy_tag(config)))
+    result = warm.answer("which films share a director with Heat", ("Heat",))
+    assert result.memory["analysis"] == "brain" and "exemplars" not in result.memory
+    assert result.answers[:1] == ("Collateral",)
+    assert [e.score for e in pool.exemplars("which films share a director with TE_1", "x", privacy_tag(config))
+            if e.relations == actors] == \
+        [pytest.approx(0.965, abs=1e-4)]  # close enough to count by score: the shape is what tells them apart
+    # the same template's trace still counts as an exemplar
+    warm.answer("which films share a director with Collateral", ("Collateral",))
+    again = warm.answer("which films share a director with Heat", ("Heat",))
+    assert again.memory["exemplars"] == 1 and again.answers[:1] == ("Collateral",)

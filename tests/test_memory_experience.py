@@ -9,7 +9,9 @@ from rg.config import ConfigError, validate_config
 from rg.memory.embed import HashingEmbedder
 from rg.memory.experience import ColdStartExemplar, ExperienceConfig, ExperiencePool, ExperienceRecord
 from rg.memory.sealed import FRAME_MAGIC, SealedLog, read_sealed
-from rg.reasoning.dualtower.memory import RecalledAnalysis, Trace
+from rg.reasoning.dualtower.brain import Indicator
+from rg.reasoning.dualtower.memory import Exemplar, RecalledAnalysis, Trace
+from rg.reasoning.dualtower.prune import agreeing
 
 KEY = bytes(range(32))
 TAG = "utility|1.0|0"
@@ -110,6 +112,33 @@ def test_hints_merge_and_warnings():
     after = pool.hints("who directed TE_1", None, TAG)
     assert after.skip_brain and after.analysis.indicator == "TE -[directed_by]-> ANSWER"
     assert ("topic", 2) in after.warnings  # the failed trace's action and the verified one's detour
+
+
+def test_exemplars_are_close_records_templates_that_walk_their_own_relations():
+    """Exemplars: only records scoring exemplar_threshold or more, only their templates that walk the record's
+    relations (a path that also verified, e.g. a screenwriter who also directed, is no exemplar nor local path),
+    each with the record's depth and relations so the controller can keep those of the node's shape."""
+    emb = TableEmbedder({"Q": [1, 0], "I": [1, 0]})
+    pool = ExperiencePool(ExperienceConfig(embedder="hashing", buffer=0, exemplar_threshold=0.9), emb)
+    rel = ("written_by", "written_by^-1")
+    pool.add_many([
+        record("close", [1, 0], [1, 0], relations=rel, depth=2,
+               templates={"TE_1 → [written_by] → (person) ← [written_by] ← (film)": (rel,),
+                          "TE_1 → [written_by] → (person) ← [directed_by] ← (film)": (("written_by", "directed_by^-1"),)}),
+        record("far", [0.6, 0.8], [1, 0]),  # dual-key score 0.5·0.6 + 0.5·1 = 0.8 < 0.9
+    ])
+    (ex,) = pool.exemplars("Q", "I", TAG)
+    assert ex == Exemplar("TE_1 → [written_by] → (person) ← [written_by] ← (film)", 2, rel, pytest.approx(1.0))
+    assert pool.hints("Q", None, TAG).relation_paths == frozenset({(rel,)})
+    # a record naming no relations keeps all its templates
+    assert len(record("x", [1, 0], [1, 0], relations=(), templates={"a": (("p",),), "b": (("q",),)}).agreeing_templates()) == 2
+    # the controller's side: the node's depth, and its relations when both name them
+    node = Indicator(text="TE -[written_by]-> ?x1 -[written_by^-1]-> ANSWER", relations=rel, depth=2)
+    other = Exemplar("p other", 2, ("starred_actors", "starred_actors^-1"))
+    shallow = Exemplar("p shallow", 1, ())
+    assert agreeing([ex, other, shallow, "bare text"], node) == [ex.pattern, "bare text"]
+    assert agreeing([other, shallow], Indicator(text="free text", depth=2)) == ["p other"]
+    assert agreeing([other, shallow], Indicator(text="free text", depth=1)) == ["p shallow"]
 
 
 def test_prune_low_value_and_cold_start():

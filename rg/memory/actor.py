@@ -21,7 +21,7 @@ from typing import Any
 import ray
 
 from rg.memory.config import MemoryConfig
-from rg.reasoning.dualtower.memory import MemoryHints, Trace
+from rg.reasoning.dualtower.memory import Exemplar, MemoryHints, Trace
 
 DEFAULT_NAME = "rg-experience-pool"
 
@@ -47,7 +47,7 @@ class PoolActor:
     def hints(self, question: str, indicator: str | None, privacy: str) -> MemoryHints:
         return self.pool.hints(question, indicator, privacy)
 
-    def exemplars(self, question: str, indicator: str, privacy: str) -> list[str]:
+    def exemplars(self, question: str, indicator: str, privacy: str) -> list[Exemplar]:
         return self.pool.exemplars(question, indicator, privacy)
 
     def remember(self, trace: Trace) -> None:
@@ -95,7 +95,7 @@ class RemotePool:
         self.actor = actor
         self.privacy = privacy
 
-    def exemplars(self, question: str, indicator: str) -> list[str]:
+    def exemplars(self, question: str, indicator: str) -> list[Exemplar]:
         return ray.get(self.actor.exemplars.remote(question, indicator, self.privacy))
 
     def hints(self, question: str, indicator: str | None, privacy: str) -> MemoryHints:

@@ -40,7 +40,7 @@ from rg.config import Config
 from rg.memory.embed import Embedder, EmbedderKind
 from rg.memory.keys import KeyConfig
 from rg.memory.sealed import SealedLog
-from rg.reasoning.dualtower.memory import Action, MemoryHints, RecalledAnalysis, Trace
+from rg.reasoning.dualtower.memory import Action, Exemplar, MemoryHints, RecalledAnalysis, Trace
 
 MODES = ("topic", "refine", "predict")
 
@@ -72,6 +72,10 @@ class ExperienceConfig(Config):
         0.03, ge=0.0, le=1.0,
         description="A confident trace gates only when no other retrieved record scoring within this margin of it "
         "has another depth or relation path (the question key cannot tell those questions apart).")
+    exemplar_threshold: float = Field(
+        0.9, ge=0.0, le=1.0,
+        description="Dual-key score (question and indicator) at or above which a verified record's templates are "
+        "exemplars of the pruning score; the controller further keeps those of the node's depth and relations.")
     merge_threshold: float = Field(0.97, ge=0.0, le=1.0, description="Question-key cosine to merge into a record.")
     exact_max: int = Field(20000, ge=1, description="Records per privacy tag kept in an exact index; HNSW past it.")
     hnsw_m: int = Field(32, ge=4, le=128, description="HNSW neighbours per node.")
@@ -112,6 +116,15 @@ class ExperienceRecord:
     @property
     def verified(self) -> bool:
         return self.successes > 0 and bool(self.templates)
+
+    def agreeing_templates(self) -> dict[str, tuple[tuple[str, ...], ...]]:
+        """The templates that walk the record's own relations (all when it names none; a template of several
+        branches, one per topic, cannot be compared with the one relation path and is kept). A record also
+        holds the other paths that happened to verify for its question (a screenwriter who also directed):
+        as exemplars or local selection paths they would pick that path for the next question of the template."""
+        if not self.relations:
+            return dict(self.templates)
+        return {p: b for p, b in self.templates.items() if len(b) != 1 or tuple(b[0]) == self.relations}
 
     @property
     def value(self) -> float:
@@ -331,7 +344,8 @@ class ExperiencePool:
         ``skip_threshold``, has more successes than failures, and every other retrieved record scoring within
         ``ambiguity_margin`` of it has its depth and relation path (a record of another template that the
         question key scores as high would otherwise gate this question with the wrong depth). The relation
-        paths the Hand may then select locally come from the close records that agree with the best one only.
+        paths the Hand may then select locally come from the close records that agree with the best one only, and
+        from their templates that walk their own relations (:meth:`ExperienceRecord.agreeing_templates`).
         """
         found = self.retrieve(question, indicator, privacy)
         if not found:
@@ -340,7 +354,7 @@ class ExperiencePool:
         verified = [f for f in found if f.record.verified]
         best = max(verified, key=lambda f: f.score) if verified else None
         warnings = tuple(dict.fromkeys(a for f in found for a in f.record.warnings))
-        exemplars = tuple(dict.fromkeys(p for f in verified for p in f.record.templates))
+        exemplars = tuple(dict.fromkeys(p for f in verified for p in f.record.agreeing_templates()))
         if best is None:
             return MemoryHints(warnings=warnings, score=found[0].score)
         record = best.record
@@ -350,7 +364,7 @@ class ExperiencePool:
         confident = (best.score >= cfg.skip_threshold and record.successes > record.failures
                      and bool(record.relations) and agree)
         close = [f for f in verified if f.score >= cfg.skip_threshold and (f.record.depth, f.record.relations) == shape]
-        paths = frozenset(b for f in close for b in f.record.templates.values() if b)
+        paths = frozenset(b for f in close for b in f.record.agreeing_templates().values() if b)
         init = record.trajectory[-1] if record.trajectory else None
         return MemoryHints(
             skip_brain=confident,
@@ -358,9 +372,14 @@ class ExperiencePool:
             init=init, warnings=tuple(a for a in warnings if a != init), exemplars=exemplars, relation_paths=paths,
             score=best.score)
 
-    def exemplars(self, question: str, indicator: str, privacy: str) -> list[str]:
-        """Verified template patterns of the retrieved records (the pruning score's memory term)."""
-        return [p for f in self.retrieve(question, indicator, privacy) if f.record.verified for p in f.record.templates]
+    def exemplars(self, question: str, indicator: str, privacy: str) -> list[Exemplar]:
+        """The pruning score's memory term: the agreeing templates (:meth:`ExperienceRecord.agreeing_templates`)
+        of the retrieved verified records scoring at least ``exemplar_threshold``, each with its record's depth
+        and relations (the controller keeps those of the node's shape, ``rg.reasoning.dualtower.prune.agreeing``)."""
+        return [Exemplar(p, f.record.depth, f.record.relations, f.score)
+                for f in self.retrieve(question, indicator, privacy)
+                if f.record.verified and f.score >= self.config.exemplar_threshold
+                for p in f.record.agreeing_templates()]
 
     # ------------------------------------------------------------------ write-back
     def remember(self, trace: Trace) -> ExperienceRecord:
@@ -425,7 +444,7 @@ class PoolMemory:
         self.pool = pool
         self.privacy = privacy
 
-    def exemplars(self, question: str, indicator: str) -> list[str]:
+    def exemplars(self, question: str, indicator: str) -> list[Exemplar]:
         return self.pool.exemplars(question, indicator, self.privacy)
 
     def hints(self, question: str, indicator: str | None, privacy: str) -> MemoryHints:

@@ -70,7 +70,7 @@ from rg.reasoning.dualtower.phases import (
     place,
     prediction_payload,
 )
-from rg.reasoning.dualtower.prune import PruneScorer, fuzzy_top
+from rg.reasoning.dualtower.prune import PruneScorer, agreeing, fuzzy_top
 from rg.reasoning.dualtower.result import BrainFault, DualTowerResult
 from rg.reasoning.dualtower.similarity import Similarity
 from rg.reasoning.dualtower.tree import ReasoningTree, TreeNode, next_step
@@ -413,7 +413,9 @@ class DualTowerController:
         cfg = self.config
         key = template if template is not None else masked
         try:
-            exemplars = await settle(self.memory.exemplars(key, node.indicator.text))
+            exemplars = agreeing(await settle(self.memory.exemplars(key, node.indicator.text)), node.indicator)
+            if exemplars:
+                q.memory["exemplars"] = len(exemplars)
         except MemoryUnavailable as err:
             q.memory["memory_unavailable"] = str(err)
             exemplars = []

@@ -1,7 +1,10 @@
 """The experience-memory hooks of the controller (PrivGemo §4.3.2, §4.4).
 
 ``s_prune = α·DRM(p, I) + (1−α)·max_{e ∈ E_mem} DRM(p, e)``: the second term needs anonymised
-exemplars (verified path templates) retrieved for the question and indicator. A memory that only
+exemplars (verified path templates) retrieved for the question and indicator. An :class:`Exemplar`
+carries the depth and relations of the analysis it verified under, and the controller counts it only
+when they agree with the node's indicator (:func:`rg.reasoning.dualtower.prune.agreeing`): a template
+of another depth or relation path pulls the wrong candidates up. A memory that only
 implements :class:`ExperienceMemory` feeds that term; :class:`NoMemory` returns no exemplar and the
 term is 0. A memory that also implements :class:`GatingMemory` (``rg.memory.ExperiencePool`` via
 ``rg.memory.PoolMemory``) gates the Brain: :meth:`GatingMemory.hints` says whether a confident
@@ -15,25 +18,44 @@ anonymised trace afterwards. Everything crossing this interface is anonymised: t
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 Action = tuple[str, int]
 
 
+@dataclass(frozen=True)
+class Exemplar:
+    """A verified path template and the shape of the analysis it verified under.
+
+    Attributes:
+        pattern: The template as the anonymised view writes candidate patterns (relations, coarse types).
+        depth: The stored analysis' D_predict.
+        relations: The stored indicator's relations (empty when it named none).
+        score: The record's dual-key retrieval score.
+    """
+
+    pattern: str
+    depth: int
+    relations: tuple[str, ...] = ()
+    score: float = 0.0
+
+
 @runtime_checkable
 class ExperienceMemory(Protocol):
     """Anonymised exemplar paths for a question and indicator (never answers, never raw names)."""
 
-    def exemplars(self, question: str, indicator: str) -> list[str]:
-        """Exemplar path texts, as the anonymised view writes paths; empty when none is close."""
+    def exemplars(self, question: str, indicator: str) -> Sequence[str | Exemplar]:
+        """Exemplars, close ones only: :class:`Exemplar` (checked against the node's indicator) or a
+        bare pattern text (a memory that knows no shape; always counted)."""
         ...
 
 
 class NoMemory:
     """No experience yet: the memory term of the pruning score is 0."""
 
-    def exemplars(self, question: str, indicator: str) -> list[str]:
+    def exemplars(self, question: str, indicator: str) -> list[str | Exemplar]:
         return []
 
 
@@ -101,7 +123,7 @@ class Trace:
 class GatingMemory(Protocol):
     """An experience memory that also gates Brain calls and steers the tree (module docstring)."""
 
-    def exemplars(self, question: str, indicator: str) -> list[str]: ...
+    def exemplars(self, question: str, indicator: str) -> Sequence[str | Exemplar]: ...
 
     def hints(self, question: str, indicator: str | None, privacy: str) -> MemoryHints:
         """Hints for a question (``indicator`` None: before analysis, question key only)."""

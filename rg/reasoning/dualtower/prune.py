@@ -2,8 +2,13 @@
 
 ``s_prune(p) = α·DRM(p, I) + (1−α)·max_{e ∈ E_mem} DRM(p, e)`` over candidate *patterns* (relations
 and coarse types; pseudonyms carry no meaning), then the top ``W1``. The memory term is 0 when the
-memory returns no exemplar (:class:`~rg.reasoning.dualtower.memory.NoMemory`). Step two, the
-Brain's selection of the top ``W_max``, is the controller's (it needs a sealed payload).
+memory returns no exemplar (:class:`~rg.reasoning.dualtower.memory.NoMemory`) and when none
+*agrees* with the node (:func:`agreeing`: the exemplar's stored depth is the indicator's, and so are
+its relations when both name them). Without that check every retrieved record counts — W_exp of them,
+often other templates (on MetaQA a 3-hop node got ten 1- and 2-hop templates of other questions)
+— and the max over exemplars lifts whichever candidates look like another template's path
+(tests/test_memory_controller.py shows a co-actor template turning a shared-director answer).
+Step two, the Brain's selection of the top ``W_max``, is the controller's (it needs a sealed payload).
 """
 
 from __future__ import annotations
@@ -12,8 +17,25 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rg.reasoning.dualtower.brain import Indicator
 from rg.reasoning.dualtower.explore import Candidate
+from rg.reasoning.dualtower.memory import Exemplar
 from rg.reasoning.dualtower.similarity import Similarity
+
+
+def agreeing(exemplars: Sequence[str | Exemplar], indicator: Indicator) -> list[str]:
+    """The exemplar patterns that count for a node with ``indicator`` (PrivGemo Algorithm 6 retrieves
+    ``E_mem`` for the node's own indicator): an :class:`Exemplar` whose depth is the indicator's and,
+    when both name relations, whose relations are the indicator's; a bare text always (its memory
+    knows no shape). Duplicates once, in order."""
+    out: dict[str, None] = {}
+    for e in exemplars:
+        if isinstance(e, str):
+            out[e] = None
+        elif e.depth == indicator.depth and (not e.relations or not indicator.relations
+                                             or tuple(e.relations) == tuple(indicator.relations)):
+            out[e.pattern] = None
+    return list(out)
 
 
 class PruneScorer:
