@@ -87,8 +87,9 @@ class HandConfig(Config):
     resolve_clusters: Literal["question", "all"] = Field(
         "question",
         description="When a kept view path grounds to several raw relation sequences (privacy mode: a cluster "
-        "label stands for several relations): 'question' keeps those the Hand's DRM scores closest to the raw "
-        "question (the Hand holds it; nothing leaves the Hand) and, in privacy mode, also grounds the candidates "
+        "label stands for several relations): 'question' keeps those the Hand scores closest to the raw "
+        "question (its DRM plus the words' overlap, topic mentions masked; "
+        "the Hand holds it; nothing leaves the Hand) and, in privacy mode, also grounds the candidates "
         "the Brain could not tell from its kept ones and orders them by that score; 'all' keeps every one.",
     )
 

@@ -18,8 +18,8 @@ the answers its relation chain reaches; a multi-topic candidate keeps the ends e
 In ``privacy`` mode one view path can ground to several raw relation sequences (the cluster
 ``rel_05 (type_05→type_07)`` stands for ``directed_by``, ``written_by`` and ``starred_actors``).
 The Brain cannot tell them apart, but the Hand holds the raw question: with
-``hand.resolve_clusters: question`` it keeps the raw sequences its DRM scores closest to the raw
-question (:func:`question_scorer`), all of them with ``all``; candidates whose view paths are the
+``hand.resolve_clusters: question`` it keeps the raw sequences scoring closest to the raw
+question (:func:`question_scorer`: the DRM plus the words' overlap), all of them with ``all``; candidates whose view paths are the
 same for the Brain are then ordered by the same score (:func:`refine_order`). This is the path refinement
 step of PrivGemo's Hand; nothing of it leaves the Hand.
 """
