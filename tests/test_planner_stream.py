@@ -71,10 +71,10 @@ def _rows(ds) -> list:
 
 @pytest.mark.parametrize("mode", [
     # refined falls back to subgraph answer-F1 paths for its unlabelled questions, so answer_f1
-    # alone runs with -m slow only (it keeps the default suite nearer 15 minutes)
-    # answer_f1 and kb_vote_mask only with -m slow: refined's fallback and the unit tests of the vote cover them
-    "shortest", pytest.param("answer_f1", marks=pytest.mark.slow), pytest.param("kb_vote_mask", marks=pytest.mark.slow),
-    "refined", "privacy_view"])
+    # alone runs with -m slow only (it keeps the default suite nearer 15 minutes); kb_vote_mask
+    # too (the unit tests of the vote cover it), and shortest, which privacy_view streams as well
+    pytest.param("shortest", marks=pytest.mark.slow), pytest.param("answer_f1", marks=pytest.mark.slow),
+    pytest.param("kb_vote_mask", marks=pytest.mark.slow), "refined", "privacy_view"])
 def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path, monkeypatch, mode):
     inputs, kb = two_inputs
     update = {

@@ -70,9 +70,10 @@ def _same_graph(a: QuestionGraph, b: QuestionGraph) -> bool:
 
 
 @pytest.mark.parametrize("mode", [
-    # the whole-KB search and the template vote only with -m slow (each pass costs four Ray Data runs)
+    # the whole-KB search, the template vote and refined labels only with -m slow (each pass costs
+    # four Ray Data runs; the pipeline test trains on refined labels through the same stream)
     "weak", pytest.param("answer_f1_kb", marks=pytest.mark.slow), pytest.param("template_vote", marks=pytest.mark.slow),
-    "refined"])
+    pytest.param("refined", marks=pytest.mark.slow)])
 def test_streamed_graphs_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path, mode):
     inputs, kb = two_inputs
     split = SplitConfig(val_fraction=0.25, seed=3)
