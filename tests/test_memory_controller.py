@@ -151,8 +151,10 @@ def test_a_close_trace_of_another_template_does_not_gate(planner, store):
 
 
 def test_records_of_other_depths_scoring_as_close_make_the_match_ambiguous():
-    """ShouldSkipBrain: the best record (1.0) has a rival within the margin (0.99) of another depth -> ask the Brain."""
-    table = Table({"q1": [1.0, 0.0, 0.0], "q2": [0.99, 0.1411, 0.0], "q3": [0.0, 1.0, 0.0]})
+    """ShouldSkipBrain: the best record (0.995 for q1b) has a rival within the margin (0.98) of another depth ->
+    ask the Brain; the record's own question (1.0, exact) is not ambiguous."""
+    table = Table({"q1": [1.0, 0.0, 0.0], "q2": [0.99, 0.1411, 0.0], "q3": [0.0, 1.0, 0.0],
+                   "q1b": [0.995, 0.0, 0.0999]})
     pool = ExperiencePool(ExperienceConfig(embedder="hashing"), table)
     tag = "utility|1.0|0"
 
@@ -163,10 +165,13 @@ def test_records_of_other_depths_scoring_as_close_make_the_match_ambiguous():
     pool.remember(trace("q1", ("directed_by",)))
     assert pool.hints("q1", None, tag).skip_brain  # alone: confident
     pool.remember(trace("q2", ("directed_by", "directed_by^-1")))
-    hints = pool.hints("q1", None, tag)
-    assert not hints.skip_brain and hints.analysis.depth == 1 and hints.score == pytest.approx(1.0)
+    hints = pool.hints("q1b", None, tag)
+    assert not hints.skip_brain and hints.analysis.depth == 1 and hints.score == pytest.approx(0.995, abs=1e-4)
+    exact = pool.hints("q1", None, tag)  # asked again: its own record, not a rival's
+    assert exact.skip_brain and exact.analysis.depth == 1 and exact.score == pytest.approx(1.0)
+    assert exact.relation_paths == frozenset({(("directed_by",),)})
     pool.remember(trace("q3", ("written_by", "written_by^-1")))  # far from q1: no rival
-    assert not pool.hints("q1", None, tag).skip_brain  # q2 still is
+    assert not pool.hints("q1b", None, tag).skip_brain  # q2 still is
     assert pool.hints("q3", None, tag).skip_brain
     assert pool.hints("q3", None, tag).relation_paths == frozenset({(("written_by", "written_by^-1"),)})
 

@@ -43,6 +43,7 @@ from rg.memory.sealed import SealedLog
 from rg.reasoning.dualtower.memory import Action, Exemplar, MemoryHints, RecalledAnalysis, Trace
 
 MODES = ("topic", "refine", "predict")
+EXACT = 1.0 - 1e-5  # a question-key cosine this high is the same anonymised question (float32 rounding aside)
 
 
 class ColdStartExemplar(Config):
@@ -343,7 +344,9 @@ class ExperiencePool:
         ShouldSkipBrain needs a match that is close *and* unambiguous: the best verified record scores at least
         ``skip_threshold``, has more successes than failures, and every other retrieved record scoring within
         ``ambiguity_margin`` of it has its depth and relation path (a record of another template that the
-        question key scores as high would otherwise gate this question with the wrong depth). The relation
+        question key scores as high would otherwise gate this question with the wrong depth). A best record
+        whose key equals the question's (score ≥ ``EXACT``) was written by this same anonymised question, so
+        only records scoring as high rival it. The relation
         paths the Hand may then select locally come from the close records that agree with the best one only, and
         from their templates that walk their own relations (:meth:`ExperienceRecord.agreeing_templates`).
         """
@@ -359,7 +362,9 @@ class ExperiencePool:
             return MemoryHints(warnings=warnings, score=found[0].score)
         record = best.record
         shape = (record.depth, record.relations)
-        rivals = [f for f in found if f.score >= best.score - cfg.ambiguity_margin]
+        # an exact key match is this very anonymised question, verified before: only another exact match rivals it
+        margin = 0.0 if best.score >= EXACT else cfg.ambiguity_margin
+        rivals = [f for f in found if f.score >= best.score - margin]
         agree = all((f.record.depth, f.record.relations) == shape for f in rivals)
         confident = (best.score >= cfg.skip_threshold and record.successes > record.failures
                      and bool(record.relations) and agree)
