@@ -65,6 +65,22 @@ def test_buffer_hit_counts_reorder_close_scores():
     assert pool.buffer["often"] == 6
 
 
+def test_hit_counts_never_push_the_closest_record_out_of_the_gate():
+    """A repeated question's own record (score 1) ranks below two often-hit records of another depth at k = 2;
+    it is still returned, so the gate recalls its depth and skips the Brain."""
+    emb = TableEmbedder({"Q": [1, 0], "X": [0.9, 0.436]})
+    pool = ExperiencePool(ExperienceConfig(embedder="hashing", w_exp=2, skip_threshold=0.97), emb)
+    other = dict(relations=("r", "s"), depth=2)
+    pool.add_many([record("own", [1, 0], [1, 0]), record("often1", [0.9, 0.436], [1, 0], **other),
+                   record("often2", [0.9, 0.436], [1, 0], **other)])
+    for _ in range(5):
+        assert {f.record.id for f in pool.retrieve("X", None, TAG)} == {"often1", "often2"}
+    found = pool.retrieve("Q", None, TAG)
+    assert [f.record.id for f in found] == ["often1", "own"]  # 0.7·0.9 + 0.3 beats 0.7·1 + 0; own kept last
+    hints = pool.hints("Q", None, TAG)
+    assert hints.skip_brain and hints.analysis.depth == 1 and hints.score == pytest.approx(1.0)
+
+
 def test_buffer_capacity_evicts_least_hit():
     emb = TableEmbedder({"Q": [1, 0]})
     pool = ExperiencePool(ExperienceConfig(embedder="hashing", buffer=2), emb)

@@ -294,7 +294,8 @@ class ExperiencePool:
 
     # ------------------------------------------------------------------ retrieval
     def retrieve(self, question: str, indicator: str | None, privacy: str, k: int | None = None) -> list[Retrieved]:
-        """GetExp: the top ``k`` (default W_exp) compatible records, best buffer rank first; hits counted."""
+        """GetExp: the top ``k`` (default W_exp) compatible records, best buffer rank first (the closest record
+        always among them); hits counted."""
         if privacy not in self.indexes:
             return []
         if indicator is None:
@@ -322,7 +323,10 @@ class ExperiencePool:
             scores.update(zip(in_buffer, (index.key_rows(in_buffer) @ query).tolist()))  # (B, 2·dim) @ (2·dim,)
         top_hits = max([self.buffer.get(i, 0) for i in scores] + [1])
         ranked = sorted(((cfg.lambda_sim * s + cfg.lambda_hit * self.buffer.get(i, 0) / top_hits, s, i)
-                         for i, s in scores.items()), key=lambda x: (-x[0], -x[1], x[2]))[:k]
+                         for i, s in scores.items()), key=lambda x: (-x[0], -x[1], x[2]))
+        closest = max(ranked, key=lambda x: (x[1], -x[0]))
+        # hit counts reorder the rest, but never push out the closest record (a repeated question's own)
+        ranked = ranked[:k] if closest in ranked[:k] else ranked[: k - 1] + [closest]
         out = [Retrieved(self.records[i], s, r) for r, s, i in ranked]
         for item in out:
             self._hit(item.record.id)
