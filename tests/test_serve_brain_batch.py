@@ -229,11 +229,28 @@ def without_latency(usage: dict) -> dict:
     return usage
 
 
-def llm_proxy(url: str):
-    """A BrainProxy whose LLM Brain has the settings of tests/test_dualtower_modes.py's controller."""
-    return BrainProxy.func_or_class({"privacy": {"mode": "utility"}, "brain": {"kind": "llm", "reasks": 1, "llm": {
+def llm_brain(url: str) -> dict:
+    """The dual-tower settings of a BrainProxy whose LLM Brain is tests/test_dualtower_modes.py's controller's."""
+    return {"privacy": {"mode": "utility"}, "brain": {"kind": "llm", "reasks": 1, "llm": {
         "base_url": url, "model": "scripted", "side": "brain", "max_retries": 0, "backoff_s": 0.0,
-        "max_backoff_s": 0.0, "timeout_s": 5.0}}})
+        "max_backoff_s": 0.0, "timeout_s": 5.0}}}
+
+
+def llm_proxy(url: str):
+    return BrainProxy.func_or_class(llm_brain(url))
+
+
+def assert_same_run(served, local, answers) -> None:
+    """A controller run through the proxy equals the in-process one (up to pseudonyms and latencies)."""
+    assert served.answers == local.answers == answers and served.fallback is local.fallback is None
+    assert served.brain_calls == local.brain_calls and served.faults == local.faults == ()
+    # the same payloads and tree, up to the pseudonyms each question's session draws
+    seen = renamed([*served.brain_payloads, json.dumps(served.tree, sort_keys=True)])
+    assert seen == renamed([*local.brain_payloads, json.dumps(local.tree, sort_keys=True)])
+    assert served.evidence == local.evidence
+    assert without_latency(served.usage) == without_latency(local.usage)
+    assert served.exposure == local.exposure
+    assert served.brain == "proxy:llm" and local.brain == "llm:scripted"
 
 
 @pytest.mark.parametrize(("script", "question", "answers"), [(PREDICTING, SHARED, ("The Irishman",)),
@@ -246,16 +263,28 @@ def test_a_controller_through_the_proxy_answers_as_in_process(script, question, 
         brains = RemoteBrainFactory(InProcessHandle(llm_proxy(server.base_url)), "llm", timeout_s=30.0)
         served = controller(server.base_url, brains=brains).answer(*question)
         through = kinds(server)[len(in_process):]
-    assert served.answers == local.answers == answers and served.fallback is local.fallback is None
     assert through == in_process and "follow_up" in through
-    assert served.brain_calls == local.brain_calls and served.faults == local.faults == ()
-    # the same payloads and tree, up to the pseudonyms each question's session draws
-    seen = renamed([*served.brain_payloads, json.dumps(served.tree, sort_keys=True)])
-    assert seen == renamed([*local.brain_payloads, json.dumps(local.tree, sort_keys=True)])
-    assert served.evidence == local.evidence
-    assert without_latency(served.usage) == without_latency(local.usage)
-    assert served.exposure == local.exposure
-    assert served.brain == "proxy:llm" and local.brain == "llm:scripted"
+    assert_same_run(served, local, answers)
+
+
+@pytest.mark.slow  # its own Serve start (~25 s)
+def test_the_deployed_proxy_answers_predict_mode_as_in_process(ray_local):
+    """The same through Serve: the BrainProxy deployed, RemoteBrain on its real DeploymentHandle."""
+    from ray import serve
+
+    with ScriptedServer(Script.always(Respond(ScriptedBrain(**PREDICTING)))) as server:
+        local = controller(server.base_url).answer(*SHARED)
+        in_process = kinds(server)
+        serve.start(http_options={"host": "127.0.0.1", "port": free_port()})  # this test's own Serve
+        try:
+            handle = serve.run(BrainProxy.options(ray_actor_options={"num_cpus": 0}).bind(llm_brain(server.base_url)),
+                               name="brain-modes", route_prefix=None)
+            served = controller(server.base_url, brains=RemoteBrainFactory(handle, "llm", 60.0)).answer(*SHARED)
+        finally:
+            serve.shutdown()
+        through = kinds(server)[len(in_process):]
+    assert through == in_process == ["analysis", "selection", "follow_up", "selection", "prediction"]
+    assert_same_run(served, local, ("The Irishman",))
 
 
 def test_a_proxy_brain_without_the_calls_records_the_same_faults_as_in_process():
