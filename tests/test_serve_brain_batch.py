@@ -7,8 +7,9 @@ deployment's handle come back exactly as the planner analyses each alone, decode
 Refine and predict modes: the proxy class is called in this process through a stand-in for the
 ``DeploymentHandle`` (``handle.call.remote(kind, text)``, as tests/test_serve_memory.py does for the
 memory owner). A follow-up and a prediction payload reach the local Brain and come back typed, booked
-in the Hand's ledger; a Brain without those calls gives ``unsupported``; and whole controller runs
-through RemoteBrain, with the LLM Brain at a scripted 127.0.0.1 server, equal the in-process ones.
+in the Hand's ledger; a Brain without those calls gives ``unsupported`` and a reply of the wrong type
+``malformed``; and whole controller runs through RemoteBrain, with the LLM Brain at a scripted 127.0.0.1
+server, equal the in-process ones (``-m slow``: once more through the deployed proxy's real handle).
 """
 
 from __future__ import annotations
