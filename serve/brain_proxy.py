@@ -5,10 +5,15 @@ LLM Brain (built, as everywhere in rg, only through :func:`rg.privacy.brain_clie
 sees the KG, the raw question or the Hand's privacy session: each call brings one
 :class:`~rg.reasoning.dualtower.payload.SealedPayload` — JSON the Hand's egress guard has already
 passed — and returns a :class:`BrainReply` (the typed result, or the fault, with the call's usage).
+All four payload kinds are answered: ``analysis`` and ``selection``, and refine mode's ``follow_up``
+and predict mode's ``prediction`` (a Brain without those two calls gives the reason ``unsupported``,
+as the in-process controller records it).
 
 On the Hand's side, :class:`RemoteBrainFactory` is the controller's Brain factory: its Brains
 send the sealed payloads over a :class:`~ray.serve.handle.DeploymentHandle` and book the returned
-usage in the question's ledger. A proxy that is gone, overloaded or late becomes a
+usage in the question's ledger. They answer all four calls (an
+:class:`~rg.reasoning.dualtower.brain.ExploringBrain`), so refine and predict modes reach the Brain
+under Serve as they do in process. A proxy that is gone, overloaded or late becomes a
 :class:`~rg.reasoning.dualtower.BrainError` with reason ``unavailable``, so the controller goes on
 Hand-only and the question is answered, never lost.
 """
@@ -30,7 +35,7 @@ from rg.llm.usage import Usage, UsageLedger
 from rg.privacy.exposure import ExposureLedger
 from rg.privacy.schema import KGSchema
 from rg.privacy.session import PrivacySession
-from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, Choice
+from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, Choice, ExploringBrain, FollowUp, Prediction
 from rg.reasoning.dualtower.build import brain_factory
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.controller import LocalBrainFactory
@@ -39,6 +44,10 @@ from rg.reasoning.dualtower.payload import SealedPayload
 
 UNAVAILABLE = "unavailable"
 """The fault reason of a Brain the Hand could not reach (proxy gone, overloaded or past its deadline)."""
+UNSUPPORTED = "unsupported"
+"""The fault reason of a follow-up or prediction for a Brain without those calls (0 attempts, as in process)."""
+KINDS = ("analysis", "selection", "follow_up", "prediction")
+"""The sealed payload kinds :meth:`BrainProxy.call` answers."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,7 @@ class BrainReply:
     """One Brain call's outcome as it crosses the process boundary.
 
     Attributes:
-        result: The analysis or choice; None on a fault.
+        result: The analysis, choice, follow-up or prediction; None on a fault.
         reason: The fault's reason (:class:`BrainError`); None on success.
         message: The fault's message.
         attempts: Calls the Brain made for it.
@@ -57,7 +66,7 @@ class BrainReply:
         refused: ``(stage, category)`` of requests the Brain side's guard refused.
     """
 
-    result: Analysis | Choice | None
+    result: Analysis | Choice | FollowUp | Prediction | None
     reason: str | None
     message: str
     attempts: int
@@ -134,16 +143,25 @@ class BrainProxy:
         return BrainReply(result, None, "", 1, ledger.to_dict())
 
     async def call(self, kind: str, text: str) -> BrainReply:
-        """Analyse or select on one sealed payload."""
+        """Answer one sealed payload: analyse, select, follow up or predict, by its ``kind``.
+
+        A ``follow_up`` or ``prediction`` for a Brain that lacks those calls is the fault ``unsupported``
+        with 0 attempts; a kind not in :data:`KINDS` is ``malformed``. Neither reaches the Brain.
+        """
+        if kind not in KINDS:
+            return BrainReply(None, "malformed", f"no Brain call answers a {kind!r} payload", 0, {})
         if kind == "analysis" and self.local is not None:
             return await self._batched_analysis(text)
         ledger, calls = UsageLedger(), SentCalls()
         session = PrivacySession(self.config.privacy, self.schema)
         session.guard.exposure = session.exposure = calls
         brain: Brain = self.brains(session, ledger)
+        if kind in ("follow_up", "prediction") and not isinstance(brain, ExploringBrain):
+            asked = "answers no follow-up" if kind == "follow_up" else "makes no prediction"
+            return BrainReply(None, UNSUPPORTED, f"{self.brains.name} {asked}", 0, {})
         payload = SealedPayload(kind, text)
         try:
-            result = await (brain.analyse(payload) if kind == "analysis" else brain.select(payload))
+            result = await _dispatch(brain, payload)
         except BrainError as err:
             return BrainReply(None, err.reason, str(err), err.attempts, ledger.to_dict(), tuple(calls.sent),
                               tuple(calls.refused))
@@ -153,14 +171,31 @@ class BrainProxy:
         return self.brains.name
 
 
+async def _dispatch(brain: Brain, payload: SealedPayload) -> Analysis | Choice | FollowUp | Prediction:
+    """The Brain call a sealed payload of a known kind asks for (follow-up and prediction: an ExploringBrain)."""
+    if payload.kind == "analysis":
+        return await brain.analyse(payload)
+    if payload.kind == "selection":
+        return await brain.select(payload)
+    assert isinstance(brain, ExploringBrain)  # checked by BrainProxy.call
+    if payload.kind == "follow_up":
+        return await brain.follow_up(payload)
+    return await brain.predict(payload)
+
+
 class RemoteBrain:
-    """A Brain whose calls go to the :class:`BrainProxy` deployment (sealed payloads only)."""
+    """A Brain whose calls go to the :class:`BrainProxy` deployment (sealed payloads only).
+
+    It answers all four calls (an :class:`~rg.reasoning.dualtower.brain.ExploringBrain`); whether the
+    proxy's Brain does is decided there (``unsupported`` otherwise). A reply of the wrong type for its
+    payload is a :class:`BrainError` ``malformed``.
+    """
 
     def __init__(self, handle: DeploymentHandle, name: str, session: PrivacySession, ledger: UsageLedger,
                  timeout_s: float) -> None:
         self.handle, self.name, self.session, self.ledger, self.timeout_s = handle, name, session, ledger, timeout_s
 
-    async def _call(self, payload: SealedPayload) -> Analysis | Choice:
+    async def _call(self, payload: SealedPayload) -> Analysis | Choice | FollowUp | Prediction:
         response = self.handle.call.remote(payload.kind, payload.text)
         try:
             reply: BrainReply = await asyncio.wait_for(_resolve(response), self.timeout_s)
@@ -190,6 +225,18 @@ class RemoteBrain:
         result = await self._call(payload)
         if not isinstance(result, Choice):
             raise BrainError("malformed", f"a selection payload got a {type(result).__name__}")
+        return result
+
+    async def follow_up(self, payload: SealedPayload) -> FollowUp:
+        result = await self._call(payload)
+        if not isinstance(result, FollowUp):
+            raise BrainError("malformed", f"a follow-up payload got a {type(result).__name__}")
+        return result
+
+    async def predict(self, payload: SealedPayload) -> Prediction:
+        result = await self._call(payload)
+        if not isinstance(result, Prediction):
+            raise BrainError("malformed", f"a prediction payload got a {type(result).__name__}")
         return result
 
 

@@ -169,7 +169,7 @@ def test_a_failed_follow_up_falls_back_to_the_hands_refinement(reply, reason, at
 
 
 class AnalyseAndSelectOnly:
-    """A Brain with only the two original calls (as ``serve``'s remote Brain is today)."""
+    """A Brain with only the two original calls (analysis and selection)."""
 
     def __init__(self, inner) -> None:
         self.inner, self.name = inner, inner.name

@@ -119,8 +119,9 @@ class Brain(Protocol):
 class ExploringBrain(Brain, Protocol):
     """A Brain that also answers refine mode's follow-up and predict mode's prediction payloads.
 
-    A Brain without these calls (e.g. ``serve``'s remote Brain) still works: the controller then
-    takes the Hand's own refine/predict exploration and records the fault ``unsupported``.
+    A Brain without these calls still works: the controller then takes the Hand's own refine/predict
+    exploration and records the fault ``unsupported``. (``serve``'s remote Brain has both; its proxy
+    replies ``unsupported`` for a Brain that lacks them.)
     """
 
     async def follow_up(self, payload: SealedPayload) -> FollowUp:
