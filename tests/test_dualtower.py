@@ -128,6 +128,27 @@ def test_config_errors_name_the_field_and_the_fix():
         build_controller(cfg, schema())
 
 
+def test_the_local_brain_is_hinted_every_path_an_llm_brain_the_shortest_200():
+    """A hub with 150 relations: the 3-hop path ranks after their 1- and 2-hop paths (shortest first). The
+    local Brain's default cap (its decoding trie) keeps it; an LLM Brain's (prompt tokens) stops at 200."""
+    hub = [("Hub", f"r{i:03d}", f"x{i}") for i in range(150)]
+    chain = [("Hub", "a", "m1"), ("m1", "b", "m2"), ("m2", "c", "end")]
+    with PrivacySession(PrivacyConfig(mode="utility"), KGSchema.build(hub + chain)) as session:
+        local = DualTowerConfig()
+        view = session.expose(hub + chain, ["Hub"], local.sanitiser)
+        llm = DualTowerConfig(brain={"kind": "llm", "llm": {"base_url": "http://127.0.0.1:1/v1", "model": "m",
+                                                              "side": "brain"}})
+        anchors = Hand(local).anchors(session, view, ["Hub"])
+        local_hints = Hand(local).hints(view, anchors)
+        llm_hints = Hand(llm).hints(view, anchors)
+        every = Hand(DualTowerConfig(brain={"max_hint_paths": 5000})).hints(view, anchors)
+        assert (local.brain.hint_limit, llm.brain.hint_limit) == (5000, 200)
+        assert local_hints == every and 200 < every.index(("a", "b", "c")) < 5000
+        assert llm_hints == every[:200] and ("a", "b", "c") not in llm_hints
+        fixed = DualTowerConfig(brain={"max_hint_paths": 10})
+        assert len(Hand(fixed).hints(view, anchors)) == 10
+
+
 # --------------------------------------------------------------------------- local Brain
 @pytest.fixture(scope="module")
 def planner():

@@ -24,6 +24,10 @@ HandKind = Literal["local", "llm"]
 SimilarityKind = Literal["encoder", "lexical"]
 
 
+LOCAL_HINT_PATHS = 5000  # the local Brain's trie: no prompt to fill
+LLM_HINT_PATHS = 200  # an LLM Brain's prompt: each hint path costs tokens
+
+
 class BrainConfig(Config):
     """The Brain: which implementation, and how its faults are bounded."""
 
@@ -49,10 +53,12 @@ class BrainConfig(Config):
         3, ge=1, le=10,
         description="Predict mode: most auxiliary targets the Brain is asked to name on the paths explored so far.",
     )
-    max_hint_paths: int = Field(
-        200, ge=0, le=5000,
+    max_hint_paths: Optional[int] = Field(
+        None, ge=0, le=5000,
         description="Schema hints of the analysis payload: anonymised relation paths from the topic entities "
-        "(no entities), at most this many.",
+        "(no entities, shortest first), at most this many. None: 5000 for the local Brain (its decoding trie; "
+        "a 2,000-triple subgraph holds ~300 paths, and a cap of 200 dropped 3-hop ones), 200 for an LLM Brain "
+        "(every path costs prompt tokens).",
     )
 
     @model_validator(mode="after")
@@ -67,6 +73,13 @@ class BrainConfig(Config):
         if self.kind == "local" and self.llm is not None:
             raise ValueError("brain.llm is set but brain.kind is 'local'. Fix: set brain.kind: llm or drop brain.llm")
         return self
+
+    @property
+    def hint_limit(self) -> int:
+        """``max_hint_paths``, or the kind's default when it is None."""
+        if self.max_hint_paths is not None:
+            return self.max_hint_paths
+        return LOCAL_HINT_PATHS if self.kind == "local" else LLM_HINT_PATHS
 
 
 class HandConfig(Config):

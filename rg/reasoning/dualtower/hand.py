@@ -190,7 +190,7 @@ class Hand:
 
     def hints(self, view: SanitisedView, anchors: Sequence[str]) -> tuple[tuple[str, ...], ...]:
         """Relation paths of the view from the anchors (the analysis payload's schema hints)."""
-        limit = self.config.brain.max_hint_paths
+        limit = self.config.brain.hint_limit
         if limit == 0 or not view.triples:
             return ()
         kg = KnowledgeGraph.from_triples(view.triples)
