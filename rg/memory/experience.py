@@ -324,9 +324,11 @@ class ExperiencePool:
         top_hits = max([self.buffer.get(i, 0) for i in scores] + [1])
         ranked = sorted(((cfg.lambda_sim * s + cfg.lambda_hit * self.buffer.get(i, 0) / top_hits, s, i)
                          for i, s in scores.items()), key=lambda x: (-x[0], -x[1], x[2]))
-        closest = max(ranked, key=lambda x: (x[1], -x[0]))
         # hit counts reorder the rest, but never push out the closest record (a repeated question's own)
-        ranked = ranked[:k] if closest in ranked[:k] else ranked[: k - 1] + [closest]
+        closest = max(scores, key=scores.__getitem__)
+        if all(i != closest for _, _, i in ranked[:k]):
+            ranked = ranked[: k - 1] + [next(x for x in ranked if x[2] == closest)]
+        ranked = ranked[:k]
         out = [Retrieved(self.records[i], s, r) for r, s, i in ranked]
         for item in out:
             self._hit(item.record.id)
