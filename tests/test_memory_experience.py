@@ -215,3 +215,41 @@ def test_sealed_pool_reloads_refuses_tampered_and_holds_no_plaintext(tmp_path):
     assert third.compact() == 2
     third.log.close()
     assert len(read_sealed(path, KEY).records) == 2
+
+
+def test_buffer_keeps_a_newcomer_out_when_every_buffered_record_was_hit_more():
+    emb = TableEmbedder({"A": [1, 0], "B": [0, 1], "C": [0.6, 0.8]})
+    pool = ExperiencePool(ExperienceConfig(embedder="hashing", buffer=2), emb)
+    pool.add_many([record("a", [1, 0], [1, 0]), record("b", [0, 1], [0, 1]), record("c", [0.6, 0.8], [1, 0])])
+    for name in ("A", "A", "B", "B"):
+        pool.retrieve(name, None, TAG, k=1)
+    pool.retrieve("C", None, TAG, k=1)
+    assert pool.records["c"].hits == 1 and "c" not in pool.buffer
+    assert (pool.buffer["a"], pool.buffer["b"]) == (2, 2)
+    pool.prune(2)  # "c" (fewest hits) goes; the buffer forgets nothing it did not hold
+    assert set(pool.records) == {"a", "b"} and len(pool.buffer) == 2
+
+
+def test_buffered_ranking_matches_a_plain_sort_of_index_and_buffer_hits():
+    """The vectorised rank (rank, then score, then id; the closest record always kept) against a plain sort."""
+    rng = np.random.default_rng(3)
+    keys = rng.normal(size=(60, 8))
+    keys /= np.linalg.norm(keys, axis=1, keepdims=True)
+    emb = TableEmbedder({f"q{n}": list(rng.normal(size=8)) for n in range(40)})
+    emb.dim = 8
+    pool = ExperiencePool(ExperienceConfig(embedder="hashing", buffer=12, w_exp=4), emb)
+    pool.add_many([record(f"r{n:02d}", list(k), list(k)) for n, k in enumerate(keys)])
+    cfg = pool.config
+    for n in range(40):
+        e_q = np.asarray(emb.embed([f"q{n}"])[0], np.float32)
+        query = np.concatenate([e_q, np.zeros_like(e_q)])
+        counts = {i: pool.buffer.count(i) for i in pool.records if i in pool.buffer}
+        scores = dict(pool.indexes[TAG].search(query, 4))
+        scores.update({i: float(pool.indexes[TAG].key_rows([i])[0] @ query) for i in counts})
+        top = max(list(counts.values()) + [1])
+        expected = sorted(scores, key=lambda i: (-(cfg.lambda_sim * scores[i] + cfg.lambda_hit * counts.get(i, 0) / top),
+                                                 -scores[i], i))[:4]
+        closest = max(scores, key=scores.__getitem__)
+        if closest not in expected:
+            expected = expected[:3] + [closest]
+        assert [f.record.id for f in pool.retrieve(f"q{n}", None, TAG)] == expected

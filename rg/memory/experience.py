@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -219,6 +218,90 @@ class _TagIndex:
         return [(self.ids[r], float(s)) for r, s in zip(rows[0].tolist(), scores[0].tolist()) if r >= 0]
 
 
+class _HitBuffer:
+    """The high-frequency buffer: up to ``capacity`` recently retrieved records with their hit counts and keys.
+
+    Slots hold each record's key, privacy tag and hit count in arrays, so one lookup scores every buffered
+    record of its tag with a single matrix product (no per-record gather). When full, a new record replaces the
+    least-hit one (the oldest among equals); a record hit once stays out when every buffered record was hit more.
+    """
+
+    def __init__(self, capacity: int, width: int) -> None:
+        self.capacity = capacity
+        size = min(capacity, 64)  # slots double as they fill, up to the capacity
+        self.keys = np.zeros((size, width), np.float32)
+        self.counts = np.zeros(size, np.int64)  # 0 marks a free slot
+        self.touched = np.zeros(size, np.int64)
+        self.tags = np.full(size, -1, np.int64)
+        self.ids: list[str | None] = [None] * size
+        self.slot: dict[str, int] = {}
+        self.tag_code: dict[str, int] = {}
+        self.tick = 0
+
+    def __len__(self) -> int:
+        return len(self.slot)
+
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self.slot
+
+    def __getitem__(self, record_id: str) -> int:
+        return int(self.counts[self.slot[record_id]])
+
+    def count(self, record_id: str) -> int:
+        n = self.slot.get(record_id)
+        return 0 if n is None else int(self.counts[n])
+
+    def hit(self, record_id: str, tag: str, key: np.ndarray) -> None:
+        """Count one retrieval of ``record_id`` (key shape (width,)), admitting it if it ranks."""
+        if self.capacity == 0:
+            return
+        self.tick += 1
+        n = self.slot.get(record_id)
+        if n is None:
+            if len(self.slot) < self.capacity:
+                if len(self.slot) == len(self.ids):
+                    self._grow()
+                n = int(np.flatnonzero(self.counts == 0)[0])
+            else:
+                low = int(self.counts.min())
+                if low > 1:  # the newcomer (one hit) is the least hit: it does not enter
+                    return
+                ties = np.flatnonzero(self.counts == low)
+                n = int(ties[np.argmin(self.touched[ties])])
+                del self.slot[self.ids[n]]
+            self.slot[record_id] = n
+            self.ids[n] = record_id
+            self.keys[n] = key
+            self.tags[n] = self.tag_code.setdefault(tag, len(self.tag_code))
+            self.counts[n] = 0
+        self.counts[n] += 1
+        self.touched[n] = self.tick
+
+    def _grow(self) -> None:
+        add = min(len(self.ids), self.capacity - len(self.ids))
+        self.keys = np.concatenate([self.keys, np.zeros((add, self.keys.shape[1]), np.float32)])
+        self.counts = np.concatenate([self.counts, np.zeros(add, np.int64)])
+        self.touched = np.concatenate([self.touched, np.zeros(add, np.int64)])
+        self.tags = np.concatenate([self.tags, np.full(add, -1, np.int64)])
+        self.ids += [None] * add
+
+    def pop(self, record_id: str) -> None:
+        n = self.slot.pop(record_id, None)
+        if n is not None:
+            self.ids[n] = None
+            self.counts[n] = 0
+            self.tags[n] = -1
+
+    def scored(self, tag: str, query: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The buffered records of ``tag``: ids, scores ``key·query`` and hit counts. Shapes: query (width,)."""
+        code = self.tag_code.get(tag)
+        if code is None or not self.slot:
+            return [], np.zeros(0, np.float32), np.zeros(0, np.int64)
+        rows = np.flatnonzero(self.tags == code)
+        scores = (self.keys @ query)[rows]  # one product over all slots beats gathering the tag's rows first
+        return [self.ids[r] for r in rows.tolist()], scores, self.counts[rows]
+
+
 class ExperiencePool:
     """The experience pool (module docstring).
 
@@ -235,7 +318,7 @@ class ExperiencePool:
         self.log = log
         self.records: dict[str, ExperienceRecord] = {}
         self.indexes: dict[str, _TagIndex] = {}
-        self.buffer: OrderedDict[str, int] = OrderedDict()
+        self.buffer = _HitBuffer(config.buffer, 2 * self.dim)
         self.refused = 0
         if log is not None:
             self.refused = len(log.report.refused)
@@ -317,32 +400,32 @@ class ExperiencePool:
             query = self._key(e_q, np.zeros_like(e_q))
         else:
             query = self._key(cfg.lambda_q * e_q, cfg.lambda_i * e_i)
-        scores = dict(index.search(query, k))
-        in_buffer = [i for i in self.buffer if i in index.row and i not in scores]
-        if in_buffer:
-            scores.update(zip(in_buffer, (index.key_rows(in_buffer) @ query).tolist()))  # (B, 2·dim) @ (2·dim,)
-        top_hits = max([self.buffer.get(i, 0) for i in scores] + [1])
-        ranked = sorted(((cfg.lambda_sim * s + cfg.lambda_hit * self.buffer.get(i, 0) / top_hits, s, i)
-                         for i, s in scores.items()), key=lambda x: (-x[0], -x[1], x[2]))
+        found = index.search(query, k)
+        buffered, buffer_scores, buffer_counts = self.buffer.scored(privacy, query)
+        extra = [(i, s) for i, s in found if i not in self.buffer]
+        ids = np.array(buffered + [i for i, _ in extra])
+        scores = np.concatenate([buffer_scores, np.array([s for _, s in extra], np.float32)]).astype(np.float64)
+        counts = np.concatenate([buffer_counts, np.zeros(len(extra), np.int64)])
+        if not len(ids):
+            return []
+        rank = cfg.lambda_sim * scores + cfg.lambda_hit * counts / max(int(counts.max()), 1)
+        order = np.lexsort((ids, -scores, -rank))  # rank, then score, then id
+        top = order[:k].tolist()
         # hit counts reorder the rest, but never push out the closest record (a repeated question's own)
-        closest = max(scores, key=scores.__getitem__)
-        if all(i != closest for _, _, i in ranked[:k]):
-            ranked = ranked[: k - 1] + [next(x for x in ranked if x[2] == closest)]
-        ranked = ranked[:k]
+        closest = int(order[np.argmax(scores[order])])
+        if closest not in top:
+            top = top[: k - 1] + [closest]
+        ranked = [(float(rank[n]), float(scores[n]), str(ids[n])) for n in top]
         out = [Retrieved(self.records[i], s, r) for r, s, i in ranked]
         for item in out:
             self._hit(item.record.id)
         return out
 
     def _hit(self, record_id: str) -> None:
-        self.records[record_id].hits += 1
-        if self.config.buffer == 0:
-            return
-        self.buffer[record_id] = self.buffer.get(record_id, 0) + 1
-        self.buffer.move_to_end(record_id)
-        if len(self.buffer) > self.config.buffer:  # evict the least-hit (oldest first among equals)
-            victim = min(self.buffer, key=lambda i: self.buffer[i])
-            del self.buffer[victim]
+        record = self.records[record_id]
+        record.hits += 1
+        if self.config.buffer:
+            self.buffer.hit(record_id, record.privacy, self.indexes[record.privacy].key_rows([record_id])[0])
 
     def hints(self, question: str, indicator: str | None, privacy: str) -> MemoryHints:
         """Control hints from the retrieved records (Algorithm 6: ShouldSkipBrain, InitPolicy, MatchWarnings).
@@ -431,7 +514,7 @@ class ExperiencePool:
         drop = sorted(live, key=lambda r: (r.value, r.hits))[: max(len(live) - keep, 0)]
         for record in drop:
             del self.records[record.id]
-            self.buffer.pop(record.id, None)
+            self.buffer.pop(record.id)
             if self.log is not None:
                 tomb = ExperienceRecord(record.id, "", (), -1, None, (), {}, 0, 0, (), record.privacy,
                                         record.e_q[:0], record.e_i[:0])
