@@ -338,3 +338,24 @@ def test_a_batch_of_analyses_equals_each_analysed_alone(planner):
     assert mixed[0].indicators == alone[0].indicators
     assert isinstance(mixed[1], BrainError) and mixed[1].reason == "no_paths"
     assert brain.ledger.by_side()["brain"].calls == len(payloads)  # analyse books; analyse_batch does not
+
+
+def test_the_hands_own_raw_planner_tells_a_clusters_relations_apart_where_the_words_do_not(store):
+    """"who wrote Casino" shares no word with ``written_by``: the lexical scorer ties the cluster's three relations
+    and keeps them all (the director's walk comes first), while the Hand's planner, trained on raw relations,
+    finds ``written_by`` most likely. The Brain still sees clusters only."""
+    answers = {}
+    for resolve in ("question", "planner"):
+        config = DualTowerConfig(privacy={"mode": "privacy"}, similarity="lexical", hand={"resolve_clusters": resolve})
+        controller = build_controller(config, schema(), store=store, planner=shared_cluster_planner(),
+                                      hand_planner=shared_planner())
+        result = controller.answer("who wrote Casino", ["Casino"])
+        assert not result.faults and "written_by" not in "".join(result.brain_payloads)
+        answers[resolve] = result.answers
+    assert answers == {"question": ("Martin Scorsese",), "planner": ("Nicholas Pileggi",)}
+
+
+def test_resolving_clusters_with_the_hands_planner_needs_one():
+    config = DualTowerConfig(privacy={"mode": "privacy"}, hand={"resolve_clusters": "planner"})
+    with pytest.raises(ValueError, match="hand.planner is not set"):
+        build_controller(config, schema(), planner=shared_cluster_planner())

@@ -73,12 +73,14 @@ class DualTowerQA:
         if planner is None and config.brain.kind == "local" and config.brain.planner:
             planner = load_planner(config.brain.planner)
         self.planner = planner
+        hand = config.hand
+        self.hand_planner = load_planner(hand.planner) if hand.resolve_clusters == "planner" and hand.planner else None
         self.encoder = encoder if encoder is not None or config.similarity != "encoder" else TextEncoder()
         self._shared = self._controller(self.schema) if self.schema is not None else None
 
     def _controller(self, schema: KGSchema):
         return build_controller(self.config, schema, planner=self.planner, encoder=self.encoder, memory=self.memory,
-                                edges=self.edges, journal=self.journal)
+                                edges=self.edges, journal=self.journal, hand_planner=self.hand_planner)
 
     async def answer(self, samples: list[Sample]) -> list[Prediction]:
         return list(await asyncio.gather(*(self._one(s) for s in samples)))

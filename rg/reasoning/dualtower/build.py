@@ -19,7 +19,7 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
                      linker: EntityLinker | None = None, planner: PlannerModel | None = None,
                      encoder: TextEncoder | None = None, memory: ExperienceMemory | None = None,
                      brains: BrainFactory | None = None, edges=None,
-                     journal: UsageJournal | None = None) -> DualTowerController:
+                     journal: UsageJournal | None = None, hand_planner: PlannerModel | None = None) -> DualTowerController:
     """The controller ``config`` describes.
 
     Args:
@@ -36,9 +36,12 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
         edges: The edge memory (``rg.memory.EdgeMemory``; none: no replay).
         journal: An LLM Brain and a Hand LLM append each completed call to this usage journal
             (``rg.llm.journal``).
+        hand_planner: ``hand.resolve_clusters: planner``: an already loaded raw-relation planner for the Hand
+            (else ``hand.planner`` is loaded).
 
     Raises:
-        ValueError: for a local Brain with neither ``planner`` nor ``brain.planner``, naming the fix.
+        ValueError: for a local Brain with neither ``planner`` nor ``brain.planner``, or a Hand resolving clusters
+            with its planner and neither ``hand_planner`` nor ``hand.planner``, naming the fix.
     """
     if brains is None:
         brains = brain_factory(config, planner, journal)
@@ -47,8 +50,14 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
         similarity = EncoderSimilarity(encoder if encoder is not None else TextEncoder())
     else:
         similarity = LexicalSimilarity()
-    return DualTowerController(config, schema, Hand(config, store, linker), brains, similarity, memory, edges,
-                               journal)
+    if config.hand.resolve_clusters == "planner" and hand_planner is None:
+        if config.hand.planner is None:
+            raise ValueError("hand.resolve_clusters is 'planner' but hand.planner is not set. Fix: set hand.planner to "
+                             "a planner trained on raw relation paths (the plaintext local Brain's) or use "
+                             "resolve_clusters: question")
+        hand_planner = load_planner(config.hand.planner)
+    return DualTowerController(config, schema, Hand(config, store, linker, hand_planner), brains, similarity, memory,
+                               edges, journal)
 
 
 def brain_factory(config: DualTowerConfig, planner: PlannerModel | None = None,

@@ -97,13 +97,19 @@ class HandConfig(Config):
     follow_up: bool = Field(
         True, description="kind llm: ask once more for the `ans:` format when the first reply has none."
     )
-    resolve_clusters: Literal["question", "all"] = Field(
+    resolve_clusters: Literal["question", "planner", "all"] = Field(
         "question",
         description="When a kept view path grounds to several raw relation sequences (privacy mode: a cluster "
         "label stands for several relations): 'question' keeps those the Hand scores closest to the raw "
-        "question (its DRM plus the words' overlap, topic mentions masked; "
-        "the Hand holds it; nothing leaves the Hand) and, in privacy mode, also grounds the candidates "
-        "the Brain could not tell from its kept ones and orders them by that score; 'all' keeps every one.",
+        "question (its DRM plus the words' overlap, topic mentions masked); 'planner' keeps those the Hand's "
+        "own planner (`hand.planner`, trained on raw relations) finds most likely for the raw question; both "
+        "also ground, in privacy mode, the candidates the Brain could not tell from its kept ones and order "
+        "them by that score (the Hand holds the question; nothing leaves the Hand); 'all' keeps every one.",
+    )
+    planner: Optional[str] = Field(
+        None,
+        description="resolve_clusters planner: a planner checkpoint trained on raw relation paths (e.g. the "
+        "plaintext local Brain's), run on the Hand to score raw relation sequences against the raw question.",
     )
 
     @model_validator(mode="after")

@@ -40,7 +40,15 @@ from rg.privacy.session import PrivacySession
 from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, ExploringBrain, Indicator
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.explore import Candidate, band, explore, explore_each, explore_via, extend
-from rg.reasoning.dualtower.hand import Grounded, Hand, HandError, RawScorer, question_scorer, with_twins
+from rg.reasoning.dualtower.hand import (
+    Grounded,
+    Hand,
+    HandError,
+    RawScorer,
+    planner_scorer,
+    question_scorer,
+    with_twins,
+)
 from rg.reasoning.dualtower.llm_brain import LLMBrain
 from rg.reasoning.dualtower.local_brain import LocalBrain, indicator_text
 from rg.reasoning.dualtower.memory import (
@@ -186,6 +194,9 @@ class DualTowerController:
     def __init__(self, config: DualTowerConfig, schema: KGSchema, hand: Hand, brains: BrainFactory,
                  similarity: Similarity, memory: ExperienceMemory | None = None,
                  edges: "EdgeMemory | None" = None, journal: UsageJournal | None = None) -> None:
+        if config.hand.resolve_clusters == "planner" and hand.planner is None:
+            raise ValueError("hand.resolve_clusters is 'planner' but the Hand has no planner. Fix: build the controller "
+                             "with rg.reasoning.dualtower.build_controller and set hand.planner")
         self.config = config
         self.schema = schema
         self.hand = hand
@@ -467,7 +478,7 @@ class DualTowerController:
             q.timed("explore", started)
             kept = await self._select(q, brain, masked, indicator, ranked)
             node.candidates = tuple(c.text() for c in kept)
-            if cfg.privacy.mode == "privacy" and cfg.hand.resolve_clusters == "question":
+            if cfg.privacy.mode == "privacy" and cfg.hand.resolve_clusters != "all":
                 kept = with_twins(kept, [c for c, _ in ranked], cfg.w1)
             started = time.perf_counter()
             grounded = self.hand.ground(q.session, view, kg, dict(zip(tags, topics)), kept, indicator,
@@ -492,8 +503,12 @@ class DualTowerController:
 
     def _resolver(self, question: str, topics: Sequence[str]) -> RawScorer | None:
         """How the Hand chooses among the raw relations a cluster label stands for (``hand.resolve_clusters``)."""
-        if self.config.hand.resolve_clusters == "all":
+        how = self.config.hand.resolve_clusters
+        if how == "all":
             return None
+        if how == "planner":
+            assert self.hand.planner is not None  # checked in __init__
+            return planner_scorer(self.hand.planner, question, topics)
         return question_scorer(self.similarity, question, topics)
 
     async def _follow_up(self, q: _Question, brain: Brain, node: TreeNode, masked: str, anchors: Sequence[str],

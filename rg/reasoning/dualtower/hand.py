@@ -19,9 +19,10 @@ In ``privacy`` mode one view path can ground to several raw relation sequences (
 ``rel_05 (type_05→type_07)`` stands for ``directed_by``, ``written_by`` and ``starred_actors``).
 The Brain cannot tell them apart, but the Hand holds the raw question: with
 ``hand.resolve_clusters: question`` it keeps the raw sequences scoring closest to the raw
-question (:func:`question_scorer`: the DRM plus the words' overlap), all of them with ``all``; candidates whose view paths are the
-same for the Brain are then ordered by the same score (:func:`refine_order`). This is the path refinement
-step of PrivGemo's Hand; nothing of it leaves the Hand.
+question (:func:`question_scorer`: the DRM plus the words' overlap), those the Hand's own raw-relation
+planner finds most likely for the raw question with ``planner`` (:func:`planner_scorer`), all of them
+with ``all``; candidates whose view paths are the same for the Brain are then ordered by the same score
+(:func:`refine_order`). This is the path refinement step of PrivGemo's Hand; nothing of it leaves the Hand.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from rg.reasoning.dualtower.brain import Indicator
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.explore import Candidate
 from rg.reasoning.dualtower.similarity import LexicalSimilarity, Similarity
+from rg.retrievers.planner.likelihood import path_log_likelihood
+from rg.retrievers.planner.model import PlannerModel
 from rg.retrievers.planner.prompt import mask_topics
 from rg.retrievers.planner.trie import relation_trie
 from rg.stores.base import KGStore
@@ -77,6 +80,27 @@ def question_scorer(similarity: Similarity, question: str, topics: Sequence[str]
             both = similarity.score(texts, masked) + (0 if isinstance(similarity, LexicalSimilarity)
                                                       else lexical.score(texts, masked))
             known.update(zip(new, both.tolist()))
+        return [known[p] for p in paths]
+
+    return score
+
+
+def planner_scorer(planner: PlannerModel, question: str, topics: Sequence[str] = ()) -> RawScorer:
+    """Scores raw relation sequences by ``planner``'s log-likelihood of each for the raw ``question`` (topic
+    mentions masked when the planner was trained so); ``-inf`` for a relation it has no token for. Runs on
+    the Hand only, with a planner trained on raw relation paths (the plaintext local Brain's).
+
+    Where the sentence encoder hardly tells MetaQA's film→person relations apart, a planner trained on the
+    KG's questions has learnt which wordings ask for which relation ("what films did <e> direct").
+    """
+    text = mask_topics(question, topics) if planner.config.mask_topics else question
+    prompt = planner.prompt_ids([text])[0]
+    known: dict[tuple[str, ...], float] = {}
+
+    def score(paths: Sequence[tuple[str, ...]]) -> list[float]:
+        new = list(dict.fromkeys(p for p in paths if p not in known))
+        if new:
+            known.update(zip(new, path_log_likelihood(planner, prompt, new)))
         return [known[p] for p in paths]
 
     return score
@@ -153,12 +177,15 @@ class Hand:
         config: The controller's settings.
         store: Where the raw KG lives (None: every question brings its triples).
         linker: Links topic entities when a question comes without them.
+        planner: ``hand.resolve_clusters: planner``: the Hand's raw-relation planner (:func:`planner_scorer`).
     """
 
-    def __init__(self, config: DualTowerConfig, store: KGStore | None = None, linker: EntityLinker | None = None) -> None:
+    def __init__(self, config: DualTowerConfig, store: KGStore | None = None, linker: EntityLinker | None = None,
+                 planner: PlannerModel | None = None) -> None:
         self.config = config
         self.store = store
         self.linker = linker
+        self.planner = planner
 
     # ---------------------------------------------------------------------------- raw side
     def topics(self, question: str, given: Sequence[str] = ()) -> tuple[str, ...]:
