@@ -13,7 +13,8 @@ anonymise, explore, Brain, verify, read). PrivGemo reports 4.6–6.5 Brain calls
 ToG 13.5–21.7 LLM calls per question; they are quoted as anchors, not measured here. A few
 questions also run against the scripted LLM Brain at 127.0.0.1, for the prompt and completion
 tokens per side of the real prompts (the server counts whitespace tokens). ``--similarity`` and
-``--resolve-clusters`` set the DRM and how the Hand grounds a cluster path in privacy mode.
+``--resolve-clusters`` set the DRM and how the Hand grounds a cluster path in privacy mode (default
+``planner``: by the raw-relation planner's likelihood for the raw question, on the Hand).
 """
 
 from __future__ import annotations
@@ -86,10 +87,12 @@ def hit1(answers: Sequence[str], gold: Sequence[str]) -> bool:
 
 
 def run_mode(name: str, overrides: dict[str, Any], planner: PlannerModel, schema: KGSchema,
-             test: Sequence[Sample], similarity: str = "lexical", resolve_clusters: str = "question") -> dict[str, Any]:
+             test: Sequence[Sample], similarity: str = "lexical", resolve_clusters: str = "question",
+             hand_planner: PlannerModel | None = None) -> dict[str, Any]:
+    """One privacy mode over ``test``; ``hand_planner`` is the raw-relation planner of ``resolve_clusters: planner``."""
     config = DualTowerConfig(**overrides, similarity=similarity, brain={"kind": "local"},
                              hand={"resolve_clusters": resolve_clusters})
-    controller = build_controller(config, schema, planner=planner)
+    controller = build_controller(config, schema, planner=planner, hand_planner=hand_planner)
     stages = {s: 0.0 for s in STAGES}
     hits = calls = faults = 0
     started = time.perf_counter()
@@ -177,8 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--similarity", choices=("lexical", "encoder"), default="lexical",
                         help="The DRM of pruning and of the Hand's choice among a cluster's relations "
                              "(encoder: the offline MiniLM).")
-    parser.add_argument("--resolve-clusters", choices=("question", "all"), default="question",
-                        help="hand.resolve_clusters: how the Hand grounds a cluster path in privacy mode.")
+    parser.add_argument("--resolve-clusters", choices=("question", "planner", "all"), default="planner",
+                        help="hand.resolve_clusters: how the Hand grounds a cluster path in privacy mode "
+                             "(planner: the Hand scores a cluster's raw relations with the raw-relation planner).")
     parser.add_argument("--out", default="bench/results/dualtower.json")
     args = parser.parse_args(argv)
     if args.quick:
@@ -197,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw = train(train_set, lambda p: p, args.epochs)
     clustered = train(train_set, lambda p: view_relation_path(p, schema, "privacy"), args.epochs)
     modes = [run_mode(name, overrides, clustered if name.startswith("privacy") else raw, schema, test,
-                      args.similarity, args.resolve_clusters)
+                      args.similarity, args.resolve_clusters, raw)
              for name, overrides in MODES.items()]
     by_mode = {m["mode"]: m for m in modes}
     result = {
