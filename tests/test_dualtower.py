@@ -5,6 +5,8 @@ in plaintext and utility modes, and in privacy mode with a planner trained on th
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -359,3 +361,22 @@ def test_resolving_clusters_with_the_hands_planner_needs_one():
     config = DualTowerConfig(privacy={"mode": "privacy"}, hand={"resolve_clusters": "planner"})
     with pytest.raises(ValueError, match="hand.planner is not set"):
         build_controller(config, schema(), planner=shared_cluster_planner())
+
+
+def test_the_brain_selects_only_when_no_candidate_walks_its_indicator(planner, store):
+    """``selection: ambiguous`` skips the Brain's selection when candidates walk the indicator's relation path; the
+    local Brain's selection would rank that path first anyway, so the answers are those of ``always``."""
+    runs = {}
+    for selection in ("ambiguous", "always"):
+        config = DualTowerConfig(similarity="lexical", selection=selection)
+        controller = build_controller(config, schema(), store=store, planner=planner)
+        runs[selection] = {q: controller.answer(q, topics) for q, topics, _ in QUESTIONS}
+    for question, _, _ in QUESTIONS:
+        skipped, asked = runs["ambiguous"][question], runs["always"][question]
+        assert skipped.answers == asked.answers
+        assert skipped.brain_calls == asked.brain_calls - skipped.indicator_selections
+        assert asked.indicator_selections == 0
+    casino = runs["ambiguous"]["who wrote Casino"]
+    assert (casino.brain_calls, casino.indicator_selections) == (1, 1)
+    assert [json.loads(p)["kind"] for p in casino.brain_payloads] == ["analysis"]
+    assert casino.evidence[0] == "Casino → [written_by] → Nicholas Pileggi" and len(casino.evidence) == 3

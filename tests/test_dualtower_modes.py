@@ -104,6 +104,8 @@ class ScriptedBrain:
 
 SMALL = {"d_max": 1, "subgraph_hops": 2, "w_max": 1}
 """D_max 1 and W_max 1: the schedule is topic 1, refine, predict, and each step keeps one candidate."""
+ALWAYS = {**SMALL, "selection": "always"}
+"""SMALL, and the Brain selects even among candidates that walk its indicator (the payloads are checked)."""
 
 
 def controller(url: str, mode: str = "utility", brains=None, triples=TRIPLES, kg_schema=None, limits=SMALL, **llm):
@@ -126,7 +128,7 @@ REFINING = dict(first=("directed_by", "year"))
 
 def test_only_the_brains_answer_to_the_follow_up_answers():
     with ScriptedServer(Script.always(Respond(ScriptedBrain(**REFINING)))) as server:
-        result = controller(server.base_url).answer(*RELEASED)
+        result = controller(server.base_url, limits=ALWAYS).answer(*RELEASED)
         sent = kinds(server)
     assert result.answers == ("1995",) and result.fallback is None and not result.faults
     assert sent == ["analysis", "selection", "follow_up", "selection"]
@@ -194,7 +196,7 @@ def test_a_brain_without_the_calls_is_recorded_and_the_hand_goes_on():
         factory = LLMBrainFactory(LLMConfig(base_url=server.base_url, model="scripted", side="brain", max_retries=0))
         result = controller(server.base_url, brains=OldBrains(factory)).answer(*RELEASED)
         sent = kinds(server)
-    assert sent == ["analysis", "selection", "selection"]
+    assert sent == ["analysis"]
     assert [(f.stage, f.reason, f.attempts, f.fallback) for f in result.faults] == [
         ("follow_up", "unsupported", 0, "explore_all_lengths"), ("prediction", "unsupported", 0, "extend_hubs")]
     assert result.answers == ()
@@ -207,7 +209,7 @@ PREDICTING = dict(first=("directed_by", "film"), follow=("written_by", "film"), 
 
 def test_only_the_predicted_anchor_answers():
     with ScriptedServer(Script.always(Respond(ScriptedBrain(**PREDICTING)))) as server:
-        result = controller(server.base_url).answer(*SHARED)
+        result = controller(server.base_url, limits=ALWAYS).answer(*SHARED)
         sent = kinds(server)
     assert result.answers == ("The Irishman",) and result.fallback is None and not result.faults
     assert sent == ["analysis", "selection", "follow_up", "selection", "prediction"]

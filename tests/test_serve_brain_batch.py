@@ -39,6 +39,7 @@ from tests.test_dualtower_modes import (
     REFINING,
     RELEASED,
     SHARED,
+    SMALL,
     TOPIC,
     OldBrains,
     ScriptedBrain,
@@ -284,19 +285,20 @@ def test_the_deployed_proxy_answers_predict_mode_as_in_process(ray_local):
         finally:
             serve.shutdown()
         through = kinds(server)[len(in_process):]
-    assert through == in_process == ["analysis", "selection", "follow_up", "selection", "prediction"]
+    assert through == in_process == ["analysis", "follow_up", "prediction"]
     assert_same_run(served, local, ("The Irishman",))
 
 
 def test_a_proxy_brain_without_the_calls_records_the_same_faults_as_in_process():
     with ScriptedServer(Script.always(Respond(ScriptedBrain(**REFINING)))) as server:
         factory = LLMBrainFactory(LLMConfig(base_url=server.base_url, model="scripted", side="brain", max_retries=0))
-        local = controller(server.base_url, brains=OldBrains(factory)).answer(*RELEASED)
+        always = {**SMALL, "selection": "always"}  # every selection goes through the proxy too
+        local = controller(server.base_url, brains=OldBrains(factory), limits=always).answer(*RELEASED)
         in_process = kinds(server)
         proxy = llm_proxy(server.base_url)
         proxy.brains = OldBrains(proxy.brains)
-        served = controller(server.base_url,
-                            brains=RemoteBrainFactory(InProcessHandle(proxy), "llm", 30.0)).answer(*RELEASED)
+        served = controller(server.base_url, brains=RemoteBrainFactory(InProcessHandle(proxy), "llm", 30.0),
+                            limits=always).answer(*RELEASED)
         through = kinds(server)[len(in_process):]
     assert through == in_process == ["analysis", "selection", "selection"]
     assert [(f.stage, f.reason, f.attempts, f.fallback) for f in served.faults] == [

@@ -66,7 +66,7 @@ def ask(client: Http, question: str, topics: list[str]) -> dict:
 
 def test_a_repeated_question_is_answered_from_memory_without_the_brain(client, brain_server, memory_folder):
     first = ask(client, "who directed Casino", ["Casino"])
-    assert first["answers"] == ["Martin Scorsese"] and first["brain_calls"] == 2
+    assert first["answers"] == ["Martin Scorsese"] and first["brain_calls"] == 1  # analysis; its path needs no selection
     assert first["memory"]["analysis"] == "brain" and first["memory"]["remembered"] is True
     assert first["memory"]["edges_enhanced"] >= 1
     sent = len(brain_server.requests)

@@ -142,6 +142,13 @@ class DualTowerConfig(Config):
     )
     w_max: int = Field(3, ge=1, le=50, description="W_max: candidates kept per node after Brain selection.")
     w1: int = Field(80, ge=1, le=5000, description="W1: candidates kept by the fuzzy DRM filter (and exploration beam).")
+    selection: Literal["ambiguous", "always"] = Field(
+        "ambiguous",
+        description="When the Brain selects W_max of the W1 candidates: 'ambiguous' only when no candidate walks "
+        "the node's indicator (its relation path exactly; one topic), since the Brain has already named that path: "
+        "the Hand keeps the candidates walking it, then the rest by DRM, up to W_max; 'always' asks whenever more "
+        "than W_max remain.",
+    )
     d_max: int = Field(3, ge=1, le=6, description="D_max: most hops from a topic entity to the answer.")
     alpha: float = Field(0.6, ge=0.0, le=1.0, description="α of s = α·DRM(path, indicator) + (1−α)·memory term.")
     max_failures: int = Field(

@@ -166,6 +166,7 @@ class _Question:
         self.grounded: list[Grounded] = []
         self.memory: dict[str, object] = {}
         self.local_paths: frozenset[tuple[tuple[str, ...], ...]] = frozenset()
+        self.indicator_selections = 0  # Brain selections skipped: candidates walked the indicator's path
         self.warnings: tuple[tuple[str, int], ...] = ()
         self.session_topics: tuple[str, ...] = ()
         self.hints: tuple[tuple[str, ...], ...] = ()
@@ -574,7 +575,9 @@ class DualTowerController:
 
     async def _select(self, q: _Question, brain: Brain, masked: str, indicator: Indicator,
                       ranked: list[tuple[Candidate, float]]) -> list[Candidate]:
-        """Brain selection of W_max among the W1 kept, when more than W_max remain (Algorithm 5)."""
+        """Brain selection of W_max among the W1 kept, when more than W_max remain (Algorithm 5) and it is needed:
+        not when memory names the paths (``q.local_paths``), nor, with ``selection: ambiguous``, when candidates
+        walk the indicator's relation path exactly (the Hand keeps those first, then the rest by DRM)."""
         keep = self.config.w_max
         if len(ranked) <= keep:
             return [c for c, _ in ranked]
@@ -583,6 +586,12 @@ class DualTowerController:
             if local:
                 q.memory["local_selections"] = int(q.memory.get("local_selections", 0)) + 1
                 return local[:keep]
+        if self.config.selection == "ambiguous" and indicator.relations:
+            path = (tuple(indicator.relations),)
+            walking = [c for c, _ in ranked if c.relation_paths == path]
+            if walking:  # the Brain named this path already; the other slots go to the best of the rest by DRM
+                q.indicator_selections += 1
+                return (walking + [c for c, _ in ranked if c.relation_paths != path])[:keep]
         shown = [CandidateView(id=i + 1, text=c.text(), branches=c.relation_paths) for i, (c, _) in enumerate(ranked)]
         payload = SelectionPayload(question=masked, indicator=indicator.text, candidates=tuple(shown), keep=keep)
         started = time.perf_counter()
@@ -604,4 +613,5 @@ class DualTowerController:
             question=q.question, answers=tuple(answers), evidence=tuple(evidence), brain_payloads=tuple(q.payloads),
             brain=self.brains.name, brain_calls=q.ledger.by_side().get("brain", Usage()).calls, usage=q.ledger.to_dict(),
             exposure=q.session.exposure.to_dict(), faults=tuple(q.faults), tree=tuple(tree),
-            timings=dict(q.timings), fallback=fallback, topics=tuple(topics), memory=dict(q.memory))
+            timings=dict(q.timings), fallback=fallback, topics=tuple(topics), memory=dict(q.memory),
+            indicator_selections=q.indicator_selections)

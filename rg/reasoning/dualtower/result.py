@@ -51,6 +51,8 @@ class DualTowerResult:
             verified templates or replayed paths), ``replay_edges``, ``memory_fallback`` (the
             memory's path failed and the Brain was asked), ``remembered``, ``edges_enhanced`` and
             ``edges_penalised``.
+        indicator_selections: Brain selections skipped because candidates walked the indicator's relation path
+            (``selection: ambiguous``).
     """
 
     question: str
@@ -67,6 +69,7 @@ class DualTowerResult:
     fallback: str | None = None
     topics: tuple[str, ...] = ()
     memory: dict[str, Any] = field(default_factory=dict)
+    indicator_selections: int = 0
 
     @property
     def hand_only(self) -> bool:
@@ -79,5 +82,5 @@ class DualTowerResult:
             "brain_payloads": list(self.brain_payloads), "brain": self.brain, "brain_calls": self.brain_calls,
             "usage": self.usage, "exposure": self.exposure, "faults": [f.to_dict() for f in self.faults],
             "tree": list(self.tree), "timings": self.timings, "fallback": self.fallback, "topics": list(self.topics),
-            "memory": dict(self.memory),
+            "memory": dict(self.memory), "indicator_selections": self.indicator_selections,
         }
