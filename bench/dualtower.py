@@ -2,12 +2,19 @@
 
     python -m bench.dualtower --quick
     python -m bench.dualtower [--questions 200] [--train 600] [--epochs 20] [--out PATH]
+    python -m bench.dualtower --metaqa-subgraphs DIR --metaqa-planner RAW --metaqa-privacy-planner CLUSTERS
+                              --metaqa-schema DIR [--metaqa-per-hop 100]
 
-On a fixed sample of the synthetic KG (the embedded default; MetaQA and WebQSP run through
-``jobs.evaluate`` with configs/dualtower_{metaqa,webqsp}.yaml, docs/dualtower.md), a tiny relation-path planner is trained on masked training questions — once on the raw
-relation labels (plaintext and utility modes) and once on the privacy view's relation clusters —
-and the controller answers the held-out questions with the local Brain in ``plaintext``,
-``utility``, ``privacy`` and ``privacy`` + sanitisation (supernodes) modes. Reported per mode:
+On a fixed sample of the synthetic KG (the embedded default), a tiny relation-path planner is trained on
+masked training questions — once on the raw relation labels (plaintext and utility modes) and once on
+the privacy view's relation clusters — and the controller answers the held-out questions with the local
+Brain in ``plaintext``, ``utility``, ``privacy`` and ``privacy`` + sanitisation (supernodes) modes.
+With ``--metaqa-subgraphs`` the four modes run instead on MetaQA's seeded test sample of
+configs/dualtower_metaqa.yaml (``--metaqa-per-hop`` questions per hop, the ``{1,2,3}hop-test`` shards
+of ``jobs.build_subgraphs``), with that config's controller settings, the trained MetaQA planners
+(raw, and on the cluster view) and the KG-wide schema of ``jobs.privacy_report``; the synthetic KG
+then still gives the two-topic comparison and the LLM Brain's tokens. Larger MetaQA runs go through
+``jobs.evaluate`` with the same config (docs/dualtower.md). Reported per mode:
 Hits@1, Brain calls per question, questions/s and the seconds per stage (link, subgraph,
 anonymise, explore, Brain, verify, read). PrivGemo reports 4.6–6.5 Brain calls per question and
 ToG 13.5–21.7 LLM calls per question; they are quoted as anchors, not measured here. A few
@@ -88,10 +95,13 @@ def hit1(answers: Sequence[str], gold: Sequence[str]) -> bool:
 
 def run_mode(name: str, overrides: dict[str, Any], planner: PlannerModel, schema: KGSchema,
              test: Sequence[Sample], similarity: str = "lexical", resolve_clusters: str = "question",
-             hand_planner: PlannerModel | None = None) -> dict[str, Any]:
-    """One privacy mode over ``test``; ``hand_planner`` is the raw-relation planner of ``resolve_clusters: planner``."""
-    config = DualTowerConfig(**overrides, similarity=similarity, brain={"kind": "local"},
-                             hand={"resolve_clusters": resolve_clusters})
+             hand_planner: PlannerModel | None = None, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One privacy mode over ``test``; ``hand_planner`` is the raw-relation planner of ``resolve_clusters: planner``;
+    ``base``: controller settings the mode's are laid over (a config file's ``dualtower`` section)."""
+    settings = {**(base or {}), **overrides, "similarity": similarity}
+    settings["brain"] = {**settings.get("brain", {}), "kind": "local", "planner": None}
+    settings["hand"] = {**settings.get("hand", {}), "resolve_clusters": resolve_clusters, "planner": None}
+    config = DualTowerConfig(**settings)
     controller = build_controller(config, schema, planner=planner, hand_planner=hand_planner)
     stages = {s: 0.0 for s in STAGES}
     hits = calls = faults = 0
@@ -108,6 +118,42 @@ def run_mode(name: str, overrides: dict[str, Any], planner: PlannerModel, schema
     return {"mode": name, "questions": len(test), "hits1": hits / n, "brain_calls_per_question": calls / n,
             "questions_with_faults": faults, "questions_per_s": len(test) / seconds if seconds else None,
             "seconds_per_question_by_stage": {s: v / n for s, v in stages.items()}}
+
+
+def metaqa(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The four modes on MetaQA's seeded test sample (module docstring); returns (modes, run facts)."""
+    from rg.config import load_config
+    from rg.data.splits import load_split_samples
+    from rg.evaluation.dualtower_qa import load_schema
+    from rg.evaluation.qa_job import QAEvaluateConfig
+    from rg.retrievers.planner.model import load_planner
+
+    config_file = Path(__file__).resolve().parents[1] / "configs" / "dualtower_metaqa.yaml"
+    inputs = [str(args.metaqa_subgraphs / f"{hop}hop-test") for hop in (1, 2, 3)]
+    missing = [i for i in inputs if not Path(i).is_dir()]
+    if missing:
+        raise SystemExit(f"--metaqa-subgraphs needs {{1,2,3}}hop-test shard folders; missing {missing}. Fix: run "
+                         "python -m jobs.build_subgraphs --config configs/build_metaqa.yaml")
+    cfg = load_config(config_file, QAEvaluateConfig, overrides=[
+        f"input=[{','.join(inputs)}]", f"split.max_questions={{test: {3 * args.metaqa_per_hop}}}",
+        f"schema_dir={args.metaqa_schema}", "dualtower.brain.planner=null"])
+    test = load_split_samples(cfg.input, cfg.split, (cfg.side,), None, graph=True)[cfg.side]
+    schema = load_schema(cfg.schema_dir)
+    raw, clustered = load_planner(args.metaqa_planner), load_planner(args.metaqa_privacy_planner)
+    base = cfg.dualtower.model_dump()
+    modes = []
+    for name, overrides in MODES.items():
+        private = name.startswith("privacy")
+        mode = run_mode(name, overrides, clustered if private else raw, schema, test, cfg.dualtower.similarity,
+                        args.resolve_clusters, raw, base)
+        hops = {h: [s for s in test if s.hops == h] for h in (1, 2, 3)}
+        mode["questions_by_hop"] = {str(h): len(v) for h, v in hops.items()}
+        modes.append(mode)
+    facts = {"config": str(config_file.relative_to(config_file.parents[1])), "per_hop": args.metaqa_per_hop,
+             "test_questions": len(test), "planner": str(args.metaqa_planner),
+             "privacy_planner": str(args.metaqa_privacy_planner), "schema_dir": str(args.metaqa_schema),
+             "similarity": cfg.dualtower.similarity}
+    return modes, facts
 
 
 def multi_topic(planner: PlannerModel, schema: KGSchema, questions: Sequence[Sample]) -> dict[str, Any]:
@@ -183,8 +229,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--resolve-clusters", choices=("question", "planner", "all"), default="planner",
                         help="hand.resolve_clusters: how the Hand grounds a cluster path in privacy mode "
                              "(planner: the Hand scores a cluster's raw relations with the raw-relation planner).")
+    parser.add_argument("--metaqa-subgraphs", type=Path, default=None,
+                        help="Folder of MetaQA's {1,2,3}hop-test shards: the four modes run on MetaQA (module docstring).")
+    parser.add_argument("--metaqa-per-hop", type=int, default=100, help="MetaQA test questions per hop.")
+    parser.add_argument("--metaqa-planner", type=Path, default=None,
+                        help="MetaQA planner on raw relations (configs/train_planner_metaqa_kb.yaml).")
+    parser.add_argument("--metaqa-privacy-planner", type=Path, default=None,
+                        help="MetaQA planner on the cluster view (the same config with view_schema_dir).")
+    parser.add_argument("--metaqa-schema", type=Path, default=None,
+                        help="Folder with the KG-wide privacy_schema.json (jobs.privacy_report on MetaQA).")
     parser.add_argument("--out", default="bench/results/dualtower.json")
     args = parser.parse_args(argv)
+    if args.metaqa_subgraphs is not None:
+        needed = {"--metaqa-planner": args.metaqa_planner, "--metaqa-privacy-planner": args.metaqa_privacy_planner,
+                  "--metaqa-schema": args.metaqa_schema}
+        absent = [flag for flag, value in needed.items() if value is None]
+        if absent:
+            parser.error(f"--metaqa-subgraphs also needs {', '.join(absent)} (the commands are in "
+                         "configs/dualtower_metaqa.yaml)")
     if args.quick:
         args.questions, args.train, args.epochs, args.llm_questions, args.multi_topic = 20, 120, 8, 3, 6
     started = time.perf_counter()
@@ -199,15 +261,22 @@ def main(argv: Sequence[str] | None = None) -> int:
              if s.question not in seen] if args.multi_topic else []
     several = [s for s in test + spare if len(s.q_entities) > 1][: args.multi_topic]
     raw = train(train_set, lambda p: p, args.epochs)
-    clustered = train(train_set, lambda p: view_relation_path(p, schema, "privacy"), args.epochs)
-    modes = [run_mode(name, overrides, clustered if name.startswith("privacy") else raw, schema, test,
-                      args.similarity, args.resolve_clusters, raw)
-             for name, overrides in MODES.items()]
+    metaqa_facts = None
+    if args.metaqa_subgraphs is not None:
+        modes, metaqa_facts = metaqa(args)
+    else:
+        clustered = train(train_set, lambda p: view_relation_path(p, schema, "privacy"), args.epochs)
+        modes = [run_mode(name, overrides, clustered if name.startswith("privacy") else raw, schema, test,
+                          args.similarity, args.resolve_clusters, raw)
+                 for name, overrides in MODES.items()]
     by_mode = {m["mode"]: m for m in modes}
     result = {
-        "benchmark": "dualtower", "data": "synthetic", "quick": args.quick, "seed": args.seed,
-        "train_questions": len(train_set), "test_questions": len(test), "brain": "local (planner)",
-        "similarity": args.similarity, "resolve_clusters": args.resolve_clusters,
+        "benchmark": "dualtower", "data": "metaqa" if metaqa_facts else "synthetic", "metaqa": metaqa_facts,
+        "quick": args.quick, "seed": args.seed,
+        "train_questions": len(train_set), "brain": "local (planner)",
+        "test_questions": metaqa_facts["test_questions"] if metaqa_facts else len(test),
+        "similarity": metaqa_facts["similarity"] if metaqa_facts else args.similarity,
+        "resolve_clusters": args.resolve_clusters,
         "hits1_plaintext": by_mode["plaintext"]["hits1"], "hits1_utility": by_mode["utility"]["hits1"],
         "hits1_privacy": by_mode["privacy"]["hits1"], "hits1_privacy_sanitised": by_mode["privacy_sanitised"]["hits1"],
         "brain_calls_per_question": by_mode["utility"]["brain_calls_per_question"],
