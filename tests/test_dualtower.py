@@ -35,9 +35,11 @@ from tests.dualtower_world import (
     ANSWER_SETS,
     QUESTIONS,
     TRIPLES,
+    TYPES,
     schema,
     shared_cluster_planner,
     shared_planner,
+    trained_planner,
 )
 
 VIEW = (
@@ -380,3 +382,15 @@ def test_the_brain_selects_only_when_no_candidate_walks_its_indicator(planner, s
     assert (casino.brain_calls, casino.indicator_selections) == (1, 1)
     assert [json.loads(p)["kind"] for p in casino.brain_payloads] == ["analysis"]
     assert casino.evidence[0] == "Casino → [written_by] → Nicholas Pileggi" and len(casino.evidence) == 3
+
+
+def test_an_end_reached_by_the_wanted_clusters_label_passes_the_type_check_whatever_its_own_type(store):
+    """An entity has one type in the schema, though it can play several roles: MetaQA's "2014" is a release year
+    and a tag, and the KG-wide schema typed it as a tag's tail. Here "1995" is typed a person. A path that reaches
+    it along the release-year cluster, whose label names the wanted type, is verified all the same."""
+    types = {**TYPES, "1995": "person"}
+    kg_schema = KGSchema.build(TRIPLES, types)
+    planner = trained_planner(lambda path: kg_schema.view_path(path), epochs=60)
+    config = DualTowerConfig(privacy={"mode": "privacy"}, similarity="lexical")
+    result = build_controller(config, kg_schema, store=store, planner=planner).answer("when was Heat released", ["Heat"])
+    assert result.answers == ("1995",) and result.fallback is None

@@ -43,6 +43,7 @@ from rg.privacy.structure import SanitisedView, public_label
 from rg.reasoning.dualtower.brain import Indicator
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.explore import Candidate
+from rg.reasoning.dualtower.local_brain import answer_type as cluster_answer_type
 from rg.reasoning.dualtower.similarity import LexicalSimilarity, Similarity
 from rg.retrievers.planner.likelihood import path_log_likelihood
 from rg.retrievers.planner.model import PlannerModel
@@ -270,8 +271,9 @@ class Hand:
             if reason is None and not any(self._answerable(e) for e in ends or ()):
                 reason = "unnamed_end"  # the reader takes no unnamed node (a CVT) as an answer: look further
             kept_ends = tuple(sorted(e for e in ends or () if self._answerable(e)))
-            if reason is None and indicator.answer_type and not self._typed(session, node_of, kept_ends,
-                                                                             indicator.answer_type):
+            if reason is None and indicator.answer_type and not (
+                    self._labelled(candidate, indicator.answer_type)
+                    or self._typed(session, node_of, kept_ends, indicator.answer_type)):
                 reason = "answer_type"
             kept = tuple(w for w in walks if w.end in set(kept_ends)) if reason is None else ()
             checked.append((candidate, kept, kept_ends if reason is None else (), reason))
@@ -282,6 +284,14 @@ class Hand:
     def _answerable(self, entity: str) -> bool:
         """Whether the reader may answer ``entity`` (unnamed Freebase ids only with ``reader.unnamed_answers``)."""
         return self.config.reader.unnamed_answers or not is_unnamed(entity)
+
+    @staticmethod
+    def _labelled(candidate: Candidate, wanted: str) -> bool:
+        """Whether a branch's last step is a cluster label naming the ``wanted`` type at its far end
+        (``rel_04 (film→year)`` walked forward). The label types the role, not the entity: MetaQA's "2014" is a
+        release year and a tag, and the KG-wide schema gives it one type, the tag's."""
+        wanted = wanted.strip().lower()
+        return any((cluster_answer_type(b.labels) or "").strip().lower() == wanted for b in candidate.branches)
 
     @staticmethod
     def _typed(session: PrivacySession, node_of, ends: Sequence[str], wanted: str) -> bool:
