@@ -496,3 +496,12 @@ def test_models_reader_only_needs_data(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         models.main(["--reader-only", "--out", str(tmp_path / "models.json")])
     assert not (tmp_path / "models.json").exists()
+
+
+def test_dualtower_metaqa_flags_name_what_is_missing(tmp_path: Path, capsys) -> None:
+    from bench import dualtower
+
+    with pytest.raises(SystemExit):
+        dualtower.main(["--metaqa-subgraphs", str(tmp_path), "--metaqa-planner", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "--metaqa-privacy-planner" in err and "--metaqa-schema" in err and "--metaqa-planner," not in err
