@@ -99,7 +99,7 @@ class HandServer:
         self.config = ServeConfig.model_validate(config)
         self.store, self.schema = load_kg(self.config)
         dt = self.config.dualtower
-        self.encoder = TextEncoder() if dt.similarity == "encoder" else None
+        self.encoder = TextEncoder() if dt.needs_encoder else None
         self.linker = load_linker(self.config, self.store, self.encoder)
         self.brains = RemoteBrainFactory(brain, dt.brain.kind, self.config.brain_timeout_s)
         self.memory = self.edges = None

@@ -394,3 +394,20 @@ def test_an_end_reached_by_the_wanted_clusters_label_passes_the_type_check_whate
     config = DualTowerConfig(privacy={"mode": "privacy"}, similarity="lexical")
     result = build_controller(config, kg_schema, store=store, planner=planner).answer("when was Heat released", ["Heat"])
     assert result.answers == ("1995",) and result.fallback is None
+
+
+def test_the_hybrid_drm_tells_opaque_cluster_labels_apart_where_words_differ():
+    """Privacy mode's labels are cluster ids; the word overlap half of the hybrid DRM ranks the candidate that ends
+    on the indicator's cluster above one ending on a neighbouring cluster, and equals the mean of its halves."""
+    from rg.reasoning.dualtower.similarity import EncoderSimilarity, HybridSimilarity, LexicalSimilarity
+    from rg.text.encoder import TextEncoder
+
+    encoder = TextEncoder()
+    indicator = "TE -[rel_05 (type_05→type_07)]-> ?x1 -[rel_03 (type_05→type_04)]-> ANSWER"
+    texts = ["TE_1 → [rel_05 (type_05→type_07)] → (type_07) → [rel_03 (type_05→type_04)] → (type_04)",
+             "TE_1 → [rel_05 (type_05→type_07)] → (type_07) → [rel_04 (type_05→type_06)] → (type_06)"]
+    hybrid = HybridSimilarity(encoder).score(texts, indicator)
+    halves = (EncoderSimilarity(encoder).score(texts, indicator) + LexicalSimilarity().score(texts, indicator)) / 2
+    assert np.allclose(hybrid, halves) and hybrid[0] > hybrid[1]
+    with pytest.raises(ConfigError, match="similarity"):
+        validate_config({"similarity": "dense"}, DualTowerConfig)

@@ -75,7 +75,7 @@ class DualTowerQA:
         self.planner = planner
         hand = config.hand
         self.hand_planner = load_planner(hand.planner) if hand.resolve_clusters == "planner" and hand.planner else None
-        self.encoder = encoder if encoder is not None or config.similarity != "encoder" else TextEncoder()
+        self.encoder = encoder if encoder is not None or not config.needs_encoder else TextEncoder()
         self._shared = self._controller(self.schema) if self.schema is not None else None
 
     def _controller(self, schema: KGSchema):

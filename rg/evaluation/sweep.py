@@ -246,7 +246,7 @@ def _dualtower_qa(cfg: QAEvaluateConfig):
     dt = cfg.dualtower
     assert dt is not None  # checked by QAEvaluateConfig
     planner = _planner(dt.brain.planner) if dt.brain.kind == "local" and dt.brain.planner else None
-    encoder = _encoder() if dt.similarity == "encoder" else None
+    encoder = _encoder() if dt.needs_encoder else None
     return DualTowerQA(dt, cfg.schema_dir, planner=planner, encoder=encoder)
 
 

@@ -9,7 +9,7 @@ from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.controller import BrainFactory, DualTowerController, LLMBrainFactory, LocalBrainFactory
 from rg.reasoning.dualtower.hand import Hand
 from rg.reasoning.dualtower.memory import ExperienceMemory
-from rg.reasoning.dualtower.similarity import EncoderSimilarity, LexicalSimilarity, Similarity
+from rg.reasoning.dualtower.similarity import EncoderSimilarity, HybridSimilarity, LexicalSimilarity, Similarity
 from rg.retrievers.planner.model import PlannerModel, load_planner
 from rg.stores.base import KGStore
 from rg.text.encoder import TextEncoder
@@ -28,7 +28,7 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
         store: The raw KG (None: questions bring their triples).
         linker: Topic-entity linker for questions that come without topics.
         planner: kind ``local``: an already loaded planner (else ``brain.planner`` is loaded).
-        encoder: similarity ``encoder``: an already loaded encoder (else the default is loaded).
+        encoder: similarity ``encoder`` or ``hybrid``: an already loaded encoder (else the default is loaded).
         memory: The experience memory (none: the memory term is 0); ``rg.memory.PoolMemory`` also gates the Brain.
         brains: Makes each question's Brain instead of ``config.brain`` (e.g. a Brain in another
             process that receives only the sealed payloads, as ``serve/`` deploys it); the Brain
@@ -48,6 +48,8 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
     similarity: Similarity
     if config.similarity == "encoder":
         similarity = EncoderSimilarity(encoder if encoder is not None else TextEncoder())
+    elif config.similarity == "hybrid":
+        similarity = HybridSimilarity(encoder if encoder is not None else TextEncoder())
     else:
         similarity = LexicalSimilarity()
     if config.hand.resolve_clusters == "planner" and hand_planner is None:

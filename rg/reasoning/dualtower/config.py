@@ -21,7 +21,7 @@ from rg.reasoning.retriever_reader import RetrieverReaderConfig
 
 BrainKind = Literal["local", "llm"]
 HandKind = Literal["local", "llm"]
-SimilarityKind = Literal["encoder", "lexical"]
+SimilarityKind = Literal["encoder", "lexical", "hybrid"]
 
 
 LOCAL_HINT_PATHS = 5000  # the local Brain's trie: no prompt to fill
@@ -166,7 +166,9 @@ class DualTowerConfig(Config):
     similarity: SimilarityKind = Field(
         "encoder",
         description="DRM of the pruning score: 'encoder' (cosine of the sentence encoder's embeddings, PrivGemo's "
-        "DRM) or 'lexical' (word overlap of the texts; no model).",
+        "DRM), 'lexical' (word overlap of the texts; no model) or 'hybrid' (the mean of the two: in privacy mode "
+        "the labels are opaque cluster ids such as 'rel_03 (type_05→type_04)', which the encoder hardly tells "
+        "apart and the word overlap does).",
     )
     reader: RetrieverReaderConfig = Field(
         default_factory=lambda: RetrieverReaderConfig(walk_score="last", aggregate="max"),
@@ -181,6 +183,11 @@ class DualTowerConfig(Config):
         "connected path covering all topic entities) or 'separate' (each topic entity explored alone and the "
         "candidates pooled: the baseline the joint search is measured against).",
     )
+
+    @property
+    def needs_encoder(self) -> bool:
+        """Whether the DRM uses the sentence encoder (``similarity`` encoder or hybrid)."""
+        return self.similarity in ("encoder", "hybrid")
 
     @model_validator(mode="after")
     def _widths(self) -> "DualTowerConfig":

@@ -44,7 +44,7 @@ from rg.reasoning.dualtower.brain import Indicator
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.explore import Candidate
 from rg.reasoning.dualtower.local_brain import answer_type as cluster_answer_type
-from rg.reasoning.dualtower.similarity import LexicalSimilarity, Similarity
+from rg.reasoning.dualtower.similarity import HybridSimilarity, LexicalSimilarity, Similarity
 from rg.retrievers.planner.likelihood import path_log_likelihood
 from rg.retrievers.planner.model import PlannerModel
 from rg.retrievers.planner.prompt import mask_topics
@@ -72,6 +72,8 @@ def question_scorer(similarity: Similarity, question: str, topics: Sequence[str]
     """
     masked = mask_topics(question, topics)
     lexical = LexicalSimilarity()
+    if isinstance(similarity, HybridSimilarity):
+        similarity = similarity.dense  # the overlap is added once, below
     known: dict[tuple[str, ...], float] = {}
 
     def score(paths: Sequence[tuple[str, ...]]) -> list[float]:

@@ -5,6 +5,9 @@ PrivGemo scores anonymised paths against the skyline indicator with a dense retr
 (:class:`rg.text.TextEncoder`, the offline MiniLM by default). :class:`LexicalSimilarity` is a
 model-free alternative named for what it is — the Dice overlap of the texts' words (relation
 labels split at ``.``/``_``) — for machines without the encoder and for tests of the search itself.
+:class:`HybridSimilarity` is the mean of the two: in ``privacy`` mode the view's relation labels are
+opaque cluster ids (``rel_03 (type_05→type_04)``), which the encoder embeds almost alike, while their
+words (``03``, ``04``) still tell them apart.
 Both run on the Hand; neither sees anything the anonymised view does not hold.
 """
 
@@ -66,3 +69,17 @@ class LexicalSimilarity:
             if mine or ref:
                 out[i] = 2 * len(mine & ref) / (len(mine) + len(ref))
         return out
+
+
+class HybridSimilarity:
+    """The mean of :class:`EncoderSimilarity` and :class:`LexicalSimilarity` (module docstring)."""
+
+    def __init__(self, encoder: TextEncoder) -> None:
+        self.dense = EncoderSimilarity(encoder)
+        self.lexical = LexicalSimilarity()
+        self.name = f"hybrid:{encoder.config.model}"
+
+    def score(self, texts: Sequence[str], reference: str) -> np.ndarray:
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        return (self.dense.score(texts, reference) + self.lexical.score(texts, reference)) / 2
