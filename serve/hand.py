@@ -24,6 +24,7 @@ from rg.llm.usage import Usage, UsageLedger
 from rg.privacy.schema import KGSchema
 from rg.reasoning.dualtower import DualTowerController, DualTowerResult, build_controller
 from rg.reasoning.dualtower.controller import privacy_tag
+from rg.retrievers.planner.model import load_planner
 from rg.stores.base import KGStore
 from rg.stores.config import build_store
 from rg.stores.memory import MemoryStore
@@ -100,6 +101,8 @@ class HandServer:
         self.store, self.schema = load_kg(self.config)
         dt = self.config.dualtower
         self.encoder = TextEncoder() if dt.needs_encoder else None
+        wants_planner = dt.hand.resolve_clusters == "planner" and dt.hand.planner
+        self.hand_planner = load_planner(dt.hand.planner) if wants_planner else None  # once, not per reconfigure
         self.linker = load_linker(self.config, self.store, self.encoder)
         self.brains = RemoteBrainFactory(brain, dt.brain.kind, self.config.brain_timeout_s)
         self.memory = self.edges = None
@@ -114,7 +117,7 @@ class HandServer:
     def _controller(self, tunables: Tunables) -> DualTowerController:
         return build_controller(self.config.controller_config(tunables), self.schema, store=self.store,
                                 linker=self.linker, encoder=self.encoder, brains=self.brains, memory=self.memory,
-                                edges=self.edges)
+                                edges=self.edges, hand_planner=self.hand_planner)
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """Serve's ``user_config`` hook: new search limits on this running replica."""

@@ -52,11 +52,13 @@ class DualTowerQA:
         journal: An LLM Brain appends each completed call here, as it completes (``rg.llm.journal``).
         planner: An already loaded planner for a local Brain (else ``brain.planner`` is loaded).
         encoder: An already loaded encoder for ``similarity: encoder`` (else the default is loaded).
+        hand_planner: An already loaded planner for ``hand.resolve_clusters: planner`` (else ``hand.planner``
+            is loaded).
     """
 
     def __init__(self, config: DualTowerConfig, schema_dir: str | None = None, memory=None,
                  memory_actor: str | None = None, journal: UsageJournal | None = None, planner=None,
-                 encoder: TextEncoder | None = None) -> None:
+                 encoder: TextEncoder | None = None, hand_planner=None) -> None:
         self.config = config
         self.journal = journal
         self.memory = self.edges = None
@@ -74,7 +76,9 @@ class DualTowerQA:
             planner = load_planner(config.brain.planner)
         self.planner = planner
         hand = config.hand
-        self.hand_planner = load_planner(hand.planner) if hand.resolve_clusters == "planner" and hand.planner else None
+        if hand_planner is None and hand.resolve_clusters == "planner" and hand.planner:
+            hand_planner = load_planner(hand.planner)
+        self.hand_planner = hand_planner
         self.encoder = encoder if encoder is not None or not config.needs_encoder else TextEncoder()
         self._shared = self._controller(self.schema) if self.schema is not None else None
 

@@ -247,7 +247,8 @@ def _dualtower_qa(cfg: QAEvaluateConfig):
     assert dt is not None  # checked by QAEvaluateConfig
     planner = _planner(dt.brain.planner) if dt.brain.kind == "local" and dt.brain.planner else None
     encoder = _encoder() if dt.needs_encoder else None
-    return DualTowerQA(dt, cfg.schema_dir, planner=planner, encoder=encoder)
+    hand = _planner(dt.hand.planner) if dt.hand.resolve_clusters == "planner" and dt.hand.planner else None
+    return DualTowerQA(dt, cfg.schema_dir, planner=planner, encoder=encoder, hand_planner=hand)
 
 
 class SweepQAConfig(Config):
