@@ -25,9 +25,10 @@ Hits@1. It runs only with ``--metaqa-subgraphs`` or ``--demo`` (or ``--quick``: 
 set, wiring only). ``--reader-only`` merges its keys into ``--out`` as ``--planner-only`` does.
 
 **Server**:
-the local server (``serve/llm_server.py``, SmolLM2-135M on one replica with one CPU thread) is
-started twice on a local Ray: with ``@serve.batch`` up to 8 requests per ``generate`` call, and
-with batching off (``max_batch_size: 1``, the baseline). For each number of concurrent clients,
+the local server (``serve/llm_server.py``, SmolLM2-135M on one replica with one CPU thread) runs
+as two apps side by side on a local Ray: with ``@serve.batch`` up to 8 requests per ``generate``
+call, and with batching off (``max_batch_size: 1``, the baseline); one is measured at a time while the
+other idles. For each number of concurrent clients,
 every client sends ``rounds`` chat requests one after another (greedy, ``max_tokens`` fixed, a
 different question each); the bench records completion tokens per second over the whole run and
 the p50/p90 request latency. ``server_batching_speedup_<n>`` is tokens/s batched ÷ tokens/s
@@ -98,36 +99,56 @@ def load_clients(url: str, clients: int, rounds: int, max_tokens: int) -> dict[s
     }
 
 
-def bench_server(clients: list[int], rounds: int, max_tokens: int) -> dict[str, Any]:
-    """The server with batching (8) and without (1), at each client count."""
-    import ray
-    from ray import serve
+class ServerPair:
+    """The server as two apps on a local Ray (or the Ray this process already joined): with
+    ``@serve.batch`` up to 8 requests per ``generate`` call, and without (``max_batch_size: 1``).
+    Both start at once, their replicas loading the model side by side; each is measured alone.
+    :meth:`start` may run in a background thread while other work goes on."""
 
-    from serve.llm_server import build_app
+    MODES = ("batched", "unbatched")
 
-    owns_ray = not ray.is_initialized()
-    if owns_ray:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    port = _free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    url = f"http://127.0.0.1:{port}/v1/chat/completions"
-    runs: dict[str, list[dict[str, float]]] = {}
-    try:
-        for label, batch in (("batched", 8), ("unbatched", 1)):
-            serve.run(build_app({"base": "smollm2-135m", "max_batch_size": batch, "max_ongoing_requests": 16,
-                                 "max_queued_requests": 256, "batch_wait_timeout_s": 0.05, "num_cpus": 1}),
-                      name="llm", route_prefix="/")
+    def __init__(self) -> None:
+        self.port: int | None = None
+        self.owns_ray = False
+
+    def start(self) -> None:
+        import ray
+        from ray import serve
+
+        from serve.llm_server import build_app
+
+        self.owns_ray = not ray.is_initialized()
+        if self.owns_ray:
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        self.port = _free_port()
+        serve.start(http_options={"host": "127.0.0.1", "port": self.port})
+        serve.run_many([serve.RunTarget(build_app({
+            "base": "smollm2-135m", "max_batch_size": 8 if label == "batched" else 1, "max_ongoing_requests": 16,
+            "max_queued_requests": 256, "batch_wait_timeout_s": 0.05, "num_cpus": 1}), name=label, route_prefix=f"/{label}")
+            for label in self.MODES])
+
+    def measure(self, clients: list[int], rounds: int, max_tokens: int) -> dict[str, Any]:
+        """Each app at each client count; ``server_batching_speedup_<n>`` = tokens/s batched ÷ unbatched."""
+        runs: dict[str, list[dict[str, float]]] = {}
+        for label in self.MODES:
+            url = f"http://127.0.0.1:{self.port}/{label}/v1/chat/completions"
             load_clients(url, 1, 1, 4)  # warm-up
             runs[label] = [load_clients(url, n, rounds, max_tokens) for n in clients]
-            serve.delete("llm")
-    finally:
-        serve.shutdown()
-        if owns_ray:
-            ray.shutdown()
-    result: dict[str, Any] = {"server": runs, "server_max_tokens": max_tokens, "server_rounds": rounds}
-    for on, off in zip(runs["batched"], runs["unbatched"]):
-        result[f"server_batching_speedup_{on['clients']}"] = round(on["tokens_per_s"] / off["tokens_per_s"], 2)
-    return result
+        result: dict[str, Any] = {"server": runs, "server_max_tokens": max_tokens, "server_rounds": rounds}
+        for on, off in zip(runs["batched"], runs["unbatched"]):
+            result[f"server_batching_speedup_{on['clients']}"] = round(on["tokens_per_s"] / off["tokens_per_s"], 2)
+        return result
+
+    def stop(self) -> None:
+        import ray
+        from ray import serve
+
+        if not ray.is_initialized():
+            return
+        if self.owns_ray:
+            ray.shutdown()  # takes Serve down with it
+        else:
+            serve.shutdown()
 
 
 def planner_part(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]:
@@ -162,10 +183,49 @@ def reader_part(args: argparse.Namespace) -> dict[str, Any]:
                args.encoder_cache, args.demo, args.reader_work, args.quick)
 
 
+def run_parts(args: argparse.Namespace, result: dict[str, Any], previous: dict[str, Any], server: ServerPair | None,
+              starting: concurrent.futures.Future | None, clients: list[int], rounds: int, max_tokens: int) -> None:
+    """The planner, reader and server parts the flags ask for, each adding its keys to ``result``."""
+    if not (args.server_only or args.reader_only):
+        planner_start, load_before = time.perf_counter(), os.getloadavg()[0]
+        result.update(planner_part(args, previous))
+        result["planner_seconds"] = round(time.perf_counter() - planner_start, 1)
+        result["planner_quick"] = args.quick
+        result["planner_load_avg_before_after"] = [load_before, os.getloadavg()[0]]
+        pooled = [f"{b} {result[f'planner_hits1_paraphrase_{b}']}" for b in ("tiny", "pretrained")]
+        print(f"models: planner Hits@1 on paraphrases {', '.join(pooled)} (tiny, smollm2-135m)")
+    runs_reader = args.quick or args.metaqa_subgraphs is not None or args.demo is not None
+    if not (args.server_only or args.planner_only) and runs_reader:
+        reader_start, load_before = time.perf_counter(), os.getloadavg()[0]
+        result.update(reader_part(args))
+        result["reader_seconds"] = round(time.perf_counter() - reader_start, 1)
+        result["reader_quick"] = args.quick
+        result["reader_load_avg_before_after"] = [load_before, os.getloadavg()[0]]
+        for key in ("reader_hits1_metaqa", "reader_hits1_metaqa_retriever_scores", "reader_gold_in_shown_lines_metaqa",
+                    "reader_hits1_demo", "reader_hits1_demo_retriever_scores"):
+            if key in result:
+                print(f"models: {key} {result[key]}")
+    if server is not None:
+        server_start = time.perf_counter()
+        if starting is not None:
+            starting.result()  # raises what the background start raised
+        else:
+            server.start()
+        result.update(server.measure(clients, rounds, max_tokens))
+        result["server_seconds"] = round(time.perf_counter() - server_start, 1)
+        result["server_started_in_background"] = starting is not None
+        result["server_quick"] = args.quick
+        top = max(clients)
+        batched = result["server"]["batched"][-1]
+        print(f"models: server {batched['tokens_per_s']} tokens/s at {top} clients batched, "
+              f"{result[f'server_batching_speedup_{top}']}x unbatched (p50 {batched['p50_latency_s']} s)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.models", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="server: 1 and 8 clients, 1 round, 16 tokens; planner: bench.planner_bases.QUICK, no MetaQA")
+                        help="under a minute: server 8 clients, 1 round, 8 tokens; planner bench.planner_bases.QUICK, no MetaQA; "
+                             "reader on a tiny synthetic set in this process (bench.reader_tuned.quick)")
     parts = parser.add_mutually_exclusive_group()
     parts.add_argument("--planner-only", action="store_true", help="run the planner part alone, merge into --out")
     parts.add_argument("--server-only", action="store_true", help="run the server part alone, merge into --out")
@@ -198,8 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--reader-only needs --metaqa-subgraphs, --demo or --quick")
     args.planner_datasets_given = args.planner_datasets is not None
     args.planner_datasets = args.planner_datasets or "synthetic,metaqa"
-    clients = [1, 8] if args.quick else [int(x) for x in args.clients.split(",")]
-    rounds, max_tokens = (1, 16) if args.quick else (args.rounds, args.max_tokens)
+    clients = [8] if args.quick else [int(x) for x in args.clients.split(",")]
+    rounds, max_tokens = (1, 8) if args.quick else (args.rounds, args.max_tokens)
 
     start = time.perf_counter()
     result: dict[str, Any] = {"bench": "models", "quick": args.quick, "machine": platform.machine(),
@@ -209,34 +269,17 @@ def main(argv: list[str] | None = None) -> int:
     if merging:  # the other part's keys are kept, and so are the whole-run keys (quick, load, seconds)
         previous = json.loads(args.out.read_text()) if args.out.exists() else {}
         result = {**result, **previous}
-    if not (args.server_only or args.reader_only):
-        planner_start, load_before = time.perf_counter(), os.getloadavg()[0]
-        result.update(planner_part(args, previous))
-        result["planner_seconds"] = round(time.perf_counter() - planner_start, 1)
-        result["planner_quick"] = args.quick
-        result["planner_load_avg_before_after"] = [load_before, os.getloadavg()[0]]
-        pooled = [f"{b} {result[f'planner_hits1_paraphrase_{b}']}" for b in ("tiny", "pretrained")]
-        print(f"models: planner Hits@1 on paraphrases {', '.join(pooled)} (tiny, smollm2-135m)")
-    runs_reader = args.quick or args.metaqa_subgraphs is not None or args.demo is not None
-    if not (args.server_only or args.planner_only) and runs_reader:
-        reader_start, load_before = time.perf_counter(), os.getloadavg()[0]
-        result.update(reader_part(args))
-        result["reader_seconds"] = round(time.perf_counter() - reader_start, 1)
-        result["reader_quick"] = args.quick
-        result["reader_load_avg_before_after"] = [load_before, os.getloadavg()[0]]
-        for key in ("reader_hits1_metaqa", "reader_hits1_metaqa_retriever_scores", "reader_gold_in_shown_lines_metaqa",
-                    "reader_hits1_demo", "reader_hits1_demo_retriever_scores"):
-            if key in result:
-                print(f"models: {key} {result[key]}")
-    if not (args.planner_only or args.reader_only):
-        server_start = time.perf_counter()
-        result.update(bench_server(clients, rounds, max_tokens))
-        result["server_seconds"] = round(time.perf_counter() - server_start, 1)
-        result["server_quick"] = args.quick
-        top = max(clients)
-        batched = result["server"]["batched"][-1]
-        print(f"models: server {batched['tokens_per_s']} tokens/s at {top} clients batched, "
-              f"{result[f'server_batching_speedup_{top}']}x unbatched (p50 {batched['p50_latency_s']} s)")
+    server = None if args.planner_only or args.reader_only else ServerPair()
+    with concurrent.futures.ThreadPoolExecutor(1) as background:
+        # --quick: Ray and the server apps start while the planner and reader parts run (their seconds include that)
+        starting = background.submit(server.start) if server is not None and args.quick else None
+        try:
+            run_parts(args, result, previous, server, starting, clients, rounds, max_tokens)
+        finally:
+            if starting is not None:
+                concurrent.futures.wait([starting])
+            if server is not None:
+                server.stop()
     if not merging or "seconds" not in result:
         result["load_avg_after"] = os.getloadavg()[0]
         result["seconds"] = round(time.perf_counter() - start, 1)

@@ -246,8 +246,8 @@ class PlannerRun:
     seed: int = 0
 
 
-QUICK = PlannerRun(synthetic_questions=60, tiny_epochs=2, pretrained_epochs=1, max_train=16, max_test=8)
-"""``--quick``: 60 synthetic questions of which the first 16 train and 8 test (and their 8
+QUICK = PlannerRun(synthetic_questions=60, tiny_epochs=2, pretrained_epochs=1, max_train=16, max_test=6)
+"""``--quick``: 60 synthetic questions of which the first 16 train and 6 test (and their 6
 paraphrases) are used, 2 tiny epochs, 1 smollm2 epoch (one optimiser step); no MetaQA."""
 
 

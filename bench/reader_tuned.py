@@ -13,8 +13,9 @@ The steps are the documented jobs, run in this process with the repository's con
    the chain ends of the lines the prompt shows (``max_lines``, ``max_prompt_tokens``: what the
    constrained decoder may write at all), and with one anywhere in the evidence.
 
-``--quick`` runs the same functions on a tiny synthetic set (hop-distance chains instead of an MLP,
-one epoch) so that the wiring is checked in a few minutes; its figures mean nothing.
+``--quick`` runs the same steps in this process on a tiny synthetic set (hop-distance chains instead of
+an MLP, one epoch; the training loop without Ray Train, the QA answering without Ray Data) so that
+the wiring is checked in seconds; its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -168,12 +169,31 @@ def metaqa(subgraphs: Path, work: Path, per_hop: int, mlp: Path | None, reader: 
 
 
 def quick(work: Path) -> dict[str, Any]:
-    """The same steps on a tiny synthetic set: hop-distance chains, one epoch, a handful of questions."""
+    """The same steps in this process on a tiny synthetic set, so that ``--quick`` fits its minute.
+
+    Hop-distance chains stand in for an MLP. The reader trains for one epoch through
+    :func:`~rg.training.reader_loop.fit_reader` (the loop each Ray Train worker runs), without Ray
+    Train, and is saved and read back as the QA evaluation loads it. Both readers answer the
+    validation questions through :func:`~rg.evaluation.qa.answer_questions` (what each QA actor
+    runs), without Ray Data, and are scored as ``evaluate_qa`` scores. Its figures mean nothing:
+    the Ray Train and Ray Data paths are the full run's and ``tests/test_reader_ray.py``'s.
+    """
+    import asyncio
+
+    import torch
+
     from rg.data.rog import write_rog_parquet
+    from rg.data.splits import load_split_samples
     from rg.data.subgraphs import SubgraphConfig, buildable_samples
     from rg.data.synthetic import SyntheticConfig, generate
+    from rg.evaluation.job import build_scorer
+    from rg.evaluation.qa import RetrieverReaderChoice, answer_questions, inference_view
+    from rg.evaluation.qa_metrics import Gold, score_prediction
     from rg.graph import KnowledgeGraph
-    from rg.training.reader_ray import train_reader
+    from rg.reasoning.retriever_reader import RetrieverReader
+    from rg.reasoning.tuned_reader import TunedReader
+    from rg.training.reader_loop import fit_reader, lora_reader_model, reader_examples
+    from rg.training.reader_ray import reader_items, save_reader
 
     started = time.perf_counter()
     syn = generate(SyntheticConfig(questions=24, seed=3))
@@ -181,17 +201,48 @@ def quick(work: Path) -> dict[str, Any]:
     samples = buildable_samples(kg, syn.questions, SubgraphConfig(max_triples=60))
     parquet = work / "synthetic.parquet"
     write_rog_parquet(samples, parquet)
-    common = [f"input={parquet}", "split={val_fraction: 0.25, seed: 0}", "retriever={kind: hop_distance}",
-              "top_k=30", "encoder.cache_dir=null"]
-    reader_cfg = reader_config(CONFIGS / "train_reader_synthetic.yaml", [
-        *common, "evidence={max_length: 3, order: expected_relevant, merge_entities: false}",
+    cfg = reader_config(CONFIGS / "train_reader_synthetic.yaml", [
+        f"input={parquet}", "split={val_fraction: 0.25, seed: 0}", "retriever={kind: hop_distance}", "top_k=30",
+        "encoder.cache_dir=null", "evidence={max_length: 3, order: expected_relevant, merge_entities: false}",
         "reader={max_lines: 6, max_prompt_tokens: 200, max_answers: 2}", "train={epochs: 1, lr: 0.002, batch_size: 4}",
-        "max_val_questions=2", "num_workers=1", f"output_dir={work / 'reader'}",
-        f"storage_path={work / 'ray_results'}", "run_name=bench_models_quick_reader"])
-    train_reader(reader_cfg)
-    qa = [*common, "side=val", "num_actors=1", "actor_cpus=1", "batch_size=8"]
-    result = compare(reader_cfg, CONFIGS / "evaluate_qa_synthetic.yaml", qa, work / "reader" / "reader", work, "val")
-    return {**result, "questions": len(samples), "seconds": round(time.perf_counter() - started, 1)}
+        "max_val_questions=2", f"output_dir={work / 'reader'}", "run_name=bench_models_quick_reader"])
+    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit)
+    scorer = build_scorer(cfg.retriever, None)
+    settings = cfg.reader.model_copy(update={"evidence": cfg.evidence})
+    torch.manual_seed(cfg.train.seed)
+    model, tokenizer = lora_reader_model(settings, cfg.lora)
+    eos = int(tokenizer.convert_tokens_to_ids(tokenizer.eos_token))
+    examples, skipped = reader_examples(reader_items(cfg, sides["train"], scorer), tokenizer, settings, eos)
+    history = fit_reader(model, tokenizer, examples, reader_items(cfg, sides["val"][: cfg.max_val_questions], scorer),
+                         settings, cfg.train)
+    reader_dir = save_reader(model, settings, work / "reader" / "reader")
+    del model
+    test = sides["val"]
+    out: dict[str, Any] = {}
+    for name, reader in (("tuned", TunedReader.load(reader_dir)), ("retriever_scores", RetrieverReader(RetrieverReaderChoice()))):
+        began = time.perf_counter()
+        predictions = asyncio.run(answer_questions([inference_view(s) for s in test], scorer, reader, top_k=cfg.top_k,
+                                                   evidence=cfg.evidence))
+        out[name] = _scored(reader.name, test, [score_prediction(p, Gold.of(s)) for p, s in zip(predictions, test)],
+                            time.perf_counter() - began)
+    out["ceiling"] = ceiling(cfg, "val", reader_dir)
+    return {**out, "questions": len(samples), "train_examples": len(examples), "train_skipped": skipped,
+            "train_history": history, "in_process": True, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def _scored(reader: str, samples, scores, seconds: float) -> dict[str, Any]:
+    """The figures :func:`evaluate` reports, from scored predictions of ``samples`` (same order)."""
+    by_hop: dict[str, list] = defaultdict(list)
+    for sample, score in zip(samples, scores):
+        by_hop[str(sample.hops)].append(score)
+    return {
+        "reader": reader,
+        "hits1": round(sum(s.hits_at_1 for s in scores) / len(scores), 4),
+        "hits1_per_hop": {h: round(sum(s.hits_at_1 for s in g) / len(g), 4) for h, g in sorted(by_hop.items())},
+        "hit_per_hop": {h: round(sum(s.hit for s in g) / len(g), 4) for h, g in sorted(by_hop.items())},
+        "n_per_hop": {h: len(g) for h, g in sorted(by_hop.items())},
+        "seconds": round(seconds, 1),
+    }
 
 
 def demo_figures(demo: Path) -> dict[str, Any]:
