@@ -256,6 +256,49 @@ def test_the_hand_checks_a_literal_answers_type_by_its_schema_type_not_its_coars
         assert Hand._typed(session, node_of, ["Michael Mann", "1995-12-15"], "Literal ")
 
 
+def test_a_pattern_shows_types_in_every_mode_never_a_name_or_a_group_size():
+    """DRM patterns are the Hand's: a plaintext name shows as the type utility mode shows for it, a supernode
+    as its label without its size, a pseudonym as before; so the modes' patterns read alike."""
+    kg_schema = schema()
+    patterns = {}
+    for mode in ("plaintext", "utility"):
+        with PrivacySession(PrivacyConfig(mode=mode), kg_schema) as session:
+            view = session.expose(TRIPLES, ["Casino"], DualTowerConfig().sanitiser)
+            anchor = session.entity("Casino", topic=True)
+            found = explore(view.triples, [anchor], ["TE_1"], 2, band(1, 2), 80, flat, 1, session.pattern_label)
+            patterns[mode] = sorted(c.pattern(session.pattern_label) for c in found)
+            if mode == "utility":  # a pseudonym's label is its public label, as it always was
+                assert patterns[mode] == sorted(c.pattern() for c in found)
+                assert session.pattern_label("ent_group_2 (person ×12)") == "person"
+            else:
+                assert found[0].pattern() != found[0].pattern(session.pattern_label)  # the name, unlabelled
+    assert patterns["plaintext"] == patterns["utility"]
+    assert "TE_1 → [directed_by] → (person) ← [directed_by] ← (film)" in patterns["plaintext"]
+    names = [e for h, _, t in TRIPLES for e in (h, t) if TYPES.get(e) != "year"]
+    assert not any(name in p for p in patterns["plaintext"] for name in names)
+
+
+class RecordingSimilarity(LexicalSimilarity):
+    """Word overlap that keeps every text it scored."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def score(self, texts, reference):
+        self.seen += list(texts)
+        return super().score(texts, reference)
+
+
+def test_a_plaintext_question_gives_its_drm_no_raw_name(planner, store):
+    controller = build_controller(DualTowerConfig(privacy={"mode": "plaintext"}, similarity="lexical"), schema(),
+                                  store=store, planner=planner)
+    controller.similarity = recording = RecordingSimilarity()
+    question, topics, expected = QUESTIONS[0]
+    assert right(question, controller.answer(question, topics).answers, expected)
+    assert recording.seen and not any(name in text for text in recording.seen for name in (*topics, expected))
+
+
 @pytest.mark.parametrize("resolve", ["question", "all"])
 def test_with_one_kept_path_the_hand_still_finds_the_writer_among_the_brains_equals(store, resolve):
     """W_max = 1: the Brain keeps one of Casino's three film→person candidates, which are equal in its view.

@@ -32,7 +32,7 @@ from rg.privacy.exposure import ExposureLedger
 from rg.privacy.guard import EgressGuard, guardable
 from rg.privacy.normalise import INVISIBLE, normalise, normalise_with_map, whole_token
 from rg.privacy.schema import KGSchema
-from rg.privacy.structure import SanitisedView, SanitiserConfig, group_nodes, prune, structural_uniqueness
+from rg.privacy.structure import SanitisedView, SanitiserConfig, group_nodes, prune, public_label, structural_uniqueness
 
 KEY_BYTES = 32
 MID = re.compile(r"^[mg]\.[0-9a-z_]+$")
@@ -195,6 +195,25 @@ class PrivacySession:
         category = "entity_id" if MID.match(raw) else ("literal" if kind == "literal" else "entity_name")
         self.guard.add(category, [raw])
         return f"{self.pseudonym(raw, 'lit' if kind == 'literal' else 'ent')} ({self.type_label(raw)})"
+
+    def pattern_label(self, node: str) -> str:
+        """What a view node adds to a DRM pattern (the Hand's relevance text, never sent): its type.
+
+        A pseudonym or a supernode gives its public label, a supernode without its size (``person ×12``
+        → ``person``); a name shown as-is (plaintext mode, or left out by the ratio) gives the coarse type
+        utility mode would show for it; schema words and coarse literals stay themselves. So patterns read
+        alike in every mode, repeat across questions (the encoder's cache hits), and hold no raw name.
+        """
+        label = public_label(node)
+        if label != node:
+            return label.split(" ×")[0]
+        shown_raw = not self.anonymising or self._views.get((node, False)) == node
+        if not shown_raw or self.schema.is_public(node):
+            return node
+        coarse = literal_view(node)
+        if coarse is not None and self.schema.type_of(node) == "literal":
+            return coarse
+        return self.type_label(node)
 
     def type_label(self, raw: str) -> str:
         """The Brain's view of an entity's coarse type (a neutral alias when relations are hidden)."""

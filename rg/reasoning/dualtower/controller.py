@@ -369,7 +369,8 @@ class DualTowerController:
                 question=template,
                 analysis=RecalledAnalysis(indicator, node.indicator.relations, analysis.depth, node.indicator.answer_type),
                 trajectory=tuple(node.tried), sufficient=ok,
-                templates=tuple(dict.fromkeys((g.candidate.pattern(), g.candidate.relation_paths) for g in verified)),
+                templates=tuple(dict.fromkeys((g.candidate.pattern(q.session.pattern_label), g.candidate.relation_paths)
+                                              for g in verified)),
                 warnings=tuple(node.tried[:-1] if ok else node.tried), privacy=privacy_tag(self.config),
                 brain_calls=q.ledger.by_side().get("brain", Usage()).calls)
             try:
@@ -432,6 +433,7 @@ class DualTowerController:
             q.memory["memory_unavailable"] = str(err)
             exemplars = []
         scorer = PruneScorer(self.similarity, node.indicator.text, exemplars, cfg.alpha)
+        label = q.session.pattern_label  # patterns by type in every mode (no raw name, no group size)
         rejected: list[Candidate] = []
         tried: dict[str, Tried] = {}  # every kept candidate that failed verification (P̃_t ∪ P̃_r), by its text
         action = (node.mode, node.depth)
@@ -458,24 +460,24 @@ class DualTowerController:
                     started = time.perf_counter()
                     found = [c for ids, v in groups
                              for c in explore_via(view_triples, [anchors[i] for i in ids], [tags[i] for i in ids], v,
-                                                  cfg.d_max, cfg.w1, step_scorer, cfg.max_paths_per_hub)]
+                                                  cfg.d_max, cfg.w1, step_scorer, cfg.max_paths_per_hub, label)]
                     q.timed("explore", started)
             started = time.perf_counter()
             if found is None and node.mode == "topic" and separate:
-                found = explore_each(view_triples, anchors, tags, node.depth, band(1, node.depth), cfg.w1, scorer)
+                found = explore_each(view_triples, anchors, tags, node.depth, band(1, node.depth), cfg.w1, scorer, label)
             elif found is None and node.mode == "topic":
                 found = explore(view_triples, anchors, tags, node.depth, band(m, node.depth), cfg.w1, scorer,
-                                cfg.max_paths_per_hub)
+                                cfg.max_paths_per_hub, label)
             elif found is None and node.mode == "refine" and separate:
-                found = explore_each(view_triples, anchors, tags, cfg.d_max, (0, cfg.d_max), cfg.w1, step_scorer)
+                found = explore_each(view_triples, anchors, tags, cfg.d_max, (0, cfg.d_max), cfg.w1, step_scorer, label)
             elif found is None and node.mode == "refine":
                 found = explore(view_triples, anchors, tags, cfg.d_max, (0, m * cfg.d_max), cfg.w1, step_scorer,
-                                cfg.max_paths_per_hub)
+                                cfg.max_paths_per_hub, label)
             elif found is None:
-                found = extend(view_triples, rejected, anchors, max(cfg.d_max - 1, 1), cfg.w1, scorer)
+                found = extend(view_triples, rejected, anchors, max(cfg.d_max - 1, 1), cfg.w1, scorer, label)
             if guided is not None:  # a Brain-guided refine/predict pool holds new candidates only
                 found = [c for c in found if c.text() not in tried]
-            ranked = fuzzy_top(found, step_scorer, cfg.w1)
+            ranked = fuzzy_top(found, step_scorer, cfg.w1, label)
             q.timed("explore", started)
             kept = await self._select(q, brain, masked, indicator, ranked)
             node.candidates = tuple(c.text() for c in kept)

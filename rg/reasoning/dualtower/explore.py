@@ -31,6 +31,9 @@ from rg.privacy.structure import public_label
 Triple = tuple[str, str, str]
 Scorer = Callable[[Sequence[str]], np.ndarray]
 """Pruning score of texts (higher is better): :meth:`rg.reasoning.dualtower.prune.PruneScorer.__call__`."""
+Labeller = Callable[[str], str]
+"""What a view node shows in a pattern: :func:`rg.privacy.structure.public_label`, or a session's
+:meth:`~rg.privacy.session.PrivacySession.pattern_label` (types for plaintext names, no group sizes)."""
 
 
 @dataclass(frozen=True)
@@ -52,15 +55,15 @@ class ViewWalk:
     def end(self) -> str:
         return self.nodes[-1]
 
-    def render(self, tag: str, typed: bool = False) -> str:
-        """``TE_1 → [r] → ent_x (film) ← [s] ← ...``; with ``typed``, nodes by their type only."""
+    def render(self, tag: str, typed: bool = False, label: Labeller = public_label) -> str:
+        """``TE_1 → [r] → ent_x (film) ← [s] ← ...``; with ``typed``, nodes by ``label`` (their type) only."""
         parts = [tag]
-        for label, node in zip(self.labels, self.nodes[1:]):
-            shown = f"({public_label(node)})" if typed else node
-            if label.endswith(INVERSE_SUFFIX):
-                parts.append(f"← [{label[: -len(INVERSE_SUFFIX)]}] ← {shown}")
+        for relation, node in zip(self.labels, self.nodes[1:]):
+            shown = f"({label(node)})" if typed else node
+            if relation.endswith(INVERSE_SUFFIX):
+                parts.append(f"← [{relation[: -len(INVERSE_SUFFIX)]}] ← {shown}")
             else:
-                parts.append(f"→ [{label}] → {shown}")
+                parts.append(f"→ [{relation}] → {shown}")
         return " ".join(parts)
 
 
@@ -86,9 +89,9 @@ class Candidate:
         """As the Brain is shown it (pseudonyms and types)."""
         return " & ".join(b.render(tag) for b, tag in zip(self.branches, self.tags))
 
-    def pattern(self) -> str:
+    def pattern(self, label: Labeller = public_label) -> str:
         """Relations and types only: what DRM compares with the indicator."""
-        return " & ".join(b.render(tag, typed=True) for b, tag in zip(self.branches, self.tags))
+        return " & ".join(b.render(tag, True, label) for b, tag in zip(self.branches, self.tags))
 
 
 def band(topics: int, depth: int) -> tuple[int, int]:
@@ -106,16 +109,16 @@ def adjacency(triples: Sequence[Triple]) -> Mapping[str, list[tuple[str, str]]]:
 
 
 def grow(adj: Mapping[str, list[tuple[str, str]]], start: ViewWalk, depth: int, width: int, scorer: Scorer,
-         tag: str, blocked: frozenset[str]) -> list[ViewWalk]:
+         tag: str, blocked: frozenset[str], label: Labeller = public_label) -> list[ViewWalk]:
     """Every walk of 1..``depth`` more hops from ``start``, cut to ``width`` per round by ``scorer``."""
     frontier = [start]
     found: list[ViewWalk] = []
     for _ in range(depth):
-        nxt = [ViewWalk(w.nodes + (other,), w.labels + (label,))
-               for w in frontier for label, other in adj.get(w.end, ())
+        nxt = [ViewWalk(w.nodes + (other,), w.labels + (relation,))
+               for w in frontier for relation, other in adj.get(w.end, ())
                if other not in w.nodes and other not in blocked]
         if len(nxt) > width:
-            scores = scorer([w.render(tag, typed=True) for w in nxt])
+            scores = scorer([w.render(tag, True, label) for w in nxt])
             keep = np.argsort(-scores, kind="stable")[:width]
             nxt = [nxt[i] for i in sorted(keep.tolist())]
         found += nxt
@@ -126,7 +129,8 @@ def grow(adj: Mapping[str, list[tuple[str, str]]], start: ViewWalk, depth: int, 
 
 
 def explore(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[str], depth: int,
-            lengths: tuple[int, int], width: int, scorer: Scorer, per_hub: int) -> list[Candidate]:
+            lengths: tuple[int, int], width: int, scorer: Scorer, per_hub: int,
+            label: Labeller = public_label) -> list[Candidate]:
     """Tree-structured BiBFS from all anchors (module docstring).
 
     Args:
@@ -138,6 +142,7 @@ def explore(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[st
         width: Walks kept per anchor and round (W1).
         scorer: Pruning score of walk patterns.
         per_hub: Branch combinations kept per hub (multi-topic).
+        label: How a node shows in the patterns ``scorer`` reads.
 
     Returns:
         Candidates in discovery order (hubs in first-reached order).
@@ -145,7 +150,7 @@ def explore(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[st
     adj = adjacency(triples)
     blocked = frozenset(anchors)
     low, high = lengths
-    per_anchor = [grow(adj, ViewWalk((a,), ()), depth, width, scorer, tag, blocked) for a, tag in zip(anchors, tags)]
+    per_anchor = [grow(adj, ViewWalk((a,), ()), depth, width, scorer, tag, blocked, label) for a, tag in zip(anchors, tags)]
     if len(anchors) == 1:
         return [Candidate((w,), tuple(tags)) for w in per_anchor[0] if low < len(w) <= high]
     by_hub: list[dict[str, list[ViewWalk]]] = []
@@ -161,23 +166,23 @@ def explore(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[st
         combos = [Candidate(branches, tuple(tags)) for branches in itertools.product(*(e[hub] for e in by_hub))]
         combos = [c for c in combos if low < len(c) <= high]
         if len(combos) > per_hub:
-            scores = scorer([c.pattern() for c in combos])
+            scores = scorer([c.pattern(label) for c in combos])
             combos = [combos[i] for i in sorted(np.argsort(-scores, kind="stable")[:per_hub].tolist())]
         out += combos
     return out
 
 
 def explore_each(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[str], depth: int,
-                 lengths: tuple[int, int], width: int, scorer: Scorer) -> list[Candidate]:
+                 lengths: tuple[int, int], width: int, scorer: Scorer, label: Labeller = public_label) -> list[Candidate]:
     """The baseline for several topic entities: each anchor explored alone (its walks may pass another anchor)
     and the single-branch candidates pooled in anchor order, each tagged with its own topic; ``lengths`` bounds
     one branch. Nothing ties a candidate to the other topic entities, which is what :func:`explore` adds."""
     return [c for anchor, tag in zip(anchors, tags)
-            for c in explore(triples, [anchor], [tag], depth, lengths, width, scorer, per_hub=1)]
+            for c in explore(triples, [anchor], [tag], depth, lengths, width, scorer, 1, label)]
 
 
 def extend(triples: Sequence[Triple], seeds: Sequence[Candidate], anchors: Sequence[str], steps: int, width: int,
-           scorer: Scorer) -> list[Candidate]:
+           scorer: Scorer, label: Labeller = public_label) -> list[Candidate]:
     """Prediction-driven exploration: the hubs of ``seeds`` become auxiliary anchors and the
     seeds' first branch grows up to ``steps`` more hops past them (single-branch seeds only)."""
     adj = adjacency(triples)
@@ -185,14 +190,14 @@ def extend(triples: Sequence[Triple], seeds: Sequence[Candidate], anchors: Seque
     for seed in seeds:
         if len(seed.branches) != 1:
             continue
-        grown = grow(adj, seed.branches[0], steps, width, scorer, seed.tags[0], frozenset(anchors))
+        grown = grow(adj, seed.branches[0], steps, width, scorer, seed.tags[0], frozenset(anchors), label)
         out += [Candidate((w,), seed.tags) for w in grown]
     return out
 
 
 def explore_via(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[str],
                 via: Sequence[Sequence[ViewWalk]], depth: int, width: int, scorer: Scorer,
-                per_hub: int) -> list[Candidate]:
+                per_hub: int, label: Labeller = public_label) -> list[Candidate]:
     """Exploration from T_aug = topics ∪ predicted anchors (PrivGemo's prediction-driven phase).
 
     Args:
@@ -216,11 +221,11 @@ def explore_via(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequenc
     for walks, tag in zip(via, tags):
         grown: list[ViewWalk] = []
         for walk in walks:
-            grown += [walk] + grow(adj, walk, depth, width, scorer, tag, blocked)
+            grown += [walk] + grow(adj, walk, depth, width, scorer, tag, blocked, label)
         through.append(list(dict.fromkeys(grown)))
     if len(anchors) == 1:
         return [Candidate((w,), tuple(tags)) for w in through[0]]
-    own = [grow(adj, ViewWalk((a,), ()), depth, width, scorer, tag, blocked) for a, tag in zip(anchors, tags)]
+    own = [grow(adj, ViewWalk((a,), ()), depth, width, scorer, tag, blocked, label) for a, tag in zip(anchors, tags)]
     out: list[Candidate] = []
     hubs = dict.fromkeys(w.end for walks in through for w in walks)
     for hub in hubs:
@@ -230,7 +235,7 @@ def explore_via(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequenc
                   if any(flag for _, flag in combo)]
         combos = list(dict.fromkeys(combos))
         if len(combos) > per_hub:
-            scores = scorer([c.pattern() for c in combos])
+            scores = scorer([c.pattern(label) for c in combos])
             combos = [combos[i] for i in sorted(np.argsort(-scores, kind="stable")[:per_hub].tolist())]
         out += combos
     return out

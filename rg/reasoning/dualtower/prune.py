@@ -18,7 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from rg.reasoning.dualtower.brain import Indicator
-from rg.reasoning.dualtower.explore import Candidate
+from rg.privacy.structure import public_label
+from rg.reasoning.dualtower.explore import Candidate, Labeller
 from rg.reasoning.dualtower.memory import Exemplar
 from rg.reasoning.dualtower.similarity import Similarity
 
@@ -63,10 +64,12 @@ class PruneScorer:
         return np.asarray(score, dtype=np.float64)
 
 
-def fuzzy_top(candidates: Sequence[Candidate], scorer: PruneScorer, keep: int) -> list[tuple[Candidate, float]]:
-    """The ``keep`` best candidates with their scores, best first (ties: discovery order)."""
+def fuzzy_top(candidates: Sequence[Candidate], scorer: PruneScorer, keep: int,
+              label: Labeller = public_label) -> list[tuple[Candidate, float]]:
+    """The ``keep`` best candidates with their scores, best first (ties: discovery order); ``label`` renders
+    their patterns' nodes."""
     if not candidates:
         return []
-    scores = scorer([c.pattern() for c in candidates])
+    scores = scorer([c.pattern(label) for c in candidates])
     order = np.argsort(-scores, kind="stable")[:keep]
     return [(candidates[i], float(scores[i])) for i in order.tolist()]
