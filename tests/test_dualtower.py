@@ -60,6 +60,33 @@ def test_one_topic_walks_have_exactly_depth_hops_and_never_revisit():
     assert [c.relation_paths for c in two if c.hub == "E"] == [(("r", "r^-1"),)]
 
 
+def test_a_walk_may_pass_a_supernode_twice_and_grounding_keeps_raw_walks_without_repeats():
+    """Sanitised, a lone film and its lone genre pool into one ``entity ×2`` supernode, so has_genre is a loop
+    on it: the 2-hop walk passes it twice, and grounds to the one raw walk (film, then genre). A plain node is
+    still never revisited."""
+    triples = (("Dead Tone", "directed_by", "Deon Taylor"), ("Dead Tone", "has_genre", "Horror"))
+    kg_schema = KGSchema.build(triples, {"Dead Tone": "film", "Deon Taylor": "person", "Horror": "genre"})
+    config = DualTowerConfig(sanitiser={"group": True})
+    with PrivacySession(PrivacyConfig(mode="utility"), kg_schema) as session:
+        view = session.expose(triples, ["Deon Taylor"], config.sanitiser)
+        group = next(iter(view.groups))
+        members = {session.entity("Dead Tone"), session.entity("Horror")}
+        assert group.endswith("(entity ×2)") and set(view.groups[group]) == members
+        hand = Hand(config)
+        anchor = hand.anchors(session, view, ["Deon Taylor"])[0]
+        found = explore(view.triples, [anchor], ["TE_1"], 2, band(1, 2), 80, flat, 1)
+        # the loop is walked both ways; only the forward way has a raw walk
+        assert [c.relation_paths for c in found] == [(("directed_by^-1", "has_genre"),),
+                                                     (("directed_by^-1", "has_genre^-1"),)]
+        assert all(c.branches[0].nodes == (anchor, group, group) for c in found)
+        indicator = Indicator(text="TE -[directed_by^-1]-> ?x1 -[has_genre]-> ANSWER", depth=2)
+        grounded = hand.ground(session, view, KnowledgeGraph.from_triples(triples), {"TE_1": "Deon Taylor"},
+                               found, indicator)
+        assert [(g.reason, g.ends) for g in grounded] == [(None, ("Horror",)), ("not_grounded", ())]
+    plain = explore((("A", "r", "B"), ("B", "s", "B")), ["A"], ["TE_1"], 2, band(1, 2), 80, flat, 1)
+    assert plain == []  # B is no supernode: B → s → B is not a walk
+
+
 def test_two_topics_meet_at_a_hub_within_the_band():
     # A and E both reach B in one hop: total 2 in (0, 2]; at depth 2 both reach C (total 4 in (2, 4])
     [hub1] = explore(VIEW, ["A", "E"], ["TE_1", "TE_2"], 1, band(2, 1), 80, flat, 16)

@@ -2,7 +2,7 @@
 
 The Hand explores the Brain's view — view triples over pseudonyms, never raw names — from all
 topic entities at once. Each anchor grows walks one hop per round (both edge directions, no node
-twice, never through another anchor); after every round the walks of an anchor are cut to the
+twice except a supernode, never through another anchor); after every round the walks of an anchor are cut to the
 ``width`` best by the pruning score (RelevantPruning). Walks of different anchors that end at the
 same node (the *hub*, IntersectMatch) join into one tree-shaped candidate with one branch per
 topic entity, so every candidate covers all topic entities and its hub is the answer it proposes.
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rg.graph.path import INVERSE_SUFFIX
-from rg.privacy.structure import public_label
+from rg.privacy.structure import GROUP_NODE, public_label
 
 Triple = tuple[str, str, str]
 Scorer = Callable[[Sequence[str]], np.ndarray]
@@ -108,6 +108,13 @@ def adjacency(triples: Sequence[Triple]) -> Mapping[str, list[tuple[str, str]]]:
     return out
 
 
+def revisitable(node: str) -> bool:
+    """Whether a walk may pass ``node`` again: a supernode stands for several entities (a film and its
+    genre pooled as ``entity ×2`` make the edge between them a loop on one node), so a walk through it twice
+    may visit different members; grounding keeps only raw walks that visit no entity twice."""
+    return GROUP_NODE.match(node) is not None
+
+
 def grow(adj: Mapping[str, list[tuple[str, str]]], start: ViewWalk, depth: int, width: int, scorer: Scorer,
          tag: str, blocked: frozenset[str], label: Labeller = public_label) -> list[ViewWalk]:
     """Every walk of 1..``depth`` more hops from ``start``, cut to ``width`` per round by ``scorer``."""
@@ -116,7 +123,7 @@ def grow(adj: Mapping[str, list[tuple[str, str]]], start: ViewWalk, depth: int, 
     for _ in range(depth):
         nxt = [ViewWalk(w.nodes + (other,), w.labels + (relation,))
                for w in frontier for relation, other in adj.get(w.end, ())
-               if other not in w.nodes and other not in blocked]
+               if other not in blocked and (other not in w.nodes or revisitable(other))]
         if len(nxt) > width:
             scores = scorer([w.render(tag, True, label) for w in nxt])
             keep = np.argsort(-scores, kind="stable")[:width]
