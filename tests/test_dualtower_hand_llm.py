@@ -13,6 +13,7 @@ from rg.graph import KnowledgeGraph
 from rg.llm.journal import UsageJournal, read_journal
 from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from rg.reasoning.dualtower import DualTowerConfig, build_controller
+from rg.reasoning.dualtower.result import DualTowerResult
 from rg.stores.memory import MemoryStore
 from tests.dualtower_world import TRIPLES, schema
 from tests.test_dualtower_wire import RAW_ENTITIES, brain, leaks
@@ -92,3 +93,20 @@ def test_hand_config_errors_name_the_field_and_the_fix():
     with pytest.raises(ConfigError, match=r"hand.llm is set but hand.kind is 'local'"):
         validate_config({"hand": {"llm": {"base_url": "http://127.0.0.1:1/v1", "model": "m"}}}, DualTowerConfig)
     assert DualTowerConfig().hand.kind == "local"
+
+
+@pytest.mark.parametrize(
+    ("evidence", "fallback", "failure"),
+    [
+        (("Casino -> starred_actors -> Robert De Niro",), None, "reader_found_nothing"),
+        ((), "unverified", "unverified"),
+        ((), None, "no_candidates"),
+        (("Casino -> starred_actors -> Robert De Niro",), "unverified", "unverified"),
+    ],
+)
+def test_a_question_without_answers_records_why(evidence, fallback, failure):
+    """Verified evidence that the reader found no answer in is not reported as a lack of candidates."""
+    result = DualTowerResult(question="who starred in Casino", answers=(), evidence=evidence, brain_payloads=(),
+                             brain="local", brain_calls=1, usage={}, exposure={}, fallback=fallback)
+    sample = Sample("q1", "who starred in Casino", ("Robert De Niro",), ("Casino",), ("Robert De Niro",), tuple(TRIPLES))
+    assert prediction(sample, result, 0.1).failure == failure

@@ -101,7 +101,8 @@ def prediction(sample: Sample, result: DualTowerResult, seconds: float) -> Predi
     ledger = UsageLedger.from_dict(result.usage) if result.usage.get("stages") else UsageLedger()
     failure = None
     if not result.answers:
-        failure = result.fallback or "no_candidates"
+        # unverified / no_topics / ...; verified evidence the reader found no answer in is its own reason
+        failure = result.fallback or ("reader_found_nothing" if result.evidence else "no_candidates")
     elif result.faults:
         failure = None  # answered by the Hand alone; the faults are in the usage failures
     return Prediction(id=sample.id, question=sample.question, answers=result.answers,
