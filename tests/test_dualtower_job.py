@@ -11,9 +11,12 @@ import pyarrow as pa
 import pytest
 
 from rg.config import ConfigError, validate_config
-from rg.evaluation.dualtower_qa import load_schema
+from rg.evaluation.dualtower_qa import check_brain_view, load_schema
 from rg.evaluation.qa import Prediction
 from rg.evaluation.qa_job import QAEvaluateConfig, _QAActor
+from rg.privacy.schema import KGSchema
+from rg.reasoning.dualtower import DualTowerConfig
+from rg.retrievers.base import CheckpointMeta
 from tests.dualtower_world import QUESTIONS, TRIPLES, schema, shared_planner
 
 BASE = {"input": "x", "output_dir": "out", "side": "test"}
@@ -35,6 +38,36 @@ def checkpoint(tmp_path_factory):
     folder = tmp_path_factory.mktemp("planner") / "planner"
     shared_planner().save(folder)
     return folder
+
+
+def test_a_local_brain_must_write_the_relations_of_the_view_it_reads(checkpoint, tmp_path):
+    kg_schema = schema()
+    (tmp_path / "schema").mkdir()
+    (tmp_path / "other").mkdir()
+    kg_schema.save(tmp_path / "schema")
+    KGSchema(types={}, clusters={"directed_by": "rel_99 (type_01→type_02)"}).save(tmp_path / "other")
+    raw, view = tmp_path / "raw", tmp_path / "view"
+    shared_planner().save(raw, CheckpointMeta(extra={"relation_view": "raw"}))
+    shared_planner().save(view, CheckpointMeta(extra={"relation_view": "privacy"}))
+    meta = json.loads((view / "meta.json").read_text())
+    meta["extra"]["relations"] = sorted(set(kg_schema.clusters.values()))  # what a cluster-view planner writes
+    (view / "meta.json").write_text(json.dumps(meta))
+
+    def config(planner, mode):
+        return DualTowerConfig(brain={"planner": str(planner)}, privacy={"mode": mode})
+
+    check_brain_view(config(raw, "utility"), None)
+    check_brain_view(config(view, "privacy"), str(tmp_path / "schema"))
+    check_brain_view(config(checkpoint, "privacy"), None)  # no recorded view: nothing to check
+    with pytest.raises(ValueError, match=r"dualtower\.brain\.planner .* writes relation clusters .* "
+                                         r"Fix: set dualtower\.privacy\.mode=privacy"):
+        check_brain_view(config(view, "utility"), str(tmp_path / "schema"))
+    with pytest.raises(ValueError, match=r"writes raw relations.*Fix: train the planner on the cluster view"):
+        check_brain_view(config(raw, "privacy"), str(tmp_path / "schema"))
+    with pytest.raises(ValueError, match=r"schema_dir is null.*Fix: set schema_dir"):
+        check_brain_view(config(view, "privacy"), None)
+    with pytest.raises(ValueError, match=r"cluster label\(s\) that schema_dir .* does not have .* another schema"):
+        check_brain_view(config(view, "privacy"), str(tmp_path / "other"))
 
 
 def test_the_actor_answers_inference_views_with_the_controller(checkpoint, tmp_path):

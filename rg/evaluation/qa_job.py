@@ -437,6 +437,10 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         raise ValueError(f"question ids repeat in {cfg.input}; every question needs a unique id")
     brain = cfg.dualtower.brain.llm if cfg.reasoner == "dualtower" and cfg.dualtower is not None else None
     probe_endpoints({"reader.llm": getattr(cfg.reader, "llm", None), "dualtower.brain.llm": brain})  # before Ray
+    if cfg.reasoner == "dualtower" and cfg.dualtower is not None:
+        from rg.evaluation.dualtower_qa import check_brain_view
+
+        check_brain_view(cfg.dualtower, cfg.schema_dir)
     rounds: list[dict[str, Any]] = []
     run_id, journal = new_run_id(), str((Path(cfg.output_dir) / JOURNAL_FILE).resolve())  # actors: other cwd
     first: dict[str, float] | None = None  # round 1's Hits@1 by id

@@ -241,10 +241,11 @@ def _encoder():
 
 
 def _dualtower_qa(cfg: QAEvaluateConfig):
-    from rg.evaluation.dualtower_qa import DualTowerQA
+    from rg.evaluation.dualtower_qa import DualTowerQA, check_brain_view
 
     dt = cfg.dualtower
     assert dt is not None  # checked by QAEvaluateConfig
+    check_brain_view(dt, cfg.schema_dir)  # a trial's privacy mode must match its planner's view
     planner = _planner(dt.brain.planner) if dt.brain.kind == "local" and dt.brain.planner else None
     encoder = _encoder() if dt.needs_encoder else None
     hand = _planner(dt.hand.planner) if dt.hand.resolve_clusters == "planner" and dt.hand.planner else None
