@@ -30,7 +30,7 @@ from ray.serve.handle import DeploymentHandle
 
 from rg.memory.build import open_memories
 from rg.memory.config import MemoryConfig
-from rg.reasoning.dualtower.memory import MemoryHints, MemoryUnavailable, Trace
+from rg.reasoning.dualtower.memory import Exemplar, MemoryHints, MemoryUnavailable, Trace
 
 UNREACHABLE = (BackPressureError, DeploymentUnavailableError, RayActorError, RayTaskError, RayServeException)
 
@@ -55,7 +55,7 @@ class MemoryOwner:
         with self.lock:
             return self.memories.pool.hints(question, indicator, privacy)
 
-    def exemplars(self, question: str, indicator: str, privacy: str) -> list[str]:
+    def exemplars(self, question: str, indicator: str, privacy: str) -> list[Exemplar]:
         with self.lock:
             return self.memories.pool.exemplars(question, indicator, privacy)
 
