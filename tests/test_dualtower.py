@@ -215,6 +215,17 @@ def right(question, answers, expected):
     return bool(answers) and answers[0] in ANSWER_SETS.get(question, {expected})
 
 
+def test_a_name_the_question_mentions_besides_its_topic_is_masked_not_refused(planner, store):
+    """Found on WebQSP ("what is los angeles california time zone"): a subgraph name in the question that
+    is not a topic made the guard refuse every Brain payload, and the Hand answered alone."""
+    controller = build_controller(DualTowerConfig(privacy={"mode": "utility"}, similarity="lexical"), schema(),
+                                  store=store, planner=planner)
+    result = controller.answer("who directed Casino, the film with Robert De Niro", ["Casino"])
+    assert not result.faults and result.brain_calls >= 1 and result.answers  # the Brain was asked, not refused
+    assert result.brain_payloads and not any("De Niro" in p or "Casino" in p for p in result.brain_payloads)
+    assert any("who directed TE_1 (film), the film with ent_" in p for p in result.brain_payloads)
+
+
 @pytest.mark.parametrize("mode", ["plaintext", "utility"])
 def test_local_brain_answers_hand_made_questions(planner, store, mode):
     controller = build_controller(DualTowerConfig(privacy={"mode": mode}, similarity="lexical"), schema(),

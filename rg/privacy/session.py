@@ -307,10 +307,13 @@ class PrivacySession:
         found: set[str] = set()
         keyed = []
         for raw, is_topic in candidates:
+            # another name is masked only where the guard would refuse it: a word of the shown schema
+            # (``public``) stays the question's own language
+            public = frozenset() if is_topic else self.guard.public
             key, form = normalise(raw), plain
-            if not guardable(key):  # a name that is nothing without its punctuation (61*, 'C++')
+            if not guardable(key, public):  # a name that is nothing without its punctuation (61*, 'C++')
                 key = normalise(raw, punctuation=True)
-                if not guardable(key):
+                if not guardable(key, public):
                     continue
                 marked = marked or normalise_with_map(question, punctuation=True)
                 form = marked

@@ -243,7 +243,9 @@ class DualTowerController:
         started = time.perf_counter()
         view = self.hand.view(q.session, raw, topics)
         anchors = self.hand.anchors(q.session, view, topics)
-        masked = q.session.mask_question(q.question, topics)
+        # every name of the subgraph that the question mentions is masked, not only the topics': the
+        # guard would refuse the payload over any of them (WebQSP: "what is los angeles california time zone")
+        masked = q.session.mask_question(q.question, topics, names=kg.entity_names)
         text = masked.text if q.session.anonymising else tag_topics(q.question, topics)
         tags = tuple(f"TE_{i + 1}" for i in range(len(topics)))
         hints = q.hints = self.hand.hints(view, anchors)
