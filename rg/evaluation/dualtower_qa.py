@@ -41,7 +41,7 @@ def load_schema(folder: str | None) -> KGSchema | None:
     return KGSchema.load(folder)
 
 
-def check_brain_view(config: DualTowerConfig, schema_dir: str | None, prefix: str = "dualtower") -> None:
+def check_brain_view(config: DualTowerConfig, schema_dir: str | None) -> None:
     """Refuse a local Brain whose planner writes other relations than the view it will read.
 
     A planner trained on the privacy view (``view_schema_dir``) writes the cluster labels of one KG-wide
@@ -59,24 +59,24 @@ def check_brain_view(config: DualTowerConfig, schema_dir: str | None, prefix: st
     extra = read_planner_meta(folder).extra
     view, mode = extra.get("relation_view"), config.privacy.mode
     if view == "privacy" and mode != "privacy":
-        raise ValueError(f"{prefix}.brain.planner {folder} writes relation clusters (trained with view_schema_dir) but "
-                         f"{prefix}.privacy.mode is {mode!r}. Fix: set {prefix}.privacy.mode=privacy, or use a planner "
+        raise ValueError(f"dualtower.brain.planner {folder} writes relation clusters (trained with view_schema_dir) but "
+                         f"dualtower.privacy.mode is {mode!r}. Fix: set dualtower.privacy.mode=privacy, or use a planner "
                          "trained on raw relations")
     if view == "raw" and mode == "privacy":
-        raise ValueError(f"{prefix}.brain.planner {folder} writes raw relations, which privacy mode never shows the "
+        raise ValueError(f"dualtower.brain.planner {folder} writes raw relations, which privacy mode never shows the "
                          "Brain. Fix: train the planner on the cluster view (`--set view_schema_dir=<privacy report "
                          "folder>`, see the header of configs/train_planner_metaqa_kb.yaml) and point "
-                         f"{prefix}.brain.planner at it")
+                         f"dualtower.brain.planner at it")
     if view != "privacy":
         return
     if schema_dir is None:
-        raise ValueError(f"{prefix}.brain.planner {folder} writes the clusters of a KG-wide schema but schema_dir is "
+        raise ValueError(f"dualtower.brain.planner {folder} writes the clusters of a KG-wide schema but schema_dir is "
                          "null, so each question would get clusters of its own. Fix: set schema_dir to the privacy "
                          "report folder the planner was trained with (its view_schema_dir)")
     labels = set(load_schema(schema_dir).clusters.values())
     unknown = sorted({split_relation(r)[0] for r in extra.get("relations", ())} - labels)
     if unknown:
-        raise ValueError(f"{prefix}.brain.planner {folder} writes {len(unknown)} cluster label(s) that schema_dir "
+        raise ValueError(f"dualtower.brain.planner {folder} writes {len(unknown)} cluster label(s) that schema_dir "
                          f"{schema_dir} does not have (e.g. {unknown[0]!r}): it was trained on another schema. Fix: set "
                          "schema_dir to the folder the planner was trained with (its view_schema_dir), or retrain it")
 

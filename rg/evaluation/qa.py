@@ -98,8 +98,8 @@ class Prediction:
         chains: Whether the evidence was chains (False: one line per retrieved triple).
         failure: None on success; else the reason: a reader fallback (``no_candidates``,
             ``no_answer_line``, ``llm_timeout``, ...), a dual-tower end (``unverified``,
-            ``no_topics``; ``reader_found_nothing``: verified evidence without an answer) or ``<step>_error: <Type>: <message>``
-            with step ``retrieve``, ``evidence`` or ``read``.
+            ``no_topics``; ``reader_found_nothing``: verified evidence without an answer) or
+            ``<step>_error: <Type>: <message>`` with step ``retrieve``, ``evidence`` or ``read``.
         usage: LLM usage of the question (zero for a local reader).
         usage_by_side: The same split by side (``hand`` / ``brain``) where a reasoner books sides
             (the dual tower); empty otherwise.

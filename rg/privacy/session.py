@@ -287,7 +287,9 @@ class PrivacySession:
         Matching ignores case, accents, full-width forms, zero-width characters, punctuation and
         whitespace, and takes whole tokens only; longer names win over the names inside them. A
         name that is too weak without its punctuation (``61*``) is matched with it; a name too
-        weak either way (see :func:`rg.privacy.guard.guardable`) is left alone. Full dates in any
+        weak either way (see :func:`rg.privacy.guard.guardable`) is left alone, and so is a name
+        in ``names`` that is a word of the shown schema (the guard's ``public`` words, which it
+        lets pass): it stays the question's own language. Full dates in any
         of the formats of :data:`DATES_IN_TEXT` become ``year YYYY`` first, and every MID
         (:data:`MID_IN_TEXT`) its pseudonym last.
         """
