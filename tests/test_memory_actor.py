@@ -25,6 +25,23 @@ def test_memory_section_rules():
         validate_config({"experience": None, "edges": None}, MemoryConfig)
 
 
+def test_a_round_without_memory_is_compared_question_by_question():
+    from rg.evaluation.qa import Prediction
+    from rg.evaluation.qa_job import without_memory
+    from rg.evaluation.qa_metrics import Gold, score_prediction
+    from rg.llm.usage import Usage
+
+    gold = {"a": Gold(("Ann",), 1, 1), "b": Gold(("Bo",), 2, 1), "c": Gold(("Cy",), 1, 1)}
+    warm = [Prediction(id="a", question="qa", answers=("Ann",)), Prediction(id="b", question="qb", answers=("X",)),
+            Prediction(id="c", question="qc", answers=("Cy",))]
+    cold = {"a": Prediction(id="a", question="qa", answers=("Z",), usage_by_side={"brain": Usage(calls=2)}),
+            "b": Prediction(id="b", question="qb", answers=("Bo",), usage_by_side={"brain": Usage(calls=1)})}
+    scores = [score_prediction(p, gold[p.id], "exact") for p in warm]
+    out = without_memory(scores, cold, gold, "exact")  # c's baseline answer went missing: counted lost, not dropped
+    assert out["hits1_without_memory"] == 1 / 3 and out["brain_calls_per_question_without_memory"] == 1.0
+    assert (out["better_than_without_memory"], out["worse_than_without_memory"]) == (2, 1)
+
+
 @pytest.mark.slow
 def test_named_actor_shares_and_persists_the_pool(ray_local, tmp_path):
     import ray

@@ -65,7 +65,7 @@ def test_llm_traversal_rounds_replay_and_cut_calls(ray_local, tmp_path):
             "input": str(tmp_path / "samples.parquet"), "output_dir": str(tmp_path / "out"), "side": "all",
             "reasoner": "traverse", "traverse": {"kind": "llm", "llm": {"base_url": server.base_url,
                                                                         "model": "scripted", "max_retries": 0}},
-            "memory": {"experience": None, "embedder": "hashing", "rounds": 2},
+            "memory": {"experience": None, "embedder": "hashing", "rounds": 2, "baseline": True},
             "num_actors": 1, "actor_cpus": 0.5, "batch_size": 2}, QAEvaluateConfig)
         result = evaluate_qa(cfg, progress=False)
         requests = len(server.chat_requests)
@@ -77,7 +77,12 @@ def test_llm_traversal_rounds_replay_and_cut_calls(ray_local, tmp_path):
     assert (first["replay_hit_rate"], second["replay_hit_rate"]) == (0.0, 1.0)
     assert first["brain_calls_per_question"] == 0.0 and (second["corrected"], second["lost"]) == (0, 0)
     assert first["evidence_lines_per_question"] == second["evidence_lines_per_question"] == 1.0
-    assert requests == 12 and result.run["memory_stats"]["edges"] == 2
+    # memory.baseline: each round once more with no edge memory, so no replay: four calls a question
+    for one in (first, second):
+        assert one["hits1_without_memory"] == 1.0 and one["hand_calls_per_question_without_memory"] == 4.0
+        assert one["tokens_per_question_without_memory"] == {"hand": 100.0}
+        assert (one["better_than_without_memory"], one["worse_than_without_memory"]) == (0, 0)
+    assert requests == 12 + 2 * 8 and result.run["memory_stats"]["edges"] == 2
     rows = [json.loads(line) for line in result.files.predictions.read_text().splitlines()]
     assert [r["evidence_walks"] for r in rows] == ["traverse:replay", "traverse:replay"]
     assert rows[0]["reader"] == "traverse:llm:scripted" and rows[0]["scorer"] == "none"

@@ -200,7 +200,8 @@ class _QAActor:
     the usage journal ``journal`` under run id ``run``, from this process, as the call completes.
     """
 
-    def __init__(self, cfg: QAEvaluateConfig, round_no: int = 1, journal: str | None = None, run: str = "") -> None:
+    def __init__(self, cfg: QAEvaluateConfig, round_no: int = 1, journal: str | None = None, run: str = "",
+                 use_memory: bool = True) -> None:
         import torch
 
         torch.set_num_threads(max(1, int(cfg.actor_cpus)))  # one process per actor: match its CPU share
@@ -211,13 +212,15 @@ class _QAActor:
             from rg.evaluation.dualtower_qa import DualTowerQA
 
             assert cfg.dualtower is not None  # checked by the config
-            self.answerer = DualTowerQA(cfg.dualtower, cfg.schema_dir, cfg.memory, memory_actor_name(cfg), book)
+            self.answerer = DualTowerQA(cfg.dualtower, cfg.schema_dir, cfg.memory if use_memory else None,
+                                        memory_actor_name(cfg), book)
         elif cfg.reasoner == "traverse":
             from rg.evaluation.traverse_qa import TraverseQA
 
             assert cfg.traverse is not None  # checked by the config
             scorer = build_qa_scorer(cfg) if cfg.retriever is not None else None
-            self.answerer = TraverseQA(cfg.traverse, scorer, cfg.memory, memory_actor_name(cfg), book)
+            self.answerer = TraverseQA(cfg.traverse, scorer, cfg.memory if use_memory else None,
+                                       memory_actor_name(cfg), book)
         else:
             self.scorer = build_qa_scorer(cfg)
             self.reader = build_reader(cfg.reader, book)
@@ -313,10 +316,11 @@ def _title(cfg: QAEvaluateConfig, run: dict[str, Any]) -> str:
 
 def _predict(
     cfg: QAEvaluateConfig, ids: frozenset[str], progress: bool, round_no: int = 1, journal: str | None = None,
-    run: str = "",
+    run: str = "", use_memory: bool = True,
 ) -> tuple[dict[str, Prediction], dict[str, bool], dict[str, Gold]]:
     """Stream the questions ``ids`` from the inputs through the actor pool (whose LLM calls are
-    appended to the usage journal ``journal`` under run id ``run``).
+    appended to the usage journal ``journal`` under run id ``run``); ``use_memory`` false answers
+    them with no memory (``memory.baseline``), round ``round_no``'s rewriting still applied.
 
     Returns:
         Predictions by id, by id whether the answers are in the subgraph (``Gold.covered``,
@@ -339,7 +343,8 @@ def _predict(
     ds = ds.repartition(target_num_rows_per_block=cfg.batch_size)
     ds = ds.map_batches(
         _QAActor,
-        fn_constructor_kwargs={"cfg": cfg, "round_no": round_no, "journal": journal, "run": run},
+        fn_constructor_kwargs={"cfg": cfg, "round_no": round_no, "journal": journal, "run": run,
+                               "use_memory": use_memory},
         batch_size=cfg.batch_size,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(
@@ -399,6 +404,24 @@ def round_summary(round_no: int, scores: Sequence[QuestionScore], side: str = "b
         out["corrected"] = sum(1 for s in scores if first.get(s.prediction.id) == 0 and s.hits_at_1 == 1)
         out["lost"] = sum(1 for s in scores if first.get(s.prediction.id) == 1 and s.hits_at_1 == 0)
     return out
+
+
+def without_memory(scores: Sequence[QuestionScore], plain: dict[str, Prediction], gold: dict[str, Gold],
+                   match: str, side: str = "brain") -> dict[str, Any]:
+    """A round's figures with no memory (``memory.baseline``), beside the memory's ``scores``: Hits@1,
+    calls and tokens per question on ``side``, and the questions the memory made right (``better``) or
+    wrong (``worse``) against answering them without it."""
+    baseline = [score_prediction(plain.get(s.prediction.id) or Prediction(
+        id=s.prediction.id, question=s.prediction.question, failure=LOST), gold[s.prediction.id], match)
+        for s in scores]
+    summary = round_summary(0, baseline, side)
+    plain_hit = {s.prediction.id: s.hits_at_1 for s in baseline}
+    calls = "brain_calls_per_question" if side == "brain" else f"{side}_calls_per_question"
+    return {"hits1_without_memory": summary["hits1"],
+            f"{calls}_without_memory": summary[calls],
+            "tokens_per_question_without_memory": summary["tokens_per_question"],
+            "better_than_without_memory": sum(1 for s in scores if s.hits_at_1 > plain_hit[s.prediction.id]),
+            "worse_than_without_memory": sum(1 for s in scores if s.hits_at_1 < plain_hit[s.prediction.id])}
 
 
 def reader_evidence_mismatch(cfg: QAEvaluateConfig) -> dict[str, list[Any]]:
@@ -461,6 +484,9 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
             side = "hand" if cfg.reasoner == "traverse" else "brain"
             rounds.append({**round_summary(round_no, scores, side, first), "kind": cfg.memory.round_kind,
                            "rewritten": len(rewritten)})
+            if cfg.memory.baseline:  # the same round's questions once more, with no memory at all
+                plain, _, _ = _predict(cfg, frozenset(gold), progress, round_no, None, run_id, use_memory=False)
+                rounds[-1].update(without_memory(scores, plain, round_gold, cfg.match, side))
             first = first if first is not None else {s.prediction.id: s.hits_at_1 for s in scores}
     gold = round_gold
     if actor is not None:

@@ -38,6 +38,10 @@ class MemoryConfig(Config):
     round_kind: Literal["same", "paraphrase", "same_template"] = Field(
         "same", description="evaluate_qa rounds 2..: the same questions, seeded paraphrases of them, or questions "
         "of the same template about other topic entities (rg.evaluation.rounds).")
+    baseline: bool = Field(
+        False, description="evaluate_qa: also answer every round's questions with no memory at all (a second pass, "
+        "so twice the work) and report beside each round what the memory changed: hits1_without_memory, "
+        "brain_calls_per_question_without_memory, better / worse by question.")
     paraphrase: ParaphraseConfig = Field(
         default_factory=ParaphraseConfig, description="round_kind paraphrase / same_template: the template families.")
 
