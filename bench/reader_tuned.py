@@ -82,8 +82,6 @@ def evaluate(base: Path, overrides: Sequence[str]) -> dict[str, Any]:
 def ceiling(reader_cfg, side: str, reader_dir: Path) -> dict[str, dict[str, float]]:
     """Per hop: share of ``side``'s questions with a gold answer among the shown lines' chain ends
     (``gold_in_shown_lines``, the constrained reader's ceiling) and among all evidence chain ends."""
-    import json
-
     from transformers import AutoTokenizer
 
     from rg.data.splits import load_split_samples
@@ -92,11 +90,11 @@ def ceiling(reader_cfg, side: str, reader_dir: Path) -> dict[str, dict[str, floa
     from rg.evidence.chains import item_chains
     from rg.metrics import normalize_answer
     from rg.models.registry import resolve_model
-    from rg.reasoning.tuned_reader import SETTINGS_FILE, TunedReaderSettings, build_prompt
+    from rg.reasoning.tuned_reader import build_prompt, load_settings
     from rg.text import TextEncoder
     from rg.training.reader_loop import gold_names
 
-    settings = TunedReaderSettings.model_validate(json.loads((reader_dir / SETTINGS_FILE).read_text()))
+    settings = load_settings(reader_dir)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(settings.base), local_files_only=True)
     needs_encoder = reader_cfg.retriever.kind in ("retriever", "cosine")
     scorer = build_scorer(reader_cfg.retriever, TextEncoder(reader_cfg.encoder) if needs_encoder else None)

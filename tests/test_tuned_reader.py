@@ -16,7 +16,9 @@ from rg.reasoning.tuned_reader import (
     TunedReader,
     TunedReaderSettings,
     build_prompt,
+    elide_machine_ids,
     eos_id,
+    load_settings,
 )
 from rg.training.reader_loop import (
     ReaderFitConfig,
@@ -82,6 +84,28 @@ def test_prompt_shows_a_budget_of_lines_and_offers_their_ends(base):
     tight = build_prompt(tokenizer, TunedReaderSettings(max_lines=10, max_prompt_tokens=len(one.ids) + 5),
                          "who directed Inception", ev)
     assert tight.lines == 1 and len(tight.ids) <= len(one.ids) + 5
+
+
+def test_machine_ids_are_elided_and_never_offered(base):
+    _, tokenizer = base
+    cvt = (("Ann", "education", "m.0ljgpd"), ("m.0ljgpd", "institution", "Varport"),
+           ("m.0ljgpd", "degree", "m.0aa1"), ("Ann", "spouse", "m.0rr9"))
+    ev = build_evidence(cvt, (0.9, 0.8, 0.7, 0.1), ["Ann"], EvidenceConfig(max_length=2))
+    shown = build_prompt(tokenizer, TunedReaderSettings(), "where did Ann study", ev)
+    raw = build_prompt(tokenizer, TunedReaderSettings(machine_ids="shown"), "where did Ann study", ev)
+    assert shown.candidates == ("Varport",)  # the lines ending at m.0ljgpd, m.0aa1 and m.0rr9 are skipped
+    assert set(raw.candidates) == {"Varport", "m.0ljgpd", "m.0aa1", "m.0rr9"} and raw.lines == len(ev.items)
+    text = tokenizer.decode(shown.ids)
+    assert "Ann → [education] → * → [institution] → Varport" in text and "m.0" not in text
+    assert elide_machine_ids("A → [r] → {m.01 | g.1x_2} ← [s] ← {m.02 | Bob}") == "A → [r] → * ← [s] ← {* | Bob}"
+    assert elide_machine_ids("m. night shyamalan → [r] → g.i. joe") == "m. night shyamalan → [r] → g.i. joe"
+
+
+def test_a_checkpoint_before_machine_ids_reads_them_as_it_was_trained(tmp_path):
+    (tmp_path / "reader.json").write_text('{"base": "smollm2-135m", "max_lines": 3}')
+    assert load_settings(tmp_path).machine_ids == "shown" and TunedReaderSettings().machine_ids == "elided"
+    (tmp_path / "reader.json").write_text(TunedReaderSettings(max_lines=3).model_dump_json())
+    assert load_settings(tmp_path).machine_ids == "elided"
 
 
 def test_untrained_reader_answers_only_from_the_shown_lines(base):

@@ -24,12 +24,13 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
 
 from rg.config import Config
+from rg.data.entities import is_unnamed
 from rg.evidence import Evidence
 from rg.evidence.chains import item_chains
 from rg.evidence.config import EvidenceConfig
@@ -69,12 +70,24 @@ class TunedReaderSettings(Config):
         True, description="Show a dotted Freebase relation by its last part (`film.film.directed_by` → "
         "`directed_by`): about a third fewer prompt tokens, so more evidence lines fit."
     )
+    machine_ids: Literal["elided", "shown"] = Field(
+        "elided", description="Bare Freebase machine ids (CVT nodes such as `m.0ljgpd`), which are never an answer: "
+        "'elided' skips lines whose every chain ends at one, prints them as `*` inside a line and never offers "
+        "them as answers (more lines fit the token budget); 'shown' keeps them as they are. Checkpoints that "
+        "do not record it were trained with 'shown' (load_settings)."
+    )
     prompt_id: str = Field(READ_TUNED.full_id, description="The prompt template the adapter learned.")
     evidence: EvidenceConfig | None = Field(
         None, description="The evidence settings the reader was trained on (set by the training job from its "
         "`evidence` section; None in checkpoints written before they were recorded). QA runs compare theirs "
         "with it (evidence_mismatch).",
     )
+
+
+def load_settings(checkpoint: str | Path) -> TunedReaderSettings:
+    """A checkpoint's ``reader.json``; one that predates ``machine_ids`` read with the ids it was trained on."""
+    recorded = json.loads((Path(checkpoint) / SETTINGS_FILE).read_text())
+    return TunedReaderSettings.model_validate({"machine_ids": "shown", **recorded})
 
 
 def evidence_mismatch(checkpoint: str | Path, evidence: EvidenceConfig) -> dict[str, list[Any]]:
@@ -200,6 +213,19 @@ def compact_line(line: str) -> str:
     return _DOTTED_RELATION.sub(r"[\1]", line)
 
 
+_MACHINE_ID = r"[mg]\.[0-9a-z_]+"
+_MACHINE_SET = re.compile(r"\{" + _MACHINE_ID + r"(?: \| " + _MACHINE_ID + r")*\}")
+_LONE_MACHINE_ID = re.compile(r"(?<![^\s{|])" + _MACHINE_ID + r"(?![^\s}|])")
+ELIDED = "*"
+"""What a bare machine id (or a set of nothing else) prints as in an elided line."""
+
+
+def elide_machine_ids(line: str) -> str:
+    """``A → [education] → m.0ljgpd → [institution] → B`` → ``A → [education] → * → [institution] → B``;
+    a set of machine ids only becomes one ``*``, names (``m. night shyamalan``, ``g.i. joe``) stay."""
+    return _LONE_MACHINE_ID.sub(ELIDED, _MACHINE_SET.sub(ELIDED, line))
+
+
 def prompt_messages(settings: TunedReaderSettings, question: str, lines: Sequence[str]) -> list[dict[str, str]]:
     """The chat messages for ``question`` with these evidence lines."""
     return READ_TUNED.render(question=question, evidence="\n".join(lines) if lines else "(none)")
@@ -221,10 +247,17 @@ class ReaderPrompt:
 
 
 def build_prompt(tokenizer, settings: TunedReaderSettings, question: str, evidence: Evidence) -> ReaderPrompt:
-    """The first ``max_lines`` evidence lines, fewer if over ``max_prompt_tokens``, and their chain ends."""
-    lines = list(evidence.lines()[: settings.max_lines])
+    """The first ``max_lines`` evidence lines, fewer if over ``max_prompt_tokens``, and their chain ends
+    (with ``machine_ids: elided``, lines ending at machine ids only are skipped and such ends never offered)."""
+    elided = settings.machine_ids == "elided"
+    items = [item for item in evidence.items
+             if not elided or any(not is_unnamed(e) for chain in item_chains(item) for e in chain.ends)]
+    items = items[: settings.max_lines]
+    lines = [item.render() for item in items]
     if settings.short_relations:
         lines = [compact_line(line) for line in lines]
+    if elided:
+        lines = [elide_machine_ids(line) for line in lines]
     for _attempt in range(len(lines) + 1):  # each retry drops at least one line; the last shows none
         ids = tokenizer.apply_chat_template(prompt_messages(settings, question, lines), add_generation_prompt=True,
                                             tokenize=True)
@@ -232,8 +265,9 @@ def build_prompt(tokenizer, settings: TunedReaderSettings, question: str, eviden
         if len(ids) <= settings.max_prompt_tokens or not lines:
             break
         lines = lines[: len(lines) - max(1, len(lines) // 4)]
-    shown = evidence.items[: len(lines)]
-    candidates = tuple(dict.fromkeys(e for item in shown for chain in item_chains(item) for e in chain.ends))
+    shown = items[: len(lines)]
+    candidates = tuple(dict.fromkeys(e for item in shown for chain in item_chains(item) for e in chain.ends
+                                     if not (elided and is_unnamed(e))))
     return ReaderPrompt(ids=ids, lines=len(lines), candidates=candidates)
 
 
@@ -278,7 +312,7 @@ class TunedReader:
         if not (folder / SETTINGS_FILE).is_file():
             raise FileNotFoundError(f"{folder} is not a tuned reader checkpoint (no {SETTINGS_FILE}); set "
                                     "`reader.checkpoint` to the `reader` folder the reader training job wrote")
-        settings = TunedReaderSettings.model_validate(json.loads((folder / SETTINGS_FILE).read_text()))
+        settings = load_settings(folder)
         if max_answers is not None:
             settings = settings.model_copy(update={"max_answers": max_answers})
         base = resolve_model(settings.base, cache_dir)
