@@ -63,6 +63,8 @@ def test_pack_round_trip(tmp_path):
     assert (out / "b" / "f.txt").read_text() == "x"
 
 
+# slow (1.5 min): the pipeline's end-to-end test trains the planner on Ray Train in the default run
+@pytest.mark.slow
 def test_two_workers_write_a_loadable_adapter_checkpoint(ray_local, synthetic_parquet, tmp_path):
     data = {k: v for k, v in config_dict(synthetic_parquet, tmp_path, 2).items() if k != "kind"}
     report = train_planner(PlannerTrainConfig.model_validate(data))
