@@ -40,6 +40,7 @@ def test_a_round_without_memory_is_compared_question_by_question():
     out = without_memory(scores, cold, gold, "exact")  # c's baseline answer went missing: counted lost, not dropped
     assert out["hits1_without_memory"] == 1 / 3 and out["brain_calls_per_question_without_memory"] == 1.0
     assert (out["better_than_without_memory"], out["worse_than_without_memory"]) == (2, 1)
+    assert (out["better_ids"], out["worse_ids"]) == (["a", "c"], ["b"])
 
 
 @pytest.mark.slow

@@ -410,18 +410,20 @@ def without_memory(scores: Sequence[QuestionScore], plain: dict[str, Prediction]
                    match: str, side: str = "brain") -> dict[str, Any]:
     """A round's figures with no memory (``memory.baseline``), beside the memory's ``scores``: Hits@1,
     calls and tokens per question on ``side``, and the questions the memory made right (``better``) or
-    wrong (``worse``) against answering them without it."""
+    wrong (``worse``) against answering them without it, counted and by id."""
     baseline = [score_prediction(plain.get(s.prediction.id) or Prediction(
         id=s.prediction.id, question=s.prediction.question, failure=LOST), gold[s.prediction.id], match)
         for s in scores]
     summary = round_summary(0, baseline, side)
     plain_hit = {s.prediction.id: s.hits_at_1 for s in baseline}
+    better = sorted(s.prediction.id for s in scores if s.hits_at_1 > plain_hit[s.prediction.id])
+    worse = sorted(s.prediction.id for s in scores if s.hits_at_1 < plain_hit[s.prediction.id])
     calls = "brain_calls_per_question" if side == "brain" else f"{side}_calls_per_question"
     return {"hits1_without_memory": summary["hits1"],
             f"{calls}_without_memory": summary[calls],
             "tokens_per_question_without_memory": summary["tokens_per_question"],
-            "better_than_without_memory": sum(1 for s in scores if s.hits_at_1 > plain_hit[s.prediction.id]),
-            "worse_than_without_memory": sum(1 for s in scores if s.hits_at_1 < plain_hit[s.prediction.id])}
+            "better_than_without_memory": len(better), "worse_than_without_memory": len(worse),
+            "better_ids": better, "worse_ids": worse}
 
 
 def reader_evidence_mismatch(cfg: QAEvaluateConfig) -> dict[str, list[Any]]:
