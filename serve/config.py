@@ -174,6 +174,9 @@ class ServeConfig(Config):
         if self.memory is not None and self.memory.rounds != 1:
             raise ValueError("memory.rounds is an evaluate_qa setting (passes over a question file); an endpoint "
                              "answers each question once. Fix: leave memory.rounds out")
+        if self.memory is not None and self.memory.baseline:
+            raise ValueError("memory.baseline is an evaluate_qa setting (a second pass without memory); an endpoint "
+                             "answers each question once. Fix: leave memory.baseline out")
         if self.brain_timeout_s >= self.request_timeout_s:
             raise ValueError(f"brain_timeout_s ({self.brain_timeout_s}) >= request_timeout_s "
                              f"({self.request_timeout_s}): a slow Brain would time the whole request out instead of "

@@ -58,3 +58,22 @@ def test_worker_placement_is_validated_and_may_change_on_resume():
     assert refine.actor_resources == {"selector": 1.0}
     with pytest.raises(ValueError, match="actor_resources"):
         RefineConfig.model_validate({"input": "data", "output_dir": "out", "actor_resources": {"selector": 0}})
+
+
+class Reader(Config):
+    machine_ids: str = "elided"
+
+
+class ReaderJob(Config):
+    input: str = "data"
+    reader: Reader = Field(default_factory=Reader)
+
+
+def test_a_run_recorded_before_a_changed_default_does_not_resume_under_it(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / RUN_CONFIG_FILE).write_text(json.dumps({"input": "data"}))  # an older rg's record
+    with pytest.raises(ValueError, match="reader.machine_ids: 'shown' -> 'elided'"):
+        check_run_config(str(tmp_path), "run", ReaderJob())
+    assert check_run_config(str(tmp_path), "run", ReaderJob(reader=Reader(machine_ids="shown"))) is True
+    assert check_run_config(str(tmp_path), "new", ReaderJob()) is False
+    assert check_run_config(str(tmp_path), "new", ReaderJob()) is True

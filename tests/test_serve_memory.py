@@ -117,6 +117,8 @@ def test_memory_settings_are_checked_before_anything_starts(tmp_path, monkeypatc
         build_app({**base, "memory": env_key})
     with pytest.raises(ConfigError, match="memory.rounds is an evaluate_qa setting"):
         build_app({**base, "memory": {**memory_section(tmp_path), "rounds": 2}})
+    with pytest.raises(ConfigError, match="memory.baseline is an evaluate_qa setting"):
+        build_app({**base, "memory": {**memory_section(tmp_path), "baseline": True}})
 
 
 class _Gone:

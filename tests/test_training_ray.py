@@ -129,8 +129,6 @@ def test_train_export_and_resume(ray_local, synthetic_parquet, encoder_cache, tm
         train_retriever(config(4, lr=0.01))  # a changed setting must not continue the old checkpoints
 
 
-# slow (2.5 min): a kill mid-training; test_train_export_and_resume covers resume in the default run
-@pytest.mark.slow
 def test_killed_job_resumes_when_resubmitted(ray_local, synthetic_parquet, encoder_cache, tmp_path, monkeypatch):
     """``python -m jobs.train`` is SIGKILLed after its first checkpoint; the resubmission resumes, streams its
     input, exports a loadable retriever, and a changed setting is refused instead of continuing the run."""

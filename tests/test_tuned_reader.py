@@ -97,8 +97,13 @@ def test_machine_ids_are_elided_and_never_offered(base):
     assert set(raw.candidates) == {"Varport", "m.0ljgpd", "m.0aa1", "m.0rr9"} and raw.lines == len(ev.items)
     text = tokenizer.decode(shown.ids)
     assert "Ann → [education] → * → [institution] → Varport" in text and "m.0" not in text
-    assert elide_machine_ids("A → [r] → {m.01 | g.1x_2} ← [s] ← {m.02 | Bob}") == "A → [r] → * ← [s] ← {* | Bob}"
-    assert elide_machine_ids("m. night shyamalan → [r] → g.i. joe") == "m. night shyamalan → [r] → g.i. joe"
+    for line, elided in [
+        ("A → [r] → {m.01 | g.1x_2} ← [s] ← {m.02 | Bob}", "A → [r] → * ← [s] ← {* | Bob}"),
+        ("m. night shyamalan → [r] → g.i. joe", "m. night shyamalan → [r] → g.i. joe"),
+        ("g.i joe → [r] → m.01 & m.c escher ← [s] ← g.2", "g.i joe → [r] → * & m.c escher ← [s] ← *"),
+        ("m.01 → [r] → {g.i joe | m.02}", "* → [r] → {g.i joe | *}"),
+    ]:
+        assert elide_machine_ids(line) == elided
 
 
 def test_a_checkpoint_before_machine_ids_reads_them_as_it_was_trained(tmp_path):

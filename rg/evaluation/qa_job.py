@@ -486,8 +486,10 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
             side = "hand" if cfg.reasoner == "traverse" else "brain"
             rounds.append({**round_summary(round_no, scores, side, first), "kind": cfg.memory.round_kind,
                            "rewritten": len(rewritten)})
-            if cfg.memory.baseline:  # the same round's questions once more, with no memory at all
-                plain, _, _ = _predict(cfg, frozenset(gold), progress, round_no, None, run_id, use_memory=False)
+            if cfg.memory.baseline:  # the same round's questions once more, with no memory at all; its calls
+                # are journaled under their own run id: this run's usage stays the memory's, all runs' is the spend
+                plain, _, _ = _predict(cfg, frozenset(gold), progress, round_no, journal, f"{run_id}-baseline",
+                                       use_memory=False)
                 rounds[-1].update(without_memory(scores, plain, round_gold, cfg.match, side))
             first = first if first is not None else {s.prediction.id: s.hits_at_1 for s in scores}
     gold = round_gold

@@ -41,7 +41,7 @@ class MemoryConfig(Config):
     baseline: bool = Field(
         False, description="evaluate_qa: also answer every round's questions with no memory at all (a second pass, "
         "so twice the work) and report beside each round what the memory changed: hits1_without_memory, "
-        "brain_calls_per_question_without_memory, better / worse by question.")
+        "brain_calls_per_question_without_memory (traversal: hand_calls_...), better / worse by question.")
     paraphrase: ParaphraseConfig = Field(
         default_factory=ParaphraseConfig, description="round_kind paraphrase / same_template: the template families.")
 

@@ -71,7 +71,8 @@ class TunedReaderSettings(Config):
         "`directed_by`): about a third fewer prompt tokens, so more evidence lines fit."
     )
     machine_ids: Literal["elided", "shown"] = Field(
-        "elided", description="Bare Freebase machine ids (CVT nodes such as `m.0ljgpd`), which are never an answer: "
+        "elided", description="Bare Freebase machine ids (CVT nodes such as `m.0ljgpd`), which have no text a "
+        "reader could match a question to: "
         "'elided' skips lines whose every chain ends at one, prints them as `*` inside a line and never offers "
         "them as answers (more lines fit the token budget); 'shown' keeps them as they are. Checkpoints that "
         "do not record it were trained with 'shown' (load_settings)."
@@ -215,15 +216,18 @@ def compact_line(line: str) -> str:
 
 _MACHINE_ID = r"[mg]\.[0-9a-z_]+"
 _MACHINE_SET = re.compile(r"\{" + _MACHINE_ID + r"(?: \| " + _MACHINE_ID + r")*\}")
-_LONE_MACHINE_ID = re.compile(r"(?<![^\s{|])" + _MACHINE_ID + r"(?![^\s}|])")
+# a whole entity of a rendered line: it starts the line, follows an arrow, "{", "| " or "& ", and ends
+# the line or comes before " →", " ←", " &", "}" or " |" (rg.evidence.chains' notation)
+_LONE_MACHINE_ID = re.compile(r"(^|[→←] |\{|\| |& )" + _MACHINE_ID + r"(?=$| [→←&]|\}| \|)")
 ELIDED = "*"
 """What a bare machine id (or a set of nothing else) prints as in an elided line."""
 
 
 def elide_machine_ids(line: str) -> str:
     """``A → [education] → m.0ljgpd → [institution] → B`` → ``A → [education] → * → [institution] → B``;
-    a set of machine ids only becomes one ``*``, names (``m. night shyamalan``, ``g.i. joe``) stay."""
-    return _LONE_MACHINE_ID.sub(ELIDED, _MACHINE_SET.sub(ELIDED, line))
+    a set of machine ids only becomes one ``*``; an entity is elided only as a whole, so names
+    (``m. night shyamalan``, ``g.i joe``) stay."""
+    return _LONE_MACHINE_ID.sub(r"\1" + ELIDED, _MACHINE_SET.sub(ELIDED, line))
 
 
 def prompt_messages(settings: TunedReaderSettings, question: str, lines: Sequence[str]) -> list[dict[str, str]]:

@@ -6,7 +6,8 @@ run's checkpoints under the new settings and report a mixture. :func:`check_run_
 the settings that define a run into the run folder on the first submission and, on every later
 one, compares them and stops with the keys that differ and how to proceed. Settings that only
 say how long or where to run (``train.epochs``, workers, Ray, output and evaluation) may change,
-and keys that only one side has (fields added or removed by another rg version) are not compared.
+and keys that only one side has (fields added or removed by another rg version) are not compared,
+except those in :data:`FORMER_DEFAULTS`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ RESUMABLE_KEYS = frozenset(
     {"train.epochs", "num_workers", "use_gpu", "resources_per_worker", "max_failures", "keep_checkpoints", "output_dir", "evaluation", "ray"}
 )
 """Dotted keys (and their sub-keys) that may differ between submissions of one run."""
+FORMER_DEFAULTS: Mapping[str, Any] = {"reader.machine_ids": "shown"}
+"""Fields added with a new default that changes training, and the value a run recorded before them was
+trained with: a record without the key compares as that value, so such a run does not resume under the
+new default (the tuned reader's prompts elide machine ids since ``reader.machine_ids``)."""
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -70,7 +75,8 @@ def check_run_config(storage_path: str, run_name: str, config: Config) -> bool:
         folder.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps(current, indent=1, sort_keys=True))
         return False
-    before = json.loads(record.read_text())
+    recorded = json.loads(record.read_text())
+    before = {**{k: v for k, v in FORMER_DEFAULTS.items() if k in current}, **recorded}
     # keys on one side only come from another rg version's config fields, not from the user
     changed = sorted(k for k in set(before) & set(current) if before[k] != current[k])
     if changed:
