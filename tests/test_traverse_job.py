@@ -83,6 +83,9 @@ def test_llm_traversal_rounds_replay_and_cut_calls(ray_local, tmp_path):
         assert one["tokens_per_question_without_memory"] == {"hand": 100.0}
         assert (one["better_than_without_memory"], one["worse_than_without_memory"]) == (0, 0)
     assert requests == 12 + 2 * 8 and result.run["memory_stats"]["edges"] == 2
+    # this run's usage is the memory pass's; the baseline's calls count in every run's spend
+    assert result.run["llm_usage_this_run"]["total"]["calls"] == 12
+    assert result.run["llm_usage_all_runs"]["total"]["calls"] == 28
     rows = [json.loads(line) for line in result.files.predictions.read_text().splitlines()]
     assert [r["evidence_walks"] for r in rows] == ["traverse:replay", "traverse:replay"]
     assert rows[0]["reader"] == "traverse:llm:scripted" and rows[0]["scorer"] == "none"
