@@ -101,7 +101,7 @@ def evidence_mismatch(checkpoint: str | Path, evidence: EvidenceConfig) -> dict[
     path = Path(checkpoint) / SETTINGS_FILE
     if not path.is_file():
         return {}
-    trained = TunedReaderSettings.model_validate(json.loads(path.read_text())).evidence
+    trained = load_settings(checkpoint).evidence
     if trained is None:
         return {}
     was, now = trained.model_dump(mode="json"), evidence.model_dump(mode="json")
