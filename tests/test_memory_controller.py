@@ -150,6 +150,28 @@ def test_a_close_trace_of_another_template_does_not_gate(planner, store):
     assert third.answers[:1] == ("Michael Mann",)
 
 
+@pytest.mark.parametrize("reworded_skip, edges, analysis", [
+    ("with_replay", False, "brain"), ("with_replay", True, "replay"), ("alone", False, "experience")])
+def test_a_reworded_question_reuses_a_trace_only_when_its_replay_confirms_it(planner, store, reworded_skip, edges,
+                                                                            analysis):
+    """A rewording scores 0.98 against a verified trace: by default the trace is reused only when the edge memory
+    replays this question's chain along the trace's relations; without one the Brain is asked."""
+    table = Table({"who directed TE_1": [1.0, 0.0, 0.0], "which director made TE_1": [0.98, 0.199, 0.0]})
+    pool = ExperiencePool(ExperienceConfig(embedder="hashing", reworded_skip=reworded_skip), table)
+    memory = EdgeMemory(EdgeMemoryConfig(), Table({}, 2)) if edges else None
+    warm = build_controller(CONFIG, schema(), store=store, planner=planner,
+                            memory=PoolMemory(pool, privacy_tag(CONFIG)), edges=memory)
+    assert warm.answer("who directed Casino", ("Casino",)).answers[:1] == ("Martin Scorsese",)
+    second = warm.answer("which director made Casino", ("Casino",))
+    assert second.memory["experience_score"] == pytest.approx(0.98, abs=1e-3)
+    assert second.memory["analysis"] == analysis
+    assert second.memory.get("unconfirmed_match", False) == (analysis == "brain")
+    if analysis == "brain":
+        assert second.brain_calls >= 1
+    else:
+        assert second.brain_calls == 0 and second.answers[:1] == ("Martin Scorsese",)
+
+
 def test_records_of_other_depths_scoring_as_close_make_the_match_ambiguous():
     """ShouldSkipBrain: the best record (0.995 for q1b) has a rival within the margin (0.98) of another depth ->
     ask the Brain; the record's own question (1.0, exact) is not ambiguous."""

@@ -29,7 +29,7 @@ import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import faiss
 import numpy as np
@@ -72,6 +72,13 @@ class ExperienceConfig(Config):
         0.03, ge=0.0, le=1.0,
         description="A confident trace gates only when no other retrieved record scoring within this margin of it "
         "has another depth or relation path (the question key cannot tell those questions apart).")
+    reworded_skip: Literal["alone", "with_replay"] = Field(
+        "with_replay",
+        description="A confident match that is not the same anonymised question (a rewording: score below 1) "
+        "skips the Brain 'alone', or only 'with_replay': when the edge memory replays a chain of this question "
+        "that walks the trace's relations (the controller checks; without an edge memory such a match never "
+        "skips). On MetaQA paraphrases a rewording's nearest trace was another 3-hop template's in 8 of 15 "
+        "uncorroborated reuses (docs/memory.md).")
     exemplar_threshold: float = Field(
         0.9, ge=0.0, le=1.0,
         description="Dual-key score (question and indicator) at or above which a verified record's templates are "
@@ -461,7 +468,7 @@ class ExperiencePool:
         paths = frozenset(b for f in close for b in f.record.agreeing_templates().values() if b)
         init = record.trajectory[-1] if record.trajectory else None
         return MemoryHints(
-            skip_brain=confident,
+            skip_brain=confident, needs_replay=best.score < EXACT and cfg.reworded_skip == "with_replay",
             analysis=RecalledAnalysis(record.indicator, record.relations, record.depth, record.answer_type),
             init=init, warnings=tuple(a for a in warnings if a != init), exemplars=exemplars, relation_paths=paths,
             score=best.score)

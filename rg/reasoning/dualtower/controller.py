@@ -317,16 +317,20 @@ class DualTowerController:
         is still judged against the question): edges enhanced for another question about the same topic
         replay for this one too, and a shorter chain than this question needs would verify and answer it
         with the first hop's entity. Replayed chains only select candidates locally, and only those that
-        agree with the analysis (:meth:`_agreeing`).
+        agree with the analysis (:meth:`_agreeing`). A reworded question's trace (``gate.needs_replay``)
+        is reused only when such a chain confirms it; otherwise the Brain is asked (``unconfirmed_match``).
         """
         if not (gate.skip_brain and gate.analysis is not None):
             return None, "brain"
         a = gate.analysis
-        q.warnings = gate.warnings
         indicator = Indicator(text=a.indicator, relations=a.relations, depth=min(max(a.depth, 1), self.config.d_max),
                               answer_type=a.answer_type)
         analysis = Analysis((), (indicator,), indicator.depth)
         replayed = self._agreeing(q, replay, analysis)
+        if gate.needs_replay and not replayed:
+            q.memory["unconfirmed_match"] = True
+            return None, "brain"
+        q.warnings = gate.warnings
         # the chain this question's own evidence left is the most specific memory; a record's templates
         # hold every path that verified for its template (other answers' paths too)
         q.local_paths = replayed or gate.relation_paths

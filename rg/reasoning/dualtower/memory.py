@@ -82,6 +82,8 @@ class MemoryHints:
         relation_paths: Verified relation paths per branch; the Hand selects candidates with these
             locally instead of asking the Brain.
         score: The best dual-key score.
+        needs_replay: ``skip_brain`` holds only if the edge memory replays a chain of this question that walks
+            ``analysis``'s relations (a reworded question; ``ExperienceConfig.reworded_skip``).
     """
 
     skip_brain: bool = False
@@ -91,6 +93,7 @@ class MemoryHints:
     exemplars: tuple[str, ...] = ()
     relation_paths: frozenset[tuple[tuple[str, ...], ...]] = frozenset()
     score: float = 0.0
+    needs_replay: bool = False
 
 
 @dataclass(frozen=True)
