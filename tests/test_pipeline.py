@@ -102,6 +102,33 @@ def test_config_errors_name_the_fix(tmp_path, data, message):
         validate_config({"output_dir": str(tmp_path), **data}, PipelineConfig)
 
 
+def test_untrained_stages_end_to_end_then_skip_and_redo_a_changed_stage(ray_local, tmp_path):
+    """The default run's pipeline check, without the two Ray Train stages (the full one is slow below)."""
+    root, cache = tmp_path / "run", tmp_path / "cache"
+    data = {key: value for key, value in tiny(root, cache).items() if key not in ("train", "plan", "qa")}
+    data["evaluate"] = {"ks": [10, 100], "methods": [{"kind": "hop_distance"}]}
+    data["qa"] = {"baseline": {"retriever": {"kind": "hop_distance"}, "top_k": 50, "num_actors": 1, "actor_cpus": 0.5,
+                               "batch_size": 6}}
+    report = run_pipeline(validate_config(data, PipelineConfig), progress=False, echo=lambda _: None)
+    assert [(s.name, s.status) for s in report.stages] == [
+        ("build", "ran"), ("refine", "ran"), ("evaluate", "ran"), ("qa/baseline", "ran")]
+    by_name = {s.name: s.result for s in report.stages}
+    assert by_name["refine"].metrics["questions"] == by_name["build"].metrics["built"] == 24
+    assert list(by_name["evaluate"].metrics["answer_recall"]) == ["hop_distance"]
+    rows = (root / "qa/baseline/predictions.jsonl").read_text().splitlines()
+    assert len(rows) == by_name["qa/baseline"].metrics["overall"]["n"] == 6  # the val side: a quarter of 24
+    assert "| qa/baseline | ran |" in format_report(report)
+
+    again = run_pipeline(validate_config(data, PipelineConfig), progress=False, echo=lambda _: None)
+    assert [s.status for s in again.stages] == ["skipped"] * 4
+    assert [s.result for s in again.stages] == [s.result for s in report.stages]
+    data["evaluate"]["ks"] = [5, 10, 100]
+    changed = run_pipeline(validate_config(data, PipelineConfig), progress=False, echo=lambda _: None)
+    assert [s.status for s in changed.stages] == ["skipped", "skipped", "ran", "skipped"]
+    assert json.loads((root / "evaluate/retrieval.json").read_text())["results"][0]["ks"] == [5, 10, 100]
+
+
+@pytest.mark.slow  # two Ray Train stages: 205 s of the default run's 25 minutes; the test above checks the rest
 def test_end_to_end_then_resume(ray_local, tmp_path):
     root, cache = tmp_path / "run", tmp_path / "cache"
     data = tiny(root, cache)

@@ -74,7 +74,8 @@ def _rows(ds) -> list:
     # alone runs with -m slow only (it keeps the default suite nearer 15 minutes); kb_vote_mask
     # too (the unit tests of the vote cover it), and shortest, which privacy_view streams as well
     pytest.param("shortest", marks=pytest.mark.slow), pytest.param("answer_f1", marks=pytest.mark.slow),
-    pytest.param("kb_vote_mask", marks=pytest.mark.slow), "refined", "privacy_view"])
+    pytest.param("kb_vote_mask", marks=pytest.mark.slow), "refined",
+    pytest.param("privacy_view", marks=pytest.mark.slow)])  # 48 s; test_planner_view checks the view itself
 def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path, monkeypatch, mode):
     inputs, kb = two_inputs
     update = {

@@ -66,6 +66,7 @@ def test_two_workers_train_export_resume_and_answer(ray_local, synthetic_parquet
     assert all(p.ok and 1 <= len(p.answers) <= 2 for p in predictions)
 
 
+@pytest.mark.slow  # 45 s; the README's main command streams the reader's examples on Ray Train
 def test_streamed_examples_equal_the_driver_built_ones(ray_local, synthetic_parquet, tmp_path):
     """Ray Data actors score, build evidence and tokenise what the driver used to (examples_on: driver), in order."""
     import pickle

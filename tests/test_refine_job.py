@@ -102,6 +102,7 @@ def run_job(config: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
+@pytest.mark.slow  # a SIGKILLed job midway (85 s); the similarity job's resume test stays in the default run
 def test_killed_job_resumes_to_the_same_labels(ray_local, samples_file, tmp_path):
     def answer(body: dict) -> Reply:  # deterministic per prompt, slow enough to be killed midway
         n = body["messages"][-1]["content"].split("Task:", 1)[1].count("\nPath ")

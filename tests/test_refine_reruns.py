@@ -125,6 +125,7 @@ def test_api_key_is_checked_on_the_driver_before_ray(samples_file, tmp_path, cap
     assert "RG_TEST_NO_SUCH_KEY" in err
 
 
+@pytest.mark.slow  # two job runs (26 s) for one rule
 def test_limit_means_the_first_questions_of_the_input(ray_local, samples_file, tmp_path):
     ids = [s.id for s in read_rog(samples_file)]
     with ScriptedServer(Script.always(Reply("ans: Path 1"))) as srv:
