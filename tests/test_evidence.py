@@ -175,6 +175,41 @@ def test_walk_between_topics_is_not_repeated_backwards():
     assert (via.stats.walks, via.stats.groups) == (3, 1)
 
 
+def test_a_walk_through_another_topic_is_dropped_not_grouped():
+    triples = (("A", "r", "B"), ("B", "s", "X"))
+    dropped = build_evidence(triples, None, ["A", "B"])
+    # A → B → X only repeats B → X behind the A–B link, which A → B keeps
+    assert dropped.lines() == ("A → [r] → B", "B → [s] → X")
+    assert (dropped.stats.walks, dropped.stats.groups, dropped.stats.unanchored) == (2, 0, 0)
+    kept = build_evidence(triples, None, ["A", "B"], EvidenceConfig(through_topics="keep"))
+    assert kept.lines() == ("B → [s] → X & A → [r] → B → [s] → X", "A → [r] → B")
+    # one topic: nothing to pass through, the BFS walks stay
+    assert build_evidence(triples, None, ["A"]).lines() == ("A → [r] → B", "A → [r] → B → [s] → X")
+
+
+def test_two_topics_group_where_their_walks_first_meet_shortest_first():
+    # born in A, studied at B: the two topics' walks meet at P (the answer) and at the CVT c;
+    # they also reach P's spouse S, but only through P, and meet by chance at the country N
+    triples = (
+        ("P", "place_of_birth", "A"), ("P", "education", "c"), ("c", "institution", "B"),
+        ("P", "nationality", "N"), ("A", "containedby", "N"), ("S", "spouse", "P"),
+    )
+    evidence = build_evidence(triples, None, ["A", "B"], EvidenceConfig(order="expected_relevant"))
+    assert evidence.lines() == (
+        "A ← [place_of_birth] ← P & B ← [institution] ← c ← [education] ← P",  # 3 steps
+        "B ← [institution] ← c & A ← [place_of_birth] ← P → [education] → c",  # 3 steps
+        "A → [containedby] → N & B ← [institution] ← c ← [education] ← P → [nationality] → N",  # 4 steps
+        "A ← [place_of_birth] ← P → [education] → c → [institution] → B",
+        "B ← [institution] ← c ← [education] ← P ← [spouse] ← S",  # both reach S past P: no group on S
+        "A ← [place_of_birth] ← P ← [spouse] ← S",
+    )
+    assert [item.ends for item in evidence.items[:3]] == [("P",), ("c",), ("N",)]
+    assert evidence.stats.groups == 3
+    # every walk on exactly one line
+    walks = [(w.source, w.end) for c in evidence.chains() for w in c.walks]
+    assert len(walks) == len(set(walks)) == evidence.stats.walks == 9
+
+
 def test_unanchored_triples_merge_around_a_shared_entity():
     triples = (("m1", "genre", "Drama"), ("m2", "genre", "Drama"), ("m1", "year", "1999"))
     chains = unanchored_chains(triples, [0.0, 0.0, 0.0], [0, 1, 2])

@@ -17,7 +17,7 @@ from rg.evidence.chains import (
     render_entity_set,
 )
 from rg.evidence.config import EvidenceConfig
-from rg.evidence.expand import adjacency, drop_mirrored, expand_walks, unused_triples
+from rg.evidence.expand import adjacency, drop_detours, drop_mirrored, expand_walks, unused_triples
 from rg.evidence.merge import merge_answers, merge_entities, unanchored_chains
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "Walk",
     "adjacency",
     "build_evidence",
+    "drop_detours",
     "drop_mirrored",
     "expand_walks",
     "item_chains",

@@ -23,7 +23,7 @@ import numpy as np
 from rg.data.sample import Triple
 from rg.evidence.chains import EvidenceChain, EvidenceItem, Walk, item_chains, item_sort_key
 from rg.evidence.config import EvidenceConfig
-from rg.evidence.expand import adjacency, check_scores, expand_walks, unused_triples
+from rg.evidence.expand import adjacency, check_scores, drop_detours, expand_walks, unused_triples
 from rg.evidence.merge import merge_answers, merge_entities, triple_walk, unanchored_chains
 
 
@@ -136,6 +136,8 @@ def build_evidence(
     values = check_scores(triples, scores)
     found = _resolve_topics(topics, triples)
     walks = expand_walks(triples, values, found, config.max_length, adjacency(triples))
+    if config.through_topics == "drop":
+        walks = drop_detours(walks, found)
     return assemble_evidence(triples, values, found, walks, config)
 
 

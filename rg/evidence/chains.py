@@ -245,8 +245,13 @@ LineOrder = Literal["strength", "expected_relevant"]
 """How evidence lines are ordered for a prompt (see :func:`item_sort_key`)."""
 
 
-def item_sort_key(item: EvidenceItem, order: LineOrder = "strength") -> tuple[float, int, int, float, tuple[int, ...], str]:
-    """Prompt order, best first, by ``order``:
+def item_sort_key(item: EvidenceItem, order: LineOrder = "strength") -> tuple:
+    """Prompt order, best first.
+
+    Multi-entity groups come first, fewest total steps first: a group's ends satisfy every member
+    topic, and the groups along the shortest topic-to-topic connection (the answer of "which film
+    did A direct and B star in") beat groups that meet by chance one step further on (both
+    people are Swedish). Then, by ``order``:
 
     - ``strength``: the best weakest-step score, which neither rewards nor punishes length by the
       scale of the scores; a prefix of a chain is never weaker than the chain, so a multi-hop
@@ -254,8 +259,10 @@ def item_sort_key(item: EvidenceItem, order: LineOrder = "strength") -> tuple[fl
     - ``expected_relevant``: :attr:`Walk.expected_relevant` (scores read as logits); a chain
       comes before its prefixes, and an extension by an irrelevant step gains almost nothing.
 
-    Ties: multi-entity groups, anchored chains, unanchored chains; shorter first; higher summed
-    score; better-ranked triples; the text."""
-    kind = 0 if isinstance(item, EvidenceGroup) else 1 if item.anchored else 2
+    Ties: anchored chains, unanchored chains; shorter first; higher summed score; better-ranked
+    triples; the text."""
+    group = isinstance(item, EvidenceGroup)
+    steps = sum(len(c) for c in item_chains(item)) if group else 0
+    kind = 0 if group else 1 if item.anchored else 2
     first = -item.strength if order == "strength" else -item.expected_relevant
-    return (first, kind, len(item), -item.score, item.triple_ids, item.render())
+    return (steps if group else math.inf, first, kind, len(item), -item.score, item.triple_ids, item.render())

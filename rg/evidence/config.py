@@ -33,6 +33,15 @@ class EvidenceConfig(Config):
             "'planner' only; rg.evidence.planned), scored by each path's share of the planner's belief."
         ),
     )
+    through_topics: Literal["drop", "keep"] = Field(
+        "drop",
+        description=(
+            "With two or more topic entities, what to do with a BFS walk that passes through another "
+            "topic on its way ('A … B → … X'). 'drop': that topic's own walk carries the same steps, and "
+            "the walk ending at it keeps the A–B link, so the detour only repeats evidence and, with "
+            "merge_entities, makes spurious groups on its ends. 'keep': the walks as BFS finds them."
+        ),
+    )
     keep_unanchored: bool = Field(
         True,
         description=(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Sequence
+from typing import Collection, Sequence
 
 from rg.data.sample import Triple
 from rg.evidence.chains import Walk
@@ -148,6 +148,18 @@ def drop_mirrored(walks: Sequence[Walk]) -> list[Walk]:
         seen.add((walk.source, walk.end, ids))
         kept.append(walk)
     return kept
+
+
+def drop_detours(walks: Sequence[Walk], topics: Collection[str]) -> list[Walk]:
+    """Drop a walk that passes through another topic entity on its way.
+
+    With topics A and B, the BFS from A also reaches everything behind B, as ``A … B → … X``;
+    B's own walk ``B → … X`` carries the same steps without the detour, and the walk that ends
+    at B keeps the A–B connection. Only walks that *pass* a topic go: one that ends at a topic
+    stays, since the entities on it are what joins the two topics.
+    """
+    topic_set = set(topics)
+    return [w for w in walks if topic_set.isdisjoint(w.path.entities[1:-1])]
 
 
 def unused_triples(n_triples: int, walks: Sequence[Walk]) -> tuple[int, ...]:

@@ -8,8 +8,8 @@
   ``Drama ← [genre] ← {m1 | m2}``. Every triple lands in exactly one chain.
 * :func:`merge_entities`: chains from different topic entities whose ends overlap are placed
   together in an :class:`EvidenceGroup`, each restricted to the shared ends (the candidates
-  both topics support); the walks of a member that end elsewhere stay as a separate chain, so
-  no walk is lost or shown twice.
+  both topics support) where their walks first meet; the walks of a member that end elsewhere
+  stay as a separate chain, so no walk is lost or shown twice.
 """
 
 from __future__ import annotations
@@ -90,12 +90,23 @@ def unanchored_chains(
     return chains
 
 
+def _passed_on_the_way(chain: EvidenceChain) -> dict[str, frozenset[str]]:
+    """End → the entities strictly between the source and that end, over the chain's walks."""
+    passed: dict[str, set[str]] = defaultdict(set)
+    for walk in chain.walks:
+        passed[walk.end].update(walk.path.entities[1:-1])
+    return {end: frozenset(entities) for end, entities in passed.items()}
+
+
 def merge_entities(chains: Sequence[EvidenceChain]) -> list[EvidenceItem]:
     """Place chains from different topic entities with overlapping ends together.
 
     Greedy, in :func:`item_sort_key` order: each chain not yet grouped seeds a group and takes,
     in the same order, every chain from a source not yet in the group whose ends overlap the
     group's shared ends (which shrink to the intersection). Each chain joins at most one group.
+    An end counts as shared only where the walks first *meet* there: walks that already passed
+    a common entity (both topics reach person P, then P's spouse) meet at P, and the group on
+    the spouse would only repeat that meeting one step further.
 
     Args:
         chains: Anchored chains (after :func:`merge_answers`).
@@ -108,6 +119,7 @@ def merge_entities(chains: Sequence[EvidenceChain]) -> list[EvidenceItem]:
         return list(chains)
     order = sorted(range(len(chains)), key=lambda i: item_sort_key(chains[i]))
     ends = [set(c.ends) for c in chains]
+    passed = [_passed_on_the_way(c) for c in chains]
     used: set[int] = set()
     items: list[EvidenceItem] = []
     for seed in order:
@@ -117,7 +129,8 @@ def merge_entities(chains: Sequence[EvidenceChain]) -> list[EvidenceItem]:
         for other in order:
             if other in used or chains[other].source in sources:
                 continue
-            common = shared & ends[other]
+            common = {e for e in shared & ends[other]
+                      if all(passed[m][e].isdisjoint(passed[other][e]) for m in members)}
             if common:
                 members.append(other)
                 shared = common
