@@ -245,7 +245,9 @@ LineOrder = Literal["strength", "expected_relevant"]
 """How evidence lines are ordered for a prompt (see :func:`item_sort_key`)."""
 
 
-def item_sort_key(item: EvidenceItem, order: LineOrder = "strength") -> tuple:
+def item_sort_key(
+    item: EvidenceItem, order: LineOrder = "strength"
+) -> tuple[float, float, int, int, float, tuple[int, ...], str]:
     """Prompt order, best first.
 
     Multi-entity groups come first, fewest total steps first: a group's ends satisfy every member
