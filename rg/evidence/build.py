@@ -2,7 +2,8 @@
 
 :func:`build_evidence` runs the whole stage: BFS walks from the topic entities
 (:mod:`rg.evidence.expand`; with ``through_topics: drop``, none passing through another topic),
-multi-answer merging, unanchored one-step chains for the triples no walk used, multi-entity merging (:mod:`rg.evidence.merge`), and orders the lines for a prompt.
+multi-answer merging, unanchored one-step chains for the triples no walk used, multi-entity
+merging (:mod:`rg.evidence.merge`), and orders the lines for a prompt.
 :func:`triple_evidence` is the baseline without any of it: one line per retrieved triple, in
 retrieval order (the input SubgraphRAG gives its reader). Both return an :class:`Evidence`,
 which readers take, and its :class:`EvidenceStats` say how many lines the triples became::
