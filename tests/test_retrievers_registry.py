@@ -136,3 +136,16 @@ class TestEveryKind:
 def test_load_from_a_folder_without_checkpoint(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="not a retriever checkpoint"):
         load_retriever(tmp_path)
+
+
+def test_the_mlp_path_does_not_import_pyg_until_pna_is_built():
+    """Every QA actor and training worker imports the registry; only a PNA model needs PyTorch Geometric."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import rg.evaluation.qa_job, rg.training.ray_train; from rg.retrievers import build_retriever; "
+            "build_retriever('mlp'); print('torch_geometric' in sys.modules); "
+            "from rg.retrievers.registry import retriever_spec; retriever_spec('pna').model_class; "
+            "print('torch_geometric' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True"]

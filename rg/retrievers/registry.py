@@ -1,5 +1,8 @@
 """The retriever registry: kind name → (config class, model class), fixed at import.
 
+A model class is imported when a spec first asks for it, so that listing or validating kinds (every QA
+actor with the MLP) does not import PyTorch Geometric, which only PNA needs (~3 s per process).
+
 Like PEFT's method registry: callers name a kind and pass its config, and
 :func:`build_retriever` returns the model. :func:`load_retriever` picks the class from a
 checkpoint's recorded kind::
@@ -11,6 +14,7 @@ checkpoint's recorded kind::
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +26,8 @@ import torch
 from rg.config import validate_config
 from rg.retrievers.base import CheckpointMeta, Retriever, RetrieverConfig, read_meta
 from rg.retrievers.graphs import QuestionGraph
-from rg.retrievers.mlp import MLPConfig, MLPRetriever
-from rg.retrievers.pna import PNAConfig, PNARetriever
+from rg.retrievers.mlp.config import MLPConfig
+from rg.retrievers.pna.config import PNAConfig
 
 
 @dataclass(frozen=True)
@@ -32,17 +36,23 @@ class RetrieverSpec:
 
     Attributes:
         config_class: Its config.
-        model_class: Its model.
+        model_path: ``module:Class`` of its model, imported on first use (:attr:`model_class`).
     """
 
     config_class: type[RetrieverConfig]
-    model_class: type[Retriever]
+    model_path: str
+
+    @property
+    def model_class(self) -> type[Retriever]:
+        """The model class (its module is imported here the first time)."""
+        module, _, name = self.model_path.partition(":")
+        return getattr(importlib.import_module(module), name)
 
 
 REGISTRY: Mapping[str, RetrieverSpec] = MappingProxyType(
     {
-        MLPRetriever.kind: RetrieverSpec(MLPConfig, MLPRetriever),
-        PNARetriever.kind: RetrieverSpec(PNAConfig, PNARetriever),
+        "mlp": RetrieverSpec(MLPConfig, "rg.retrievers.mlp:MLPRetriever"),
+        "pna": RetrieverSpec(PNAConfig, "rg.retrievers.pna.model:PNARetriever"),
     }
 )
 """Kind → spec; read-only."""

@@ -26,7 +26,6 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
-from torch_geometric.utils import scatter
 
 from rg.retrievers.base import RetrieverConfig
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch
@@ -172,10 +171,21 @@ def gate_targets(
     flows = flows.to(torch.float32)
     pair = batch.triple_graph * num_relations + relation_column  # (T,)
     size = batch.num_graphs * num_relations
-    targets = scatter(flows, pair, dim=0, dim_size=size, reduce="max")  # (B * R_b, 2S)
+    targets = scatter_max(flows, pair, size)  # (B * R_b, 2S)
     present = torch.zeros(size, dtype=torch.bool, device=pair.device)
     present[pair] = True
     return targets.view(batch.num_graphs, num_relations, -1), present.view(batch.num_graphs, num_relations)
+
+
+def scatter_max(src: torch.Tensor, index: torch.Tensor, size: int) -> torch.Tensor:
+    """Row ``i`` of the result is the maximum of the rows of ``src`` whose ``index`` is ``i``, 0 where there
+    are none (PyG's ``scatter(..., reduce="max")``, on torch alone so that the MLP path does not import PyG).
+
+    Shapes:
+        src: (N, *F); index: (N,) -> (size, *F)
+    """
+    spread = index.view(-1, *([1] * (src.dim() - 1))).expand_as(src)
+    return src.new_zeros((size, *src.shape[1:])).scatter_reduce_(0, spread, src, reduce="amax", include_self=False)
 
 
 def walk(
@@ -202,7 +212,7 @@ def walk(
     for step in range(gates.shape[1] // 2):
         forward = gates[:, 2 * step] * x[head]  # (T,)
         backward = gates[:, 2 * step + 1] * x[tail]  # (T,)
-        x = scatter(torch.cat([forward, backward]), ends, dim=0, dim_size=x.shape[0], reduce="max")  # (E,)
+        x = scatter_max(torch.cat([forward, backward]), ends, x.shape[0])  # (E,)
         reached.append(x)
         flows.extend([forward, backward])
     if not reached:
