@@ -207,3 +207,62 @@ def test_a_qa_run_with_other_evidence_settings_than_the_readers_training_is_warn
     assert "Fix: set the same `evidence` values" in err
     same = cfg.model_copy(update={"evidence": trained})
     assert reader_evidence_mismatch(same) == {} and capsys.readouterr().err == ""
+
+
+_BF16_CHECK = """
+import json, sys, tempfile, torch
+from pathlib import Path
+from rg.evidence import EvidenceConfig, build_evidence
+from rg.reasoning.tuned_reader import TunedReader, TunedReaderSettings, build_prompt, eos_id
+from rg.training.planner_loop import collate
+from rg.training.reader_loop import ReaderItem, ReaderLora, ReaderLoss, lora_reader_model, reader_examples
+from rg.training.reader_ray import save_reader
+triples, scores = json.loads(sys.argv[1])
+ev = build_evidence([tuple(t) for t in triples], scores, ["Inception"], EvidenceConfig(max_length=2))
+out = {}
+models = {}
+for precision in ("fp32", "bf16"):
+    torch.manual_seed(0)
+    models[precision], tokenizer = lora_reader_model(TunedReaderSettings(precision=precision), ReaderLora())
+bf16 = models["bf16"]
+out["base"] = str(bf16.get_base_model().dtype)
+out["adapter"] = sorted({str(p.dtype) for p in bf16.parameters() if p.requires_grad})
+item = ReaderItem("a", "who directed Inception", ev, ("Christopher Nolan",))
+examples, _ = reader_examples([item], tokenizer, TunedReaderSettings(), eos_id(tokenizer, bf16))
+batch = collate(examples, tokenizer.pad_token_id, side="left")
+with torch.no_grad():
+    out["loss"] = {p: float(ReaderLoss(m.eval())(**batch)) for p, m in models.items()}
+settings = TunedReaderSettings(precision="bf16")
+loaded = TunedReader.load(save_reader(bf16, settings, Path(tempfile.mkdtemp()) / "reader"))
+out["read_dtype"] = str(next(loaded.model.parameters()).dtype)
+out["answers"] = [name for name, _ in loaded.answer(item.question, ev)]
+out["shown"] = list(build_prompt(tokenizer, settings, item.question, ev).candidates)
+print(json.dumps(out))
+"""
+
+
+def test_bf16_base_trains_an_fp32_adapter_to_the_same_loss_and_reads_back_in_bf16(base):
+    """Run without the tests' AVX2 pin (conftest), which torch's bf16 attention cannot run under."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    probe = "from rg.models.precision import native_bf16; print(native_bf16(cuda=False))"
+    if subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True).stdout.strip() != "True":
+        pytest.skip("this CPU has no native bf16 units (AVX512-BF16 or AMX), where precision 'auto' is fp32")
+    scores = (0.9, 0.5, 0.4, 0.3, 0.2)
+    done = subprocess.run([sys.executable, "-c", _BF16_CHECK, json.dumps([TRIPLES, scores])], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["base"] == "torch.bfloat16" and out["adapter"] == ["torch.float32"]  # optimiser state stays fp32
+    assert out["loss"]["bf16"] == pytest.approx(out["loss"]["fp32"], rel=0.05)
+    assert out["read_dtype"] == "torch.bfloat16" and 1 <= len(out["answers"]) and set(out["answers"]) <= set(out["shown"])
+
+
+def test_a_checkpoint_before_precision_reads_in_fp32(tmp_path):
+    (tmp_path / "reader.json").write_text(TunedReaderSettings().model_dump_json(exclude={"precision"}))
+    assert load_settings(tmp_path).precision == "fp32"
+    assert TunedReaderSettings().precision == "auto"

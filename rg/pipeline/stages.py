@@ -162,7 +162,7 @@ def _read(cfg: ReaderTrainConfig, progress: bool) -> StageResult:
     report = train_reader(cfg)
     best = report["best_metrics"]
     return StageResult(
-        result=f"tuned reader ({report['base']} + LoRA) on {report['train_examples']} of {report['train_questions']} "
+        result=f"tuned reader ({report['base']} in {report['precision']['base_weights']} + LoRA) on {report['train_examples']} of {report['train_questions']} "
         f"train questions ({report['num_workers']} workers, mean prompt {report['mean_prompt_tokens']:.0f} tokens): "
         f"best val Hits@1 {best.get('val_hits_at_1', float('nan')):.3f} at epoch {report['best_epoch']}",
         metrics={"metric": report["metric"], "best_value": best.get("val_hits_at_1"), "best_epoch": report["best_epoch"],

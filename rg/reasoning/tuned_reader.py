@@ -35,6 +35,7 @@ from rg.evidence import Evidence
 from rg.evidence.chains import item_chains
 from rg.evidence.config import EvidenceConfig
 from rg.llm.prompts import PromptTemplate
+from rg.models.precision import Precision, resolve_dtype
 from rg.reasoning.base import Reading, link_answers
 
 NO_CANDIDATES = "no_candidates"
@@ -77,6 +78,12 @@ class TunedReaderSettings(Config):
         "them as answers (more lines fit the token budget); 'shown' keeps them as they are. Checkpoints that "
         "do not record it were trained with 'shown' (load_settings)."
     )
+    precision: Precision = Field(
+        "auto", description="Number format of the frozen base weights in training and reading: 'auto' (bf16 "
+        "where the device multiplies bf16 natively, as CPUs with AMX or AVX512-BF16 do, else fp32), 'fp32' or "
+        "'bf16' (rg.models.precision). The adapter trains in fp32 either way. Checkpoints that do not record "
+        "it were trained in fp32 and are read so (load_settings)."
+    )
     prompt_id: str = Field(READ_TUNED.full_id, description="The prompt template the adapter learned.")
     evidence: EvidenceConfig | None = Field(
         None, description="The evidence settings the reader was trained on (set by the training job from its "
@@ -86,9 +93,10 @@ class TunedReaderSettings(Config):
 
 
 def load_settings(checkpoint: str | Path) -> TunedReaderSettings:
-    """A checkpoint's ``reader.json``; one that predates ``machine_ids`` read with the ids it was trained on."""
+    """A checkpoint's ``reader.json``; one that predates ``machine_ids`` or ``precision`` read as it was
+    trained (ids shown, fp32)."""
     recorded = json.loads((Path(checkpoint) / SETTINGS_FILE).read_text())
-    return TunedReaderSettings.model_validate({"machine_ids": "shown", **recorded})
+    return TunedReaderSettings.model_validate({"machine_ids": "shown", "precision": "fp32", **recorded})
 
 
 def evidence_mismatch(checkpoint: str | Path, evidence: EvidenceConfig) -> dict[str, list[Any]]:
@@ -302,7 +310,7 @@ class TunedReader:
     @classmethod
     def load(cls, checkpoint: str | Path, max_answers: int | None = None,
              cache_dir: str | Path | None = None) -> "TunedReader":
-        """Base model from the registry, adapter merged from ``checkpoint/adapter``.
+        """Base model from the registry, adapter merged from ``checkpoint/adapter``, in the checkpoint's precision.
 
         Raises:
             FileNotFoundError: if ``checkpoint`` is not a tuned reader folder.
@@ -322,8 +330,8 @@ class TunedReader:
         base = resolve_model(settings.base, cache_dir)
         tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(base, local_files_only=True, dtype=torch.float32)
-        model = PeftModel.from_pretrained(model, str(folder / ADAPTER_DIR)).merge_and_unload()
-        return cls(model, tokenizer, settings)
+        model = PeftModel.from_pretrained(model, str(folder / ADAPTER_DIR)).merge_and_unload()  # merged in fp32
+        return cls(model.to(resolve_dtype(settings.precision)), tokenizer, settings)
 
     @classmethod
     def from_config(cls, config: TunedReaderConfig) -> "TunedReader":

@@ -29,6 +29,7 @@ from torch import nn
 from rg.config import Config
 from rg.evidence import Evidence
 from rg.metrics import normalize_answer
+from rg.models.precision import resolve_dtype
 from rg.reasoning.tuned_reader import AnswerGrammar, TunedReader, TunedReaderSettings, build_prompt
 from rg.retrievers.planner.model import IGNORE_INDEX, Example
 from rg.training.planner_loop import example_batches, train_epoch
@@ -105,7 +106,8 @@ class ReaderLoss(nn.Module):
 
 
 def lora_reader_model(settings: TunedReaderSettings, lora: ReaderLora, cache_dir: str | None = None):
-    """The base model from the registry with a fresh LoRA adapter; returns ``(peft model, tokenizer)``."""
+    """The base model from the registry, in ``settings.precision``, with a fresh fp32 LoRA adapter; returns
+    ``(peft model, tokenizer)``."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -113,7 +115,7 @@ def lora_reader_model(settings: TunedReaderSettings, lora: ReaderLora, cache_dir
 
     folder = resolve_model(settings.base, cache_dir)
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    base = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
+    base = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=resolve_dtype(settings.precision))
     layers = base.config.num_hidden_layers
     if lora.top_layers is not None and lora.top_layers > layers:
         raise ValueError(f"lora.top_layers ({lora.top_layers}) exceeds the base model's {layers} layers")

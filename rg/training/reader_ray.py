@@ -45,6 +45,7 @@ from rg.data.streaming import batch_samples, read_side
 from rg.evaluation.job import MethodConfig, build_scorer
 from rg.evaluation.qa import question_evidence
 from rg.evidence import EvidenceConfig
+from rg.models.precision import dtype_name
 from rg.reasoning.tuned_reader import ADAPTER_DIR, SETTINGS_FILE, TunedReader, TunedReaderSettings, eos_id
 from rg.runtime import RayConfig, init_ray
 from rg.text import EncoderConfig, TextEncoder
@@ -147,6 +148,7 @@ def reader_loop_per_worker(config: dict[str, Any]) -> None:
     val = shard_rows("val", "item")
     torch.manual_seed(fit_cfg.seed)
     model, tokenizer = lora_reader_model(settings, lora)
+    dtype = dtype_name(model.get_base_model().dtype)  # what settings.precision means on this worker
 
     start_epoch, optimizer_state, history = 0, None, []
     checkpoint = ray.train.get_checkpoint()
@@ -182,7 +184,7 @@ def reader_loop_per_worker(config: dict[str, Any]) -> None:
             save_reader(model, settings, folder / READER_DIR)
             if engine is None:  # a ZeRO optimizer's state is partitioned across ranks: not saved from rank 0
                 torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
-            (folder / STATE_FILE).write_text(json.dumps({"epoch": epoch, "history": history}, indent=2) + "\n")
+            (folder / STATE_FILE).write_text(json.dumps({"epoch": epoch, "history": history, "dtype": dtype}, indent=2) + "\n")
             ray.train.report(with_worker_group(row), checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
     fit_reader(model, tokenizer, train, val, settings, fit_cfg, wrapped=wrapped, on_epoch_end=on_epoch_end,
@@ -359,6 +361,7 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=()) -> dict[str, Any]:
     report = {
         "run_name": cfg.run_name,
         "base": cfg.reader.base,
+        "precision": {"setting": cfg.reader.precision, "base_weights": state.get("dtype", "fp32")},
         "retriever": cfg.retriever.name or f"{cfg.retriever.kind}:{cfg.retriever.path}",
         "examples_on": cfg.examples_on,
         "train_questions": data.train_questions,
@@ -384,7 +387,8 @@ def format_reader_report(report: dict[str, Any]) -> str:
     """A short text summary of a :func:`train_reader` report."""
     best = report["best_metrics"]
     return "\n".join([
-        f"run {report['run_name']} (tuned reader on {report['base']}, evidence from {report['retriever']}, "
+        f"run {report['run_name']} (tuned reader on {report['base']} in {report['precision']['base_weights']}, "
+        f"evidence from {report['retriever']}, "
         f"{report['num_workers']} workers)",
         f"questions: {report['train_questions']} train ({report['train_examples']} with a gold answer in evidence), "
         f"{report['val_questions']} val; mean prompt {report['mean_prompt_tokens']:.0f} tokens",
