@@ -53,6 +53,8 @@ def test_two_workers_train_export_resume_and_answer(ray_local, synthetic_parquet
     assert row["world_size"] == 2.0 and row["val_questions"] == 4.0  # both shards' counts were summed
     assert 0.0 <= row["val_hits_at_1"] <= row["val_hit"] <= 1.0
     assert json.loads((tmp_path / "out" / REPORT_FILE).read_text())["best_epoch"] == 0
+    # the workers say what `auto` meant for them: fp32 under the tests' AVX2 pin (tests/conftest.py)
+    assert report["precision"] == {"setting": "auto", "base_weights": "fp32"}
 
     resumed = train_reader(config(synthetic_parquet, tmp_path, epochs=2))
     assert resumed["resumed"] and [int(r["epoch"]) for r in resumed["history"]] == [0, 1]
