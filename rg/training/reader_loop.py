@@ -91,7 +91,6 @@ class ReaderLoss(nn.Module):
 
     def __init__(self, lm: nn.Module) -> None:
         super().__init__()
-        self.lm = lm
         self.decoder = lm.get_decoder()  # the layers, with the adapter's modules inside them
         self.head = lm.get_output_embeddings()
 
