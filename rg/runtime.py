@@ -14,6 +14,9 @@ from rg.config import Config
 TRAIN_POLL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
 """Ray Train's controller reads its poll interval from this variable (the driver's value is passed on)."""
 
+FOOTER_ACTORS_ENV = "RAY_DATA_PARQUET_FOOTER_NUM_ACTORS"
+"""Ray Data's parquet reader reads this when the driver plans a read (``FooterFileIndexer``)."""
+
 
 class RayConfig(Config):
     """Where the job's Ray runs.
@@ -32,6 +35,13 @@ class RayConfig(Config):
         f"(${TRAIN_POLL_ENV}, Ray's default 2 s). A worker's report waits until the previous one is collected, so "
         "with Ray's default every epoch shorter than 2 s lasts 2 s. An explicitly set environment variable wins.",
     )
+    parquet_footer_actors: int = Field(
+        1, ge=1, le=64,
+        description=f"Actors Ray Data starts at every parquet read to read the files' footers (${FOOTER_ACTORS_ENV}, "
+        "Ray's default 32). rg's inputs are a few shards per job, and each of those actors is a new process: on a "
+        "2-core node 32 of them cost 5-10 s per read while other work starts. Raise it for inputs of thousands of "
+        "files. An explicitly set environment variable wins.",
+    )
 
 
 def init_ray(config: RayConfig) -> None:
@@ -39,6 +49,7 @@ def init_ray(config: RayConfig) -> None:
     import ray
 
     os.environ.setdefault(TRAIN_POLL_ENV, str(config.train_poll_s))  # read when a trainer starts its controller
+    os.environ.setdefault(FOOTER_ACTORS_ENV, str(config.parquet_footer_actors))  # read on the driver at each read
     if ray.is_initialized():
         return
     address = config.address or os.environ.get("RAY_ADDRESS")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from rg.data.integrity import EmptyInputError, require_parquet
 from rg.data.paths import resolve_data_path
@@ -39,7 +39,15 @@ BATCH_ROWS = 32
 """Questions per Ray Data batch of :func:`read_side` (a 3-hop MetaQA row holds up to 5,000 triples)."""
 
 MAX_ACTORS = 8
-"""Upper bound of the actor pool of :func:`read_side` and :func:`map_in_order`."""
+"""Upper bound of the actor pool (or of the concurrent tasks) of :func:`read_side` and :func:`map_in_order`."""
+
+Setup = Literal["per_actor", "per_batch"]
+"""Where a map's callable class is built: once per actor of a pool, or in a task for every batch.
+
+``per_actor`` suits a class that loads a model. ``per_batch`` suits a cheap one (labels, a name
+index): the tasks run in Ray's shared worker processes, which outlive the pass and have the
+modules imported already, while every actor pool starts new processes that import torch and rg
+again (6-8 s per pass on a 2-core node, and a training job makes four such passes)."""
 
 
 def read_input(source: str, limit: int | None, ids: frozenset[str] | None = None) -> "ray.data.Dataset":
@@ -101,9 +109,10 @@ def first_ids(files: list[str], limit: int, ids: frozenset[str] | None) -> froze
 
 
 def read_side(
-    sources: Sequence[str], ids: Collection[str], udf: type, kwargs: Mapping[str, Any], batch_rows: int = BATCH_ROWS
+    sources: Sequence[str], ids: Collection[str], udf: type, kwargs: Mapping[str, Any], batch_rows: int = BATCH_ROWS,
+    setup: Setup = "per_actor",
 ) -> "ray.data.Dataset":
-    """The rows of the questions ``ids`` from every input, mapped by an actor pool of ``udf``, in input order.
+    """The rows of the questions ``ids`` from every input, mapped by ``udf``, in input order.
 
     Args:
         sources: RoG files or folders, read in this order.
@@ -111,35 +120,42 @@ def read_side(
         udf: A Ray Data callable class taking a ``pyarrow.Table`` batch of RoG rows.
         kwargs: Its constructor's keyword arguments.
         batch_rows: Rows per batch.
+        setup: Build ``udf`` once per actor or for every batch (:data:`Setup`).
     """
     ids = frozenset(ids)
     parts = [read_input(source, None, ids) for source in sources]
     ds = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
-    return map_in_order(ds, len(ids), udf, kwargs, batch_rows)
+    return map_in_order(ds, len(ids), udf, kwargs, batch_rows, setup)
 
 
 def map_in_order(
-    ds: "ray.data.Dataset", rows: int, udf: type, kwargs: Mapping[str, Any], batch_rows: int = BATCH_ROWS
+    ds: "ray.data.Dataset", rows: int, udf: type, kwargs: Mapping[str, Any], batch_rows: int = BATCH_ROWS,
+    setup: Setup = "per_actor",
 ) -> "ray.data.Dataset":
-    """``ds`` (about ``rows`` rows) mapped in ``pyarrow`` batches by an actor pool of ``udf``, blocks kept in order.
+    """``ds`` (about ``rows`` rows) mapped in ``pyarrow`` batches by ``udf(**kwargs)``, blocks kept in order.
 
-    The pool grows only into CPUs that are free, and its actors leave :data:`INPUT_CPUS` to the
-    tasks that feed them: if the actors held every CPU, those tasks could never run.
+    ``setup`` says whether an actor pool builds ``udf`` once per actor or tasks build it per batch
+    (:data:`Setup`). The pool (or the number of concurrent tasks) grows only into CPUs that are
+    free, and leaves :data:`INPUT_CPUS` to the tasks that feed it: if the map held every CPU, those
+    tasks could never run.
     """
     import ray
 
     cpus = ray.cluster_resources().get("CPU", 1.0)
     size = max(1, min(MAX_ACTORS, math.ceil(max(rows, 1) / batch_rows), int(cpus)))
-    ds = ds.map_batches(
-        udf,
-        fn_constructor_kwargs=dict(kwargs),
-        batch_size=batch_rows,
-        batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size),
-        num_cpus=max(0.01, min(1.0, (cpus - INPUT_CPUS) / size)),
-    )
+    shared = {"batch_size": batch_rows, "batch_format": "pyarrow", "num_cpus": max(0.01, min(1.0, (cpus - INPUT_CPUS) / size))}
+    if setup == "per_batch":
+        ds = ds.map_batches(_built_per_batch, fn_kwargs={"udf": udf, "udf_kwargs": dict(kwargs)}, concurrency=size, **shared)
+    else:
+        ds = ds.map_batches(udf, fn_constructor_kwargs=dict(kwargs),
+                            compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size), **shared)
     ds.context.execution_options.preserve_order = True  # blocks in input order: same shards for the same input
     return ds
+
+
+def _built_per_batch(batch: "pa.Table", udf: type, udf_kwargs: Mapping[str, Any]) -> "pa.Table":
+    """The task function of a ``per_batch`` map: build ``udf`` and apply it to one batch."""
+    return udf(**udf_kwargs)(batch)
 
 
 def in_order(rows: Iterable[Mapping[str, Any]], order: Sequence[str]) -> Iterator[Mapping[str, Any]]:

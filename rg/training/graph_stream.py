@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from rg.data.paths import resolve_data_path
 from rg.data.sample import Sample
-from rg.data.streaming import batch_samples, in_order, read_side
+from rg.data.streaming import Setup, batch_samples, in_order, read_side
 from rg.retrievers.graphs import EmbeddingTables, QuestionGraph
 from rg.supervision.answer_paths import DEFAULT_MAX_LEN, search_kb
 from rg.supervision.labels import label_ids
@@ -125,7 +125,7 @@ def stream_training_graphs(
         require_labels([s.id for s in (*train, *val)], label_ids(str(labels.path)))
     targets: list[PlanTarget] = []
     for side in (train, val):
-        scan = read_side(sources, [s.id for s in side], _Scan, {"labels": labels})
+        scan = read_side(sources, [s.id for s in side], _Scan, {"labels": labels}, setup=_Scan.setup(labels))
         for row in in_order(scan.iter_rows(), [s.id for s in side]):
             vocabulary.add_names(map(str, row["entities"]), map(str, row["relations"]))
             if row["target"]:
@@ -133,8 +133,10 @@ def stream_training_graphs(
     tables, index = vocabulary.embed(encoder)
     voted = _voted(targets, {s.id for s in train}) if labels.template_vote else None
     shared = {"index": ray.put(index), "labels": labels, "voted": None if voted is None else ray.put(voted)}
-    train_ds = read_side(sources, [s.id for s in train], _GraphRows, {**shared, "skip_unlabelled": skip_unlabelled})
-    val_ds = read_side(sources, [s.id for s in val], _GraphRows, {**shared, "skip_unlabelled": None})
+    setup = _GraphRows.setup(labels)
+    train_ds = read_side(sources, [s.id for s in train], _GraphRows, {**shared, "skip_unlabelled": skip_unlabelled},
+                         setup=setup)
+    val_ds = read_side(sources, [s.id for s in val], _GraphRows, {**shared, "skip_unlabelled": None}, setup=setup)
     train_ds, val_ds = train_ds.materialize(), val_ds.materialize()
     return TrainingGraphs(train=train_ds, val=val_ds, train_usable=train_ds.count(), tables=tables, index=index)
 
@@ -152,11 +154,16 @@ def _voted(targets: Sequence[PlanTarget], train_ids: set[str]) -> dict[str, tupl
 
 
 class _Scan:
-    """Ray Data actor of the scan pass: names per question (and candidate paths for a template vote)."""
+    """Ray Data map of the scan pass: names per question (and candidate paths for a template vote)."""
 
     def __init__(self, labels: LabelConfig) -> None:
         self.labels = labels
         self.kb = search_kb(labels.weak) if labels.template_vote else None
+
+    @staticmethod
+    def setup(labels: LabelConfig) -> Setup:
+        """Once per actor when it opens the KG (a template vote), else per batch (:data:`Setup`)."""
+        return "per_actor" if labels.template_vote else "per_batch"
 
     def __call__(self, batch: "pa.Table") -> "pa.Table":
         import pyarrow as pa
@@ -179,7 +186,7 @@ class _Scan:
 
 
 class _GraphRows:
-    """Ray Data actor of the graph pass: labels joined per batch, one pickled :class:`QuestionGraph` per row.
+    """Ray Data map of the graph pass: labels joined per batch, one pickled :class:`QuestionGraph` per row.
 
     ``skip_unlabelled`` None keeps every row (validation); a bool drops the rows :func:`trainable` refuses.
     """
@@ -191,8 +198,16 @@ class _GraphRows:
         self.voted = None if voted is None else ray.get(voted)
         self.labels = labels
         self.skip_unlabelled = skip_unlabelled
-        answer_f1 = labels.source == "weak" and labels.weak.rule == "answer_f1" and not labels.template_vote
-        self.kb = search_kb(labels.weak) if answer_f1 else None
+        self.kb = search_kb(labels.weak) if self._opens_kg(labels) else None
+
+    @staticmethod
+    def _opens_kg(labels: LabelConfig) -> bool:
+        return labels.source == "weak" and labels.weak.rule == "answer_f1" and not labels.template_vote
+
+    @classmethod
+    def setup(cls, labels: LabelConfig) -> Setup:
+        """Once per actor when it opens the KG (answer-F1 weak paths), else per batch (:data:`Setup`)."""
+        return "per_actor" if cls._opens_kg(labels) else "per_batch"
 
     def __call__(self, batch: "pa.Table") -> "pa.Table":
         import pyarrow as pa

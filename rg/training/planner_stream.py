@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from rg.data.paths import resolve_data_path
 from rg.data.sample import Sample
-from rg.data.streaming import batch_samples, in_order, map_in_order, read_side
+from rg.data.streaming import Setup, batch_samples, in_order, map_in_order, read_side
 from rg.retrievers.planner.model import PlanEncoder
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import labels_by_id
@@ -132,8 +132,9 @@ def scan_targets(
     if view_schema_dir is not None:  # likewise
         view_schema_dir = str(resolve_data_path(view_schema_dir).resolve())
     kwargs = {"labels": labels, "max_len": max_len, "view_schema_dir": view_schema_dir}
-    train_ds = read_side(sources, [s.id for s in train], _TargetScan, kwargs).materialize()
-    val_ds = read_side(sources, [s.id for s in val], _TargetScan, kwargs).materialize()
+    setup = _TargetScan.setup(labels, view_schema_dir)
+    train_ds = read_side(sources, [s.id for s in train], _TargetScan, kwargs, setup=setup).materialize()
+    val_ds = read_side(sources, [s.id for s in val], _TargetScan, kwargs, setup=setup).materialize()
     relations: set[str] = set()
     questions: list[str] = []
     stats = []
@@ -169,8 +170,8 @@ def stream_planner_examples(
         for target in iter_targets(ds, side):
             select_targets([target], stats, max_paths, scan.consensus)
     kwargs = {"encoder": ray.put(encoder), "consensus": ray.put(scan.consensus), "max_paths": max_paths}
-    train_ds = map_in_order(scan.train, len(train), _Examples, kwargs).materialize()
-    val_ds = map_in_order(scan.val, len(val), _Examples, kwargs).materialize()
+    train_ds = map_in_order(scan.train, len(train), _Examples, kwargs, setup="per_batch").materialize()
+    val_ds = map_in_order(scan.val, len(val), _Examples, kwargs, setup="per_batch").materialize()
     return PlannerExamples(train_ds, val_ds, train_ds.count(), val_ds.count())
 
 
@@ -187,13 +188,19 @@ def _target(row: Any) -> PlanTarget | None:
 
 
 class _TargetScan:
-    """Ray Data actor of the scan pass: each question's candidate targets (labels joined per batch) and relations."""
+    """Ray Data map of the scan pass: each question's candidate targets (labels joined per batch) and relations."""
 
     def __init__(self, labels: LabelConfig, max_len: int | None, view_schema_dir: str | None) -> None:
         self.labels = labels
         self.max_len = max_len
         self.kb = search_kb(labels.weak)
         self.view = load_view(view_schema_dir)
+
+    @staticmethod
+    def setup(labels: LabelConfig, view_schema_dir: str | None) -> Setup:
+        """Once per actor when it opens a KG or a schema, else per batch (:data:`Setup`)."""
+        opens = labels.weak.kb is not None or labels.weak.kg is not None or view_schema_dir is not None
+        return "per_actor" if opens else "per_batch"
 
     def __call__(self, batch: "pa.Table") -> "pa.Table":
         import pyarrow as pa
@@ -217,7 +224,7 @@ class _TargetScan:
 
 
 class _Examples:
-    """Ray Data actor of the examples pass: a batch of scanned targets voted, capped and tokenised."""
+    """Ray Data map of the examples pass (built per batch): a batch of scanned targets voted, capped and tokenised."""
 
     def __init__(self, encoder: Any, consensus: Any, max_paths: int | None) -> None:
         import ray

@@ -1,8 +1,8 @@
 """Training the tuned reader on Ray Train: ``python -m jobs.train`` with ``kind: train_reader``.
 
 The driver reads the train and validation questions without their subgraphs; Ray Data streams
-their rows from the input files (an id filter per side, :func:`rg.data.streaming.read_side`) to
-a pool of actors that score the subgraphs with a trained retriever (the same scorer and evidence
+their rows from the input files (one id filter for both sides, :func:`rg.data.streaming.read_side`) to
+one pool of actors that score the subgraphs with a trained retriever (the same scorer and evidence
 settings as the QA evaluation, which scores in its actors too), build each question's evidence
 chains and the training examples (:mod:`rg.training.reader_loop`); both sides are materialised in
 the object store before training (for the reasons :mod:`rg.training.graph_stream` gives) and
@@ -251,16 +251,23 @@ def _driver_input(cfg: ReaderTrainConfig, base_folder: Path) -> _TrainInput:
 
 
 def _streamed_input(cfg: ReaderTrainConfig, base_folder: Path) -> _TrainInput:
-    """Evidence and examples built by Ray Data actors from the input files; the driver keeps counts."""
+    """Evidence and examples built by Ray Data actors from the input files; the driver keeps counts.
+
+    One pass of actors maps both sides (each actor loads the retriever, the encoder and the
+    tokenizer once), and the materialised rows are split by their ``side`` column.
+    """
+    from ray.data.expressions import col
+
     sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=False)
     train_ids = [s.id for s in sides["train"][: cfg.max_train_questions]]
     val_ids = [s.id for s in sides["val"][: cfg.max_val_questions]]
     del sides
     sources = [cfg.input] if isinstance(cfg.input, str) else list(cfg.input)
     actor_cfg = _absolute_paths(cfg)  # the actors read them: give them the driver's absolute paths
-    kwargs = {"cfg": actor_cfg, "base_folder": str(base_folder)}
-    train = read_side(sources, train_ids, _ReaderRows, {**kwargs, "train": True}).materialize()
-    val = read_side(sources, val_ids, _ReaderRows, {**kwargs, "train": False}).materialize()
+    kwargs = {"cfg": actor_cfg, "base_folder": str(base_folder), "val_ids": frozenset(val_ids)}
+    rows = read_side(sources, [*train_ids, *val_ids], _ReaderRows, kwargs).materialize()
+    train = rows.filter(expr=col("side") == "train").select_columns(["example", "prompt_tokens"]).materialize()
+    val = rows.filter(expr=col("side") == "val").select_columns(["item"]).materialize()
     examples = train.count()
     skipped = len(train_ids) - examples
     _require_examples(cfg, examples, skipped)
@@ -281,16 +288,17 @@ def _absolute_paths(cfg: ReaderTrainConfig) -> ReaderTrainConfig:
 class _ReaderRows:
     """Ray Data actor: a batch of RoG rows scored, turned into evidence, and (training side) tokenised.
 
-    The training side gives one ``example`` row per question with a gold answer among its
-    evidence (as :func:`reader_examples` keeps them) and its ``prompt_tokens``; the validation
-    side one ``item`` row (a pickled :class:`ReaderItem`) per question.
+    A training question gives one ``example`` row (a pickled :class:`Example`, with its
+    ``prompt_tokens``) when a gold answer is among its evidence (as :func:`reader_examples` keeps
+    them), else none; a validation question (in ``val_ids``) gives one ``item`` row (a pickled
+    :class:`ReaderItem`). The ``side`` column says which.
     """
 
-    def __init__(self, cfg: ReaderTrainConfig, base_folder: str, train: bool) -> None:
+    def __init__(self, cfg: ReaderTrainConfig, base_folder: str, val_ids: frozenset[str]) -> None:
         from transformers import AutoTokenizer
 
         self.cfg = cfg
-        self.train = train
+        self.val_ids = val_ids
         needs_encoder = cfg.retriever.kind in ("retriever", "cosine")
         self.scorer = build_scorer(cfg.retriever, TextEncoder(cfg.encoder) if needs_encoder else None)
         self.tokenizer = AutoTokenizer.from_pretrained(base_folder, local_files_only=True)
@@ -300,12 +308,14 @@ class _ReaderRows:
         import pyarrow as pa
 
         items = reader_items(self.cfg, batch_samples(batch), self.scorer)
-        if not self.train:
-            return pa.table({"item": pa.array([pickle.dumps(i) for i in items], pa.binary())})
-        examples, _ = reader_examples(items, self.tokenizer, self.cfg.reader, self.eos)
+        val = [i for i in items if i.id in self.val_ids]
+        examples, _ = reader_examples([i for i in items if i.id not in self.val_ids], self.tokenizer, self.cfg.reader,
+                                      self.eos)
         return pa.table({
-            "example": pa.array([pickle.dumps(e) for e in examples], pa.binary()),
-            "prompt_tokens": pa.array([len(e.input_ids) for e in examples], pa.int64()),
+            "side": pa.array(["train"] * len(examples) + ["val"] * len(val), pa.string()),
+            "example": pa.array([pickle.dumps(e) for e in examples] + [b""] * len(val), pa.binary()),
+            "prompt_tokens": pa.array([len(e.input_ids) for e in examples] + [0] * len(val), pa.int64()),
+            "item": pa.array([b""] * len(examples) + [pickle.dumps(i) for i in val], pa.binary()),
         })
 
 
