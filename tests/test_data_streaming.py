@@ -45,3 +45,20 @@ def test_a_map_keeps_input_order_and_builds_its_class_where_it_is_told(ray_local
         # each actor maps several of the 8 batches with the instance it built once
         assert max(r["batches"] for r in rows) > 1
         assert len({r["pid"] for r in rows}) <= 2  # the pool never outgrows the CPUs
+
+
+def test_count_input_counts_what_read_input_gives_without_a_ray_job(tmp_path):
+    import pyarrow.parquet as pq
+
+    from rg.data.streaming import count_input
+
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    pq.write_table(pa.table({"id": ["a", "b", "c"]}), folder / "shard-00000.parquet")
+    pq.write_table(pa.table({"id": ["d", "e"]}), folder / "shard-00001.parquet")
+    assert count_input(str(folder), None) == 5
+    assert count_input(str(folder), None, frozenset({"b", "e", "z"})) == 2  # "z" is in no file
+    assert count_input(str(folder), 4) == 4  # the first four in file order
+    assert count_input(str(folder), 4, frozenset({"a", "e"})) == 2
+    (tmp_path / "questions.jsonl").write_text('{"id": "a"}\n')
+    assert count_input(str(tmp_path / "questions.jsonl"), None) is None  # only a full parse would count it

@@ -92,14 +92,32 @@ def input_files(source: str) -> list[str]:
     return files
 
 
-def first_ids(files: list[str], limit: int, ids: frozenset[str] | None) -> frozenset[str]:
-    """The ids of the first ``limit`` questions of ``files`` in order (among ``ids`` when given)."""
+def count_input(source: str, limit: int | None, ids: frozenset[str] | None = None) -> int | None:
+    """How many questions :func:`read_input` gives, from the parquet files' ``id`` columns on the driver.
+
+    No Ray job runs (``Dataset.count`` on a filtered read reads every file in tasks). Returns None
+    for a jsonl input, which only a full parse could count.
+    """
+    files = input_files(source)
+    if not all(f.endswith(".parquet") for f in files):
+        return None
+    if limit is not None:
+        return len(first_ids(files, limit, ids))
+    return sum(sum(1 for i in _parquet_ids(f) if ids is None or i in ids) for f in files)
+
+
+def _parquet_ids(file: str) -> list[str]:
     import pyarrow.parquet as pq
 
+    return pq.read_table(file, columns=["id"]).column("id").to_pylist()
+
+
+def first_ids(files: list[str], limit: int, ids: frozenset[str] | None) -> frozenset[str]:
+    """The ids of the first ``limit`` questions of ``files`` in order (among ``ids`` when given)."""
     out: list[str] = []
     for file in files:
         if file.endswith(".parquet"):
-            column = pq.read_table(file, columns=["id"]).column("id").to_pylist()
+            column = _parquet_ids(file)
         else:
             column = [item.id for _, item in iter_rog_rows(file) if isinstance(item, Sample)]
         out += [i for i in column if ids is None or i in ids]

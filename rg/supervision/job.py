@@ -34,7 +34,7 @@ from rg.data.rog import iter_rog_rows, rog_files, sample_from_row
 from rg.data.sample import Sample
 from rg.data.splits import SplitConfig, SplitName
 from rg.data.integrity import write_json_atomic
-from rg.data.streaming import READ_CPUS, read_input
+from rg.data.streaming import READ_CPUS, count_input, read_input
 from rg.llm.client import OpenAICompatibleClient
 from rg.llm.journal import JOURNAL_FILE, UsageJournal, new_run_id, read_journal
 from rg.llm.probe import EndpointDownError, probe_endpoint
@@ -325,7 +325,8 @@ def _refine_locked(cfg: RefineConfig, progress: bool, fresh: bool, retry_fallbac
     ids = wanted_ids(cfg)
     for source in input_sources(cfg):
         ds = read_input(source, cfg.limit, ids)
-        total = ds.count()
+        total = count_input(source, cfg.limit, ids)
+        total = ds.count() if total is None else total  # a jsonl input: counted by a Ray job
         ds = ds.repartition(target_num_rows_per_block=cfg.batch_size)  # spread questions over the actors
         ds = ds.map_batches(
             _prepare_batch,

@@ -271,7 +271,9 @@ def _streamed_input(cfg: ReaderTrainConfig, base_folder: Path) -> _TrainInput:
     examples = train.count()
     skipped = len(train_ids) - examples
     _require_examples(cfg, examples, skipped)
-    tokens = int(train.sum("prompt_tokens")) if examples else 0
+    # summed over the blocks: Dataset.sum runs a hash aggregation (5 s on the demo's 104 rows)
+    tokens = sum(int(b["prompt_tokens"].sum()) for b in train.select_columns(["prompt_tokens"]).iter_batches(
+        batch_size=None, batch_format="numpy"))
     return _TrainInput(train, val, len(train_ids), len(val_ids), examples, skipped, tokens)
 
 
