@@ -163,7 +163,8 @@ def map_in_order(
     size = max(1, min(MAX_ACTORS, math.ceil(max(rows, 1) / batch_rows), int(cpus)))
     shared = {"batch_size": batch_rows, "batch_format": "pyarrow", "num_cpus": max(0.01, min(1.0, (cpus - INPUT_CPUS) / size))}
     if setup == "per_batch":
-        ds = ds.map_batches(_built_per_batch, fn_kwargs={"udf": udf, "udf_kwargs": dict(kwargs)}, concurrency=size, **shared)
+        ds = ds.map_batches(_built_per_batch, fn_kwargs={"udf": udf, "udf_kwargs": dict(kwargs)},
+                            compute=ray.data.TaskPoolStrategy(size=size), **shared)
     else:
         ds = ds.map_batches(udf, fn_constructor_kwargs=dict(kwargs),
                             compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size), **shared)
