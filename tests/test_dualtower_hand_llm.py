@@ -4,11 +4,14 @@ gives no answer falls back to the local reader with the reason recorded, so no q
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from rg.config import ConfigError, validate_config
 from rg.data.sample import Sample
 from rg.evaluation.dualtower_qa import prediction
+from rg.evaluation.qa import Prediction
 from rg.graph import KnowledgeGraph
 from rg.llm.journal import UsageJournal, read_journal
 from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
@@ -110,3 +113,19 @@ def test_a_question_without_answers_records_why(evidence, fallback, failure):
                              brain="local", brain_calls=1, usage={}, exposure={}, fallback=fallback)
     sample = Sample("q1", "who starred in Casino", ("Robert De Niro",), ("Casino",), ("Robert De Niro",), tuple(TRIPLES))
     assert prediction(sample, result, 0.1).failure == failure
+
+
+def test_a_prediction_records_how_the_controller_answered():
+    """The prediction's trace holds the memory notes and each node's indicator, status and kept candidates,
+    and it survives the predictions file's round trip."""
+    node = {"indicator": "TE -[written_by]-> ANSWER", "depth": 1, "mode": "topic", "status": "verified",
+            "failures": 0, "tried": [["topic", 1]], "candidates": ["TE_1 → [written_by] → ent_1 (person)"]}
+    result = DualTowerResult(question="who wrote Casino", answers=("Nicholas Pileggi",), evidence=("x",),
+                             brain_payloads=(), brain="local", brain_calls=0, usage={}, exposure={},
+                             tree=(node,), memory={"analysis": "experience", "experience_score": 0.99})
+    sample = Sample("q1", "who wrote Casino", ("Nicholas Pileggi",), ("Casino",), ("Nicholas Pileggi",), tuple(TRIPLES))
+    made = prediction(sample, result, 0.1)
+    assert made.trace == {"memory": {"analysis": "experience", "experience_score": 0.99}, "brain_calls": 0,
+                          "nodes": [{"indicator": "TE -[written_by]-> ANSWER", "status": "verified", "mode": "topic",
+                                     "candidates": ["TE_1 → [written_by] → ent_1 (person)"]}]}
+    assert Prediction.from_dict(json.loads(json.dumps(made.to_dict()))).trace == made.trace

@@ -18,10 +18,12 @@ from rg.privacy import (
     PrivacyConfig,
     PrivacySession,
     SessionClosed,
+    TypingConfig,
     brain_client,
     derive_types,
     literal_view,
 )
+from rg.privacy.report import PrivacyReportConfig
 from rg.reasoning.llm_reader import LLMReaderConfig
 from rg.supervision.llm_selector import LLMSelectorConfig
 
@@ -245,6 +247,41 @@ def test_freebase_type_assertions_give_the_types_and_do_not_merge_classes():
     assert schema.is_public("Person") and schema.type_of("Film3") == "Film"
     # as a role, notable_types.head is held by every entity and joined them all into one class
     assert len(set(derive_types([(h, f"x.{r}", t) for h, r, t in films + typed]).values())) == 2
+
+
+def freebase_like(bridge: bool) -> list[tuple[str, str, str]]:
+    """Ten people (five with a nationality, five with a birthplace), ten cities in two countries that
+    speak a language; ``bridge``: one person also heads a ``containedby`` triple (odd data, as in the
+    WebQSP subgraphs), the single entity through which the default typing chains people and places."""
+    people = [(f"P{i}", "people.person.nationality", f"C{i % 2}") for i in range(5)]
+    people += [(f"P{i}", "people.person.place_of_birth", f"City{i}") for i in range(5, 10)]
+    places = [(f"City{i}", "location.location.containedby", f"C{i % 2}") for i in range(10)]
+    places += [(f"C{i}", "location.country.languages_spoken", f"L{i}") for i in range(2)]
+    return people + places + ([("P0", "location.location.containedby", "C1")] if bridge else [])
+
+
+def test_property_schema_types_a_head_by_the_type_its_property_is_declared_on():
+    triples = freebase_like(bridge=False)
+    default = derive_types(triples)
+    assert default["P0"] == "people.person.nationality.head" and default["P5"] == "people.person.place_of_birth.head"
+    typed = derive_types([*triples, ("Heat", "directed_by", "Michael Mann")], property_schema=True)
+    assert typed["P0"] == typed["P5"] == "people.person"  # both properties are declared on people.person
+    assert typed["City3"] == "location.location" and typed["Heat"] == "directed_by.head"  # no schema in the id
+
+
+def test_min_overlap_stops_one_odd_entity_chaining_people_and_places():
+    triples = freebase_like(bridge=True)
+    chained = KGSchema.build(triples)  # 1 shared entity >= 0.05 x 11 holders: one type
+    assert chained.type_of("P1") == chained.type_of("City1")
+    assert chained.relation_cluster("people.person.nationality") == chained.relation_cluster(
+        "location.location.containedby")
+    schema = KGSchema.build(triples, typing=TypingConfig(min_overlap=0.1, property_schema=True))
+    assert (schema.type_of("P1"), schema.type_of("P6"), schema.type_of("City1")) == (
+        "people.person", "people.person", "location.location")
+    assert schema.relation_cluster("people.person.nationality") != schema.relation_cluster(
+        "location.location.containedby")
+    with pytest.raises(ConfigError, match=r"typing\.min_overlap"):
+        validate_config({"typing": {"min_overlap": 0}}, PrivacyReportConfig)
 
 
 def test_a_name_that_reads_like_a_shown_relation_label_is_not_guarded():

@@ -88,6 +88,9 @@ def test_llm_traversal_rounds_replay_and_cut_calls(ray_local, tmp_path):
     assert result.run["llm_usage_all_runs"]["total"]["calls"] == 28
     rows = [json.loads(line) for line in result.files.predictions.read_text().splitlines()]
     assert [r["evidence_walks"] for r in rows] == ["traverse:replay", "traverse:replay"]
+    for n in (1, 2):  # every round's predictions, with memory and without, are kept beside the last round's
+        for name in (f"predictions.round{n}.jsonl", f"predictions.round{n}.without_memory.jsonl"):
+            assert len((tmp_path / "out" / name).read_text().splitlines()) == 2
     assert rows[0]["reader"] == "traverse:llm:scripted" and rows[0]["scorer"] == "none"
 
 

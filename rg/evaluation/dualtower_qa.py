@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 from pathlib import Path
 
 from rg.data.sample import Sample
@@ -152,4 +153,11 @@ def prediction(sample: Sample, result: DualTowerResult, seconds: float) -> Predi
                       triples=len(sample.triples), evidence_lines=len(result.evidence),
                       evidence_topics=len(result.topics),
                       evidence_walks=f"{SCORER}:{result.memory['analysis']}" if result.memory else SCORER,
-                      seconds=seconds)
+                      seconds=seconds, trace=audit(result))
+
+
+def audit(result: DualTowerResult) -> dict[str, Any]:
+    """What a prediction records of how the controller answered: its memory notes and, per tree node, the
+    indicator, status and kept candidates (anonymised, as the Brain saw them)."""
+    nodes = [{k: node.get(k) for k in ("indicator", "status", "mode", "candidates")} for node in result.tree]
+    return {"memory": dict(result.memory), "nodes": nodes, "brain_calls": result.brain_calls}

@@ -111,6 +111,9 @@ class Prediction:
         prompt_id: Prompt template of an LLM reader.
         seconds: Wall time of the question's evidence and reading (scoring is per batch and
             shared evenly among its questions).
+        trace: How a reasoner reached its answer, for auditing one question (the dual tower: where
+            its analysis came from, the experience score, replay agreement, the tree's indicators);
+            empty for the retriever readers.
     """
 
     id: str
@@ -129,6 +132,7 @@ class Prediction:
     evidence_walks: str = ""
     prompt_id: str | None = None
     seconds: float = 0.0
+    trace: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -153,6 +157,7 @@ class Prediction:
             "evidence_walks": self.evidence_walks,
             "prompt_id": self.prompt_id,
             "seconds": self.seconds,
+            "trace": dict(self.trace),
         }
 
     @classmethod
@@ -174,6 +179,7 @@ class Prediction:
             evidence_walks=str(data.get("evidence_walks", "")),  # absent in records of older rg versions
             prompt_id=data["prompt_id"],
             seconds=float(data["seconds"]),
+            trace=dict(data.get("trace", {})),  # absent in records of older rg versions
         )
 
 

@@ -45,7 +45,15 @@ from rg.evaluation.qa import (
     inference_view,
 )
 from rg.evaluation.qa_metrics import Gold, QASummary, QuestionScore, score_prediction, summarize
-from rg.evaluation.qa_report import QAReportFiles, failure_line, markdown_table, run_line, write_qa_results
+from rg.evaluation.qa_report import (
+    QAReportFiles,
+    failure_line,
+    markdown_table,
+    round_predictions_path,
+    run_line,
+    write_predictions,
+    write_qa_results,
+)
 from rg.evaluation.scorers import TripleScorer
 from rg.evidence import EvidenceConfig
 from rg.linking.config import LinkingConfig, linking_setting
@@ -407,13 +415,16 @@ def round_summary(round_no: int, scores: Sequence[QuestionScore], side: str = "b
 
 
 def without_memory(scores: Sequence[QuestionScore], plain: dict[str, Prediction], gold: dict[str, Gold],
-                   match: str, side: str = "brain") -> dict[str, Any]:
+                   match: str, side: str = "brain", out_dir: str | None = None, round_no: int = 1) -> dict[str, Any]:
     """A round's figures with no memory (``memory.baseline``), beside the memory's ``scores``: Hits@1,
     calls and tokens per question on ``side``, and the questions the memory made right (``better``) or
-    wrong (``worse``) against answering them without it, counted and by id."""
+    wrong (``worse``) against answering them without it, counted and by id. ``out_dir``: the baseline's
+    scored predictions are also written there (``predictions.round<N>.without_memory.jsonl``)."""
     baseline = [score_prediction(plain.get(s.prediction.id) or Prediction(
         id=s.prediction.id, question=s.prediction.question, failure=LOST), gold[s.prediction.id], match)
         for s in scores]
+    if out_dir is not None:
+        write_predictions(baseline, round_predictions_path(out_dir, round_no, without_memory=True))
     summary = round_summary(0, baseline, side)
     plain_hit = {s.prediction.id: s.hits_at_1 for s in baseline}
     better = sorted(s.prediction.id for s in scores if s.hits_at_1 > plain_hit[s.prediction.id])
@@ -490,7 +501,8 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
                 # are journaled under their own run id: this run's usage stays the memory's, all runs' is the spend
                 plain, _, _ = _predict(cfg, frozenset(gold), progress, round_no, journal, f"{run_id}-baseline",
                                        use_memory=False)
-                rounds[-1].update(without_memory(scores, plain, round_gold, cfg.match, side))
+                rounds[-1].update(without_memory(scores, plain, round_gold, cfg.match, side, cfg.output_dir, round_no))
+            write_predictions(scores, round_predictions_path(cfg.output_dir, round_no))
             first = first if first is not None else {s.prediction.id: s.hits_at_1 for s in scores}
     gold = round_gold
     if actor is not None:

@@ -119,6 +119,21 @@ def plot_qa(summary: QASummary, scores: Sequence[QuestionScore], path: str | Pat
     return path
 
 
+def write_predictions(scores: Sequence[QuestionScore], path: str | Path) -> Path:
+    """One JSONL row per scored question (its folder created if missing; the file replaced)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        for score in scores:
+            handle.write(json.dumps(score.to_dict()) + "\n")
+    return path
+
+
+def round_predictions_path(out_dir: str | Path, round_no: int, without_memory: bool = False) -> Path:
+    """``predictions.round<N>.jsonl`` (``.without_memory``: the same round answered with no memory)."""
+    return Path(out_dir) / f"predictions.round{round_no}{'.without_memory' if without_memory else ''}.jsonl"
+
+
 def write_qa_results(
     summary: QASummary,
     scores: Sequence[QuestionScore],
@@ -136,11 +151,7 @@ def write_qa_results(
         title: Heading of the Markdown file and title of the plot.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    predictions = out / PREDICTIONS_NAME
-    with predictions.open("w") as handle:
-        for score in scores:
-            handle.write(json.dumps(score.to_dict()) + "\n")
+    predictions = write_predictions(scores, out / PREDICTIONS_NAME)
     json_path = out / JSON_NAME
     json_path.write_text(json.dumps({"title": title, "run": dict(run), "summary": summary.to_dict()}, indent=2) + "\n")
     heading = f"# {title}\n\n" if title else ""

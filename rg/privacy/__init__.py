@@ -13,7 +13,7 @@ from rg.privacy.brain import brain_client
 from rg.privacy.config import PrivacyConfig, PrivacyMode
 from rg.privacy.exposure import ExposureLedger, ExposureTotals
 from rg.privacy.guard import EgressGuard, EgressRefused
-from rg.privacy.schema import KGSchema, derive_types
+from rg.privacy.schema import KGSchema, TypingConfig, derive_types
 from rg.privacy.session import MaskedQuestion, PrivacySession, SessionClosed, literal_view
 from rg.privacy.structure import (
     SanitisedView,
@@ -39,6 +39,7 @@ __all__ = [
     "SanitisedView",
     "SanitiserConfig",
     "SessionClosed",
+    "TypingConfig",
     "StructureReport",
     "Uniqueness",
     "assess",

@@ -37,7 +37,7 @@ from rg.data.sources import KBSource, read_kb_rows
 from rg.data.paths import resolve_data_path
 from rg.data.streaming import read_input
 from rg.privacy.config import PrivacyConfig, PrivacyMode
-from rg.privacy.schema import SCHEMA_FILE, KGSchema
+from rg.privacy.schema import SCHEMA_FILE, KGSchema, TypingConfig
 from rg.privacy.session import PrivacySession
 from rg.privacy.structure import SanitiserConfig, pseudonymous, reachable, sanitise, structural_uniqueness
 from rg.runtime import RayConfig, init_ray
@@ -65,6 +65,9 @@ class PrivacyReportConfig(Config):
     output_dir: str = Field(description="Where privacy_report.json / .md / .png and the schema go.")
     kb: KBSource | None = Field(
         None, description="The whole KB, to compute types and relation clusters from (else the inputs' subgraphs)."
+    )
+    typing: TypingConfig = Field(
+        default_factory=TypingConfig, description="How entity types are derived where the KG asserts none."
     )
     modes: list[PrivacyMode] = Field(["plaintext", "utility", "privacy"], min_length=1)
     budgets: list[int] = Field([200, 100, 50, 20], description="Exposed-node budgets of the sanitiser.")
@@ -175,12 +178,12 @@ def load_or_build_schema(cfg: PrivacyReportConfig) -> tuple[KGSchema, dict[str, 
     folder = Path(cfg.output_dir)
     folder.mkdir(parents=True, exist_ok=True)
     source = {"version": SCHEMA_VERSION, "kb": cfg.kb.model_dump() if cfg.kb else None,
-              "inputs": None if cfg.kb else [i.input for i in cfg.inputs]}
+              "inputs": None if cfg.kb else [i.input for i in cfg.inputs], "typing": cfg.typing.model_dump()}
     meta_path = folder / "privacy_schema.source.json"
     if (folder / SCHEMA_FILE).exists() and meta_path.exists() and json.loads(meta_path.read_text()) == source:
         schema = KGSchema.load(folder)
     else:
-        schema = KGSchema.build(kg_triples(cfg))
+        schema = KGSchema.build(kg_triples(cfg), typing=cfg.typing)
         schema.save(folder)
         meta_path.write_text(json.dumps(source))
     info = {"source": source, "entities": len(schema.types), "types": len(set(schema.types.values())),

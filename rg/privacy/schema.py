@@ -8,7 +8,10 @@ Computed once per KG and saved beside it (:meth:`KGSchema.save`), never per ques
   entity holds, e.g. (tail, ``directed_by``), is joined with the other pairs the same entity
   holds when enough of the entities hold both (union-find), and each resulting class is one
   type, named after its most frequent pair (``directed_by.tail``). In MetaQA this separates
-  films, people, tags, genres, years and languages.
+  films, people, tags, genres, years and languages. With Freebase property ids
+  (``domain.type.property``), :class:`TypingConfig` ``property_schema`` lets a head stand for the
+  property's own schema type (``location.country``): Freebase declares every property on one type,
+  and its subject is an instance of that type.
 - **Relation clusters** (``privacy`` mode): relations with the same (head type, tail type)
   signature share one label, ``rel_03 (film→person)``, so the Brain sees the shape of a path but
   not which of ``directed_by`` / ``written_by`` / ``starred_actors`` it follows. A derived type
@@ -27,6 +30,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import Field
+
+from rg.config import Config
 from rg.graph.path import INVERSE_SUFFIX, split_relation
 
 UNKNOWN = "entity"
@@ -41,6 +47,23 @@ TYPING_RELATIONS = frozenset({"common.topic.notable_types", "type.object.type"})
 types (see :func:`derive_types`); every entity holds one, so as a role they would merge all classes."""
 SCHEMA_KINDS = frozenset({"type"})
 """Entity kinds that are schema vocabulary (Freebase type nodes such as ``Person``), shown as-is."""
+
+
+class TypingConfig(Config):
+    """How entity types are derived where the KG asserts none (:func:`derive_types`)."""
+
+    min_overlap: float = Field(
+        MIN_OVERLAP, gt=0.0, le=1.0,
+        description="Share of the commoner (role, relation) pair's entities that must also hold the other for the "
+        "two to join one type. Higher splits more: on the WebQSP subgraphs 0.05 chains people, countries and cities "
+        "into one type, 0.1 with `property_schema` keeps them apart.",
+    )
+    property_schema: bool = Field(
+        False,
+        description="Freebase property ids (`location.country.languages_spoken`): a head's role is the property's "
+        "schema type (`location.country`), so the properties of one type join by construction. Relations with "
+        "fewer than three dotted parts keep their `relation.head` role.",
+    )
 
 
 @dataclass(frozen=True)
@@ -76,10 +99,13 @@ class KGSchema:
         return tuple(out)
 
     @classmethod
-    def build(cls, triples: Iterable[tuple[str, str, str]], types: Mapping[str, str] | None = None) -> "KGSchema":
-        """The schema of a KG: ``types`` where given, else derived; clusters by type signature."""
+    def build(cls, triples: Iterable[tuple[str, str, str]], types: Mapping[str, str] | None = None,
+              typing: TypingConfig | None = None) -> "KGSchema":
+        """The schema of a KG: ``types`` where given, else derived (``typing``); clusters by type signature."""
         triples = list(triples)
-        entity_types = dict(types) if types is not None else derive_types(triples)
+        typing = typing or TypingConfig()
+        entity_types = dict(types) if types is not None else derive_types(
+            triples, typing.min_overlap, typing.property_schema)
         signatures: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
         for h, r, t in triples:
             signatures[r][(entity_types.get(h, UNKNOWN), entity_types.get(t, UNKNOWN))] += 1
@@ -145,7 +171,15 @@ def _words(texts: Iterable[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-def derive_types(triples: Iterable[tuple[str, str, str]], min_overlap: float = MIN_OVERLAP) -> dict[str, str]:
+def head_role(relation: str, property_schema: bool) -> str:
+    """The role a triple's head holds: ``relation.head``, or with ``property_schema`` the schema type a
+    Freebase property is declared on (``location.country`` for ``location.country.languages_spoken``)."""
+    parts = relation.split(".")
+    return ".".join(parts[:-1]) if property_schema and len(parts) >= 3 else f"{relation}.head"
+
+
+def derive_types(triples: Iterable[tuple[str, str, str]], min_overlap: float = MIN_OVERLAP,
+                 property_schema: bool = False) -> dict[str, str]:
     """Entity types from relation participation (see the module docstring).
 
     Two (role, relation) pairs join one class when the entities holding both are at least
@@ -154,7 +188,7 @@ def derive_types(triples: Iterable[tuple[str, str, str]], min_overlap: float = M
     (joining on any shared entity merged the whole KB into one class). An entity takes the class
     of its most frequent pair. Triples of :data:`TYPING_RELATIONS` take no part in that: an entity
     typed by one takes its most frequent type node's name as its type, and the type nodes are
-    schema vocabulary (kind ``type``, shown by name).
+    schema vocabulary (kind ``type``, shown by name). ``property_schema``: see :func:`head_role`.
     """
     roles: dict[str, set[str]] = defaultdict(set)
     asserted: dict[str, Counter[str]] = defaultdict(Counter)
@@ -162,7 +196,7 @@ def derive_types(triples: Iterable[tuple[str, str, str]], min_overlap: float = M
         if r in TYPING_RELATIONS:
             asserted[h][t] += 1
             continue
-        roles[h].add(f"{r}.head")
+        roles[h].add(head_role(r, property_schema))
         roles[t].add(f"{r}.tail")
     frequency: Counter[str] = Counter(p for pairs in roles.values() for p in pairs)
     together: Counter[tuple[str, str]] = Counter(

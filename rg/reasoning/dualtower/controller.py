@@ -591,6 +591,9 @@ class DualTowerController:
             return [c for c, _ in ranked]
         if q.local_paths:  # verified templates / replayed paths: the Hand selects locally
             local = [c for c, _ in ranked if c.relation_paths in q.local_paths]
+            if indicator.relations:  # a record's templates hold other questions' paths: the indicator's first
+                path = (tuple(indicator.relations),)
+                local.sort(key=lambda c: c.relation_paths != path)
             if local:
                 q.memory["local_selections"] = int(q.memory.get("local_selections", 0)) + 1
                 return local[:keep]
