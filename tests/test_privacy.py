@@ -132,6 +132,26 @@ def test_punctuation_inside_a_name_does_not_hide_it():
         assert s.guard.find("ask James-K.-Polk!") == "entity_name"
 
 
+@pytest.mark.parametrize(("question", "topic", "masked"), [
+    ("what language do most italians speak", "Italy", "what language do most TE_1 (entity) speak"),
+    ("what do Portuguese people speak?", "Portugal", "what do TE_1 (entity) people speak?"),
+    ("what language do people from bosnia speak", "Bosnia and Herzegovina",
+     "what language do people from TE_1 (entity) speak"),
+    ("where do new york people live", "New York City", "where do TE_1 (entity) people live"),
+    # not the topic: "new" alone, a shorter word ("band" for Bandai), a later word of the name
+    ("what is new in town", "New York City", "what is new in town [topic entities: TE_1 (entity)]"),
+    ("what did the band play", "Bandai", "what did the band play [topic entities: TE_1 (entity)]"),
+    ("who is mayer married to", "John Mayer", "who is mayer married to [topic entities: TE_1 (entity)]"),
+])
+def test_a_topic_named_in_part_or_by_a_derived_word_is_masked(question, topic, masked):
+    """WebQSP: "italians" told a privacy-mode Brain the topic was Italy, and without a topic mask the planner read
+    the question as one about Italy's places; the leading words of a name and words derived from its first word
+    are the topic's mention when its full name is not in the question."""
+    with PrivacySession(PrivacyConfig(mode="utility"), KGSchema.build([(topic, "located_in", "Earth")], {})) as s:
+        out = s.mask_question(question, [topic])
+        assert out.text == masked and (out.missing == ()) == ("[topic" not in masked)
+
+
 @pytest.mark.parametrize("name", ["61*", "'71", "C++", "What?"])
 def test_names_that_are_nothing_without_their_punctuation_are_still_masked_and_guarded(name):
     # found in review: folding punctuation made these too weak to match (61* became 61)

@@ -58,6 +58,44 @@ def coarsen_dates(text: str) -> str:
     return text
 
 
+WORD = re.compile(r"\w+")
+DERIVED_PREFIX = 4
+"""Characters a word must share with the start of a topic's name to count as derived from it (``italians``)."""
+DERIVED_SHARE = 0.6
+"""...and the share of the name's first word they must cover (``portuguese`` / ``portugal``: 6 of 8)."""
+
+
+def partial_mention(folded: str, name: str, public: frozenset[str] = frozenset()) -> tuple[int, int] | None:
+    """Where a normalised question names a topic without its full name, as (start, end) in ``folded``.
+
+    The longest leading run of the name's words (``bosnia`` for Bosnia and Herzegovina, ``new york``
+    for New York City), else a word derived from the name's first word (``italians`` for Italy,
+    ``portuguese`` for Portugal, ``german`` for Germany: a shared start of at least :data:`DERIVED_PREFIX`
+    characters and :data:`DERIVED_SHARE` of that word, in a word at most one character shorter). What matched must be guardable and not a public schema word
+    (:func:`rg.privacy.guard.guardable`), so ``new`` alone or ``language`` never counts. None: not there.
+    """
+    words = normalise(name).split()
+    for k in range(len(words) - 1, 0, -1):
+        phrase = " ".join(words[:k])
+        if not guardable(phrase, public) or len(phrase) < DERIVED_PREFIX:
+            continue
+        start = folded.find(phrase)
+        while start >= 0:
+            if whole_token(folded, start, start + len(phrase)):
+                return start, start + len(phrase)
+            start = folded.find(phrase, start + 1)
+    first = words[0] if words else ""
+    if len(first) < DERIVED_PREFIX:
+        return None
+    for match in WORD.finditer(folded):
+        word = match.group(0)
+        shared = next((i for i, (a, b) in enumerate(zip(word, first)) if a != b), min(len(word), len(first)))
+        if (word != first and len(word) >= len(first) - 1 and shared >= max(DERIVED_PREFIX, DERIVED_SHARE * len(first))
+                and guardable(word, public)):
+            return match.start(), match.end()
+    return None
+
+
 class SessionClosed(RuntimeError):
     """The session was closed: its key and maps are gone."""
 
@@ -285,7 +323,9 @@ class PrivacySession:
         """Replace topic-entity mentions by ``TE_i (type)`` and other known names by their views.
 
         Matching ignores case, accents, full-width forms, zero-width characters, punctuation and
-        whitespace, and takes whole tokens only; longer names win over the names inside them. A
+        whitespace, and takes whole tokens only; longer names win over the names inside them. A topic
+        the question does not name in full is looked for in part or in a derived word
+        (:func:`partial_mention`: ``bosnia``, ``italians``). A
         name that is too weak without its punctuation (``61*``) is matched with it; a name too
         weak either way (see :func:`rg.privacy.guard.guardable`) is left alone, and so is a name
         in ``names`` that is a word of the shown schema (the guard's ``public`` words, which it
@@ -330,6 +370,16 @@ class PrivacySession:
                     spans.append((first, last, replacement[raw] if is_topic else self.entity(raw)))
                     found.add(raw)
                 start = folded.find(key, start + 1)
+        for t in topics:  # a topic named in part or in a derived word: masked too, or it identifies the topic
+            if t in found:
+                continue
+            span = partial_mention(plain[0], t, self.guard.public)
+            if span is not None:
+                first, last = plain[1][span[0]], plain[1][span[1] - 1] + 1
+                if not any(taken[first:last]):
+                    taken[first:last] = [True] * (last - first)
+                    spans.append((first, last, replacement[t]))
+                    found.add(t)
         text = question
         for start, end, view in sorted(spans, reverse=True):
             text = text[:start] + view + text[end:]
