@@ -273,14 +273,14 @@ def test_an_exemplar_of_another_relation_path_does_not_steer_the_pruning(store):
 def test_local_selection_keeps_the_indicators_path_before_a_records_other_templates(store):
     """A record's templates hold every path that verified for its question key, other questions' too
     (MetaQA same-template round 3: a director → co-star path verified for one question was reused for
-    another, whose indicator walked written_by). The Hand's local selection keeps candidates that walk
-    the indicator first, then the rest in pruning order."""
+    another, whose indicator walked written_by). The Hand selects locally only candidates that walk the
+    indicator; with none, selection goes on as without memory."""
     import asyncio
     from types import SimpleNamespace
 
     from rg.reasoning.dualtower.brain import Indicator
 
-    config = DualTowerConfig(privacy={"mode": "utility"}, similarity="lexical", w_max=1)
+    config = DualTowerConfig(privacy={"mode": "utility"}, similarity="lexical", w_max=2)
     controller = build_controller(config, schema(), store=store, brains=DirectorBrain())
     actors, directors = (("starred_actors", "starred_actors^-1"),), (("directed_by", "directed_by^-1"),)
     ranked = [(SimpleNamespace(relation_paths=p, name=n), s)
@@ -292,4 +292,4 @@ def test_local_selection_keeps_the_indicators_path_before_a_records_other_templa
     # an indicator naming no relations keeps the pruning order
     loose = Indicator(text="TE -> ANSWER", relations=(), depth=2)
     kept = asyncio.run(controller._select(q, None, "which films share a director with TE_1", loose, ranked))
-    assert [c.name for c in kept] == ["co-star"]
+    assert [c.name for c in kept] == ["co-star", "director"]

@@ -584,16 +584,19 @@ class DualTowerController:
     async def _select(self, q: _Question, brain: Brain, masked: str, indicator: Indicator,
                       ranked: list[tuple[Candidate, float]]) -> list[Candidate]:
         """Brain selection of W_max among the W1 kept, when more than W_max remain (Algorithm 5) and it is needed:
-        not when memory names the paths (``q.local_paths``), nor, with ``selection: ambiguous``, when candidates
-        walk the indicator's relation path exactly (the Hand keeps those first, then the rest by DRM)."""
+        not when memory names the paths (``q.local_paths``) and candidates walk them and, when it names relations,
+        the indicator (a record's other templates verified for other questions: on MetaQA a director → co-star
+        path of one question was reused for another whose own path its subgraph could not walk), nor, with
+        ``selection: ambiguous``, when candidates walk the indicator's relation path exactly (the Hand keeps
+        those first, then the rest by DRM)."""
         keep = self.config.w_max
         if len(ranked) <= keep:
             return [c for c, _ in ranked]
         if q.local_paths:  # verified templates / replayed paths: the Hand selects locally
             local = [c for c, _ in ranked if c.relation_paths in q.local_paths]
-            if indicator.relations:  # a record's templates hold other questions' paths: the indicator's first
-                path = (tuple(indicator.relations),)
-                local.sort(key=lambda c: c.relation_paths != path)
+            if indicator.relations:  # a record's templates hold paths other questions verified: only the
+                path = (tuple(indicator.relations),)  # indicator's (a joint multi-topic candidate as before)
+                local = [c for c in local if c.relation_paths == path or len(c.relation_paths) > 1]
             if local:
                 q.memory["local_selections"] = int(q.memory.get("local_selections", 0)) + 1
                 return local[:keep]
