@@ -33,6 +33,7 @@ import platform
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -105,18 +106,20 @@ def run_mode(name: str, overrides: dict[str, Any], planner: PlannerModel, schema
     controller = build_controller(config, schema, planner=planner, hand_planner=hand_planner)
     stages = {s: 0.0 for s in STAGES}
     hits = calls = faults = 0
+    kinds: Counter[str] = Counter()
     started = time.perf_counter()
     for sample in test:
         result = controller.answer(sample.question, sample.q_entities, sample.triples)
         hits += hit1(result.answers, sample.answers)
         calls += result.brain_calls
         faults += bool(result.faults)
+        kinds.update(f"{f.stage}:{f.reason}" for f in result.faults)
         for stage, seconds in result.timings.items():
             stages[stage] += seconds
     seconds = time.perf_counter() - started
     n = max(len(test), 1)
     return {"mode": name, "questions": len(test), "hits1": hits / n, "brain_calls_per_question": calls / n,
-            "questions_with_faults": faults, "questions_per_s": len(test) / seconds if seconds else None,
+            "questions_with_faults": faults, "faults_by_kind": dict(kinds.most_common()), "questions_per_s": len(test) / seconds if seconds else None,
             "seconds_per_question_by_stage": {s: v / n for s, v in stages.items()}}
 
 

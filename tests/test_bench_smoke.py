@@ -220,7 +220,8 @@ def test_dualtower_smoke(tmp_path: Path) -> None:
     ])
     assert [m["mode"] for m in report["modes"]] == list(dualtower.MODES)
     assert (report["similarity"], report["resolve_clusters"]) == ("lexical", "all")
-    assert all(m["questions"] == 4 and m["questions_with_faults"] == 0 for m in report["modes"])
+    assert all(m["questions"] == 4 and m["questions_with_faults"] == 0 and m["faults_by_kind"] == {}
+               for m in report["modes"])
     assert report["llm_brain_tokens"]["per_question"]["brain"]["prompt_tokens"] > 0
     several = report["multi_topic"]
     assert several["questions"] == 2
