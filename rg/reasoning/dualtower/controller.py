@@ -175,6 +175,15 @@ class _Question:
         self.timings[stage] += time.perf_counter() - started
 
 
+def walks_indicator(candidates: Sequence[Candidate], indicator: Indicator) -> list[Candidate]:
+    """The candidates that walk the indicator's relation path exactly (every one when it names no relation);
+    a joint candidate of several topics (several branches) counts as walking it."""
+    if not indicator.relations:
+        return list(candidates)
+    path = (tuple(indicator.relations),)
+    return [c for c in candidates if c.relation_paths == path or len(c.relation_paths) > 1]
+
+
 class DualTowerController:
     """The Hand/Brain controller (module docstring).
 
@@ -426,8 +435,9 @@ class DualTowerController:
         """Algorithm 3 for one node: explore, prune, select, ground, check, step — until verified or pruned.
 
         ``ask_brain``: refine and predict modes ask the Brain (follow-up, prediction); False when the analysis
-        came from memory, which gates the Brain: the Hand refines and predicts alone, and when the node
-        fails the controller asks the Brain for a fresh analysis instead.
+        came from memory, which gates the Brain: the Hand refines and predicts alone, a candidate counts only
+        if it walks the recalled indicator (:func:`walks_indicator`), and when the node fails the controller
+        asks the Brain for a fresh analysis instead.
         """
         cfg = self.config
         key = template if template is not None else masked
@@ -486,6 +496,10 @@ class DualTowerController:
             ranked = fuzzy_top(found, step_scorer, cfg.w1, label)
             q.timed("explore", started)
             kept = await self._select(q, brain, masked, indicator, ranked)
+            if not ask_brain and kept:  # memory's analysis holds only where this subgraph walks it as recorded
+                kept = walks_indicator(kept, indicator)
+                if not kept:
+                    q.memory["indicator_unwalked"] = True
             node.candidates = tuple(c.text() for c in kept)
             if cfg.privacy.mode == "privacy" and cfg.hand.resolve_clusters != "all":
                 kept = with_twins(kept, [c for c, _ in ranked], cfg.w1)
@@ -593,10 +607,8 @@ class DualTowerController:
         if len(ranked) <= keep:
             return [c for c, _ in ranked]
         if q.local_paths:  # verified templates / replayed paths: the Hand selects locally
-            local = [c for c, _ in ranked if c.relation_paths in q.local_paths]
-            if indicator.relations:  # a record's templates hold paths other questions verified: only the
-                path = (tuple(indicator.relations),)  # indicator's (a joint multi-topic candidate as before)
-                local = [c for c in local if c.relation_paths == path or len(c.relation_paths) > 1]
+            # a record's templates hold paths other questions verified: only the indicator's
+            local = walks_indicator([c for c, _ in ranked if c.relation_paths in q.local_paths], indicator)
             if local:
                 q.memory["local_selections"] = int(q.memory.get("local_selections", 0)) + 1
                 return local[:keep]
