@@ -294,32 +294,3 @@ def test_local_selection_keeps_the_indicators_path_before_a_records_other_templa
     kept = asyncio.run(controller._select(q, None, "which films share a director with TE_1", loose, ranked))
     assert [c.name for c in kept] == ["co-star", "director"]
 
-
-class Unwalkable:
-    """A confident trace whose relation path this question's subgraph cannot walk without passing its topic
-    again (Casino's writer wrote only Casino), while other 2-hop paths from Casino verify."""
-
-    def exemplars(self, question, indicator):
-        return []
-
-    def hints(self, question, indicator, privacy):
-        from rg.reasoning.dualtower.memory import MemoryHints
-        writers = ("written_by", "written_by^-1")
-        return MemoryHints(skip_brain=True, analysis=RecalledAnalysis(
-            "TE -[written_by]-> ?x1 -[written_by^-1]-> ANSWER", writers, 2), init=("topic", 2),
-            relation_paths=frozenset({(writers,)}), score=1.0)
-
-    def remember(self, trace):
-        self.last = trace
-
-
-def test_a_recalled_analysis_this_subgraph_cannot_walk_asks_the_brain(store):
-    """MetaQA same-template round 3: a reused written_by → written_by⁻¹ → directed_by analysis could not be
-    walked (the path came back through the topic), and the Hand verified a director → co-star path instead.
-    A candidate counts for a recalled analysis only if it walks it; otherwise the Brain is asked."""
-    config = DualTowerConfig(privacy={"mode": "utility"}, similarity="lexical", d_max=2)
-    controller = build_controller(config, schema(), store=store, brains=DirectorBrain(), memory=Unwalkable())
-    result = controller.answer("which films share a writer with Casino", ("Casino",))
-    assert result.memory["indicator_unwalked"] and result.memory["memory_fallback"]
-    assert result.memory["analysis"] == "brain"  # the scripted Brain books no calls; its analysis is used
-    assert result.answers[:1] == ("The Irishman",)  # the Brain's director path

@@ -435,9 +435,8 @@ class DualTowerController:
         """Algorithm 3 for one node: explore, prune, select, ground, check, step — until verified or pruned.
 
         ``ask_brain``: refine and predict modes ask the Brain (follow-up, prediction); False when the analysis
-        came from memory, which gates the Brain: the Hand refines and predicts alone, a candidate counts only
-        if it walks the recalled indicator (:func:`walks_indicator`), and when the node fails the controller
-        asks the Brain for a fresh analysis instead.
+        came from memory, which gates the Brain: the Hand refines and predicts alone, and when the node
+        fails the controller asks the Brain for a fresh analysis instead.
         """
         cfg = self.config
         key = template if template is not None else masked
@@ -496,10 +495,6 @@ class DualTowerController:
             ranked = fuzzy_top(found, step_scorer, cfg.w1, label)
             q.timed("explore", started)
             kept = await self._select(q, brain, masked, indicator, ranked)
-            if not ask_brain and kept:  # memory's analysis holds only where this subgraph walks it as recorded
-                kept = walks_indicator(kept, indicator)
-                if not kept:
-                    q.memory["indicator_unwalked"] = True
             node.candidates = tuple(c.text() for c in kept)
             if cfg.privacy.mode == "privacy" and cfg.hand.resolve_clusters != "all":
                 kept = with_twins(kept, [c for c, _ in ranked], cfg.w1)
