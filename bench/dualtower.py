@@ -119,7 +119,8 @@ def run_mode(name: str, overrides: dict[str, Any], planner: PlannerModel, schema
     seconds = time.perf_counter() - started
     n = max(len(test), 1)
     return {"mode": name, "questions": len(test), "hits1": hits / n, "brain_calls_per_question": calls / n,
-            "questions_with_faults": faults, "faults_by_kind": dict(kinds.most_common()), "questions_per_s": len(test) / seconds if seconds else None,
+            "questions_with_faults": faults, "faults_by_kind": dict(kinds.most_common()),
+            "questions_per_s": len(test) / seconds if seconds else None,
             "seconds_per_question_by_stage": {s: v / n for s, v in stages.items()}}
 
 

@@ -39,7 +39,8 @@ def test_a_round_without_memory_is_compared_question_by_question(tmp_path):
     scores = [score_prediction(p, gold[p.id], "exact") for p in warm]
     out = without_memory(scores, cold, gold, "exact", out_dir=str(tmp_path), round_no=2)  # c's baseline answer
     # went missing: counted lost, not dropped, and its row says so in the round's baseline predictions
-    rows = [json.loads(line) for line in (tmp_path / "predictions.round2.without_memory.jsonl").read_text().splitlines()]
+    written = tmp_path / "predictions.round2.without_memory.jsonl"
+    rows = [json.loads(line) for line in written.read_text().splitlines()]
     assert [(r["id"], r["hits_at_1"], r["failure"]) for r in rows] == [("a", 0, None), ("b", 1, None), ("c", 0, LOST)]
     assert out["hits1_without_memory"] == 1 / 3 and out["brain_calls_per_question_without_memory"] == 1.0
     assert (out["better_than_without_memory"], out["worse_than_without_memory"]) == (2, 1)

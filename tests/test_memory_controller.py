@@ -271,9 +271,8 @@ def test_an_exemplar_of_another_relation_path_does_not_steer_the_pruning(store):
 
 
 def test_local_selection_keeps_the_indicators_path_before_a_records_other_templates(store):
-    """A record's templates hold every path that verified for its question key, other questions' too
-    (MetaQA same-template round 3: a director → co-star path verified for one question was reused for
-    another, whose indicator walked written_by). The Hand selects locally only candidates that walk the
+    """A record's templates hold every path that verified for its question key, other questions' too (a
+    co-star path beside the director path). The Hand selects locally only candidates that walk the
     indicator; with none, selection goes on as without memory."""
     import asyncio
     from types import SimpleNamespace

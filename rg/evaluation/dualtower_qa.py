@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from rg.data.sample import Sample
 from rg.evaluation.qa import Prediction

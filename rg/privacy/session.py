@@ -20,6 +20,7 @@ Every raw string the session has anonymised is added to its :attr:`guard`
 from __future__ import annotations
 
 import math
+import os
 import re
 import secrets
 from collections.abc import Iterable, Sequence
@@ -71,8 +72,9 @@ def partial_mention(folded: str, name: str, public: frozenset[str] = frozenset()
     The longest leading run of the name's words (``bosnia`` for Bosnia and Herzegovina, ``new york``
     for New York City), else a word derived from the name's first word (``italians`` for Italy,
     ``portuguese`` for Portugal, ``german`` for Germany: a shared start of at least :data:`DERIVED_PREFIX`
-    characters and :data:`DERIVED_SHARE` of that word, in a word at most one character shorter). What matched must be guardable and not a public schema word
-    (:func:`rg.privacy.guard.guardable`), so ``new`` alone or ``language`` never counts. None: not there.
+    characters and :data:`DERIVED_SHARE` of that word, in a word at most one character shorter). What
+    matched must be guardable and not a public schema word (:func:`rg.privacy.guard.guardable`), so
+    ``new`` alone or ``language`` never counts. None: not there.
     """
     words = normalise(name).split()
     for k in range(len(words) - 1, 0, -1):
@@ -89,7 +91,7 @@ def partial_mention(folded: str, name: str, public: frozenset[str] = frozenset()
         return None
     for match in WORD.finditer(folded):
         word = match.group(0)
-        shared = next((i for i, (a, b) in enumerate(zip(word, first)) if a != b), min(len(word), len(first)))
+        shared = len(os.path.commonprefix([word, first]))
         if (word != first and len(word) >= len(first) - 1 and shared >= max(DERIVED_PREFIX, DERIVED_SHARE * len(first))
                 and guardable(word, public)):
             return match.start(), match.end()

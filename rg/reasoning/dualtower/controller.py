@@ -593,9 +593,8 @@ class DualTowerController:
     async def _select(self, q: _Question, brain: Brain, masked: str, indicator: Indicator,
                       ranked: list[tuple[Candidate, float]]) -> list[Candidate]:
         """Brain selection of W_max among the W1 kept, when more than W_max remain (Algorithm 5) and it is needed:
-        not when memory names the paths (``q.local_paths``) and candidates walk them and, when it names relations,
-        the indicator (a record's other templates verified for other questions: on MetaQA a director → co-star
-        path of one question was reused for another whose own path its subgraph could not walk), nor, with
+        not when memory names the paths (``q.local_paths``) and candidates walk them and the indicator (a
+        record's templates also hold paths that verified for other questions of its key), nor, with
         ``selection: ambiguous``, when candidates walk the indicator's relation path exactly (the Hand keeps
         those first, then the rest by DRM)."""
         keep = self.config.w_max
