@@ -20,7 +20,7 @@ from rg.reasoning.dualtower import (
     build_controller,
 )
 from rg.privacy import KGSchema
-from rg.reasoning.dualtower.explore import Candidate, ViewWalk, band, explore, explore_each
+from rg.reasoning.dualtower.explore import Candidate, ViewWalk, Walking, band, explore, explore_each, extend
 from rg.reasoning.dualtower.hand import Hand, refine_order, with_twins
 from rg.reasoning.dualtower.brain import BrainError
 from rg.reasoning.dualtower.local_brain import planner_question
@@ -108,6 +108,65 @@ def test_each_round_keeps_the_width_best_walks():
 
     kept = explore(VIEW, ["A"], ["TE_1"], 1, band(1, 1), 1, prefer_t, 16)
     assert [c.text() for c in kept] == ["TE_1 → [t] → D"]
+
+
+def test_the_walks_of_the_followed_path_survive_every_cut_whatever_their_score():
+    """The memory term can rank every walk of the indicator's path below others: with ``follow`` the cut of
+    each round keeps the walks beginning the path first (round 1: r; round 2: r, s), then the best others."""
+    def prefer_t_and_r_back(texts):
+        return np.array([1.0 if ("[t]" in t or "← [r] ←" in t) else 0.0 for t in texts])
+
+    plain = explore(VIEW, ["A"], ["TE_1"], 2, band(1, 2), 1, prefer_t_and_r_back, 16)
+    assert plain == []  # round 1 keeps A → t → D, a dead end
+    followed = explore(VIEW, ["A"], ["TE_1"], 2, band(1, 2), 1, prefer_t_and_r_back, 16,
+                       walking=Walking(follow=("r", "s")))
+    assert [c.text() for c in followed] == ["TE_1 → [r] → B → [s] → C"]
+    # two topics: no branch follows one topic's path, the cut is by score alone
+    joint = explore(VIEW, ["A", "E"], ["TE_1", "TE_2"], 1, band(2, 1), 1, prefer_t_and_r_back, 16,
+                    walking=Walking(follow=("u",)))
+    assert joint == []
+    # the last cut (W1) keeps the candidates walking the path exactly before any other
+    cands = explore(VIEW, ["A"], ["TE_1"], 1, band(1, 1), 80, flat, 16)
+    remembered = PruneScorer(LexicalSimilarity(), "TE -[r]-> ANSWER", ["t d"], alpha=0.2)
+    assert [c.text() for c, _ in fuzzy_top(cands, remembered, 1)] == ["TE_1 → [t] → D"]
+    [(best, score)] = fuzzy_top(cands, remembered, 1, follow=("r",))
+    assert best.text() == "TE_1 → [r] → B" and score == pytest.approx(0.2 * 2 / 3)
+
+
+def test_trails_pass_an_entity_again_by_another_triple_never_by_the_same_one():
+    """*The directors of the films written by the writer of Fire and Ice*: its writer Bakshi wrote Wizards
+    and directed it, so the answer is a node the walk passed already. A simple walk cannot reach it; a trail
+    can, and grounds to the raw walk. No trail takes a triple twice (B → r⁻¹ → A → r → B is not one)."""
+    triples = (("Fire and Ice", "written_by", "Ralph Bakshi"), ("Wizards", "written_by", "Ralph Bakshi"),
+               ("Wizards", "directed_by", "Ralph Bakshi"), ("Fire and Ice", "release_year", "1983"))
+    path = ("written_by", "written_by^-1", "directed_by")
+    for trails, expected in ((False, []), (True, [(path,)])):
+        found = explore(triples, ["Fire and Ice"], ["TE_1"], 3, band(1, 3), 80, flat, 16,
+                        walking=Walking(trails=trails))
+        assert [c.relation_paths for c in found if c.relation_paths == (path,)] == expected
+    trails = explore(triples, ["Fire and Ice"], ["TE_1"], 3, band(1, 3), 80, flat, 16, walking=Walking(trails=True))
+    for c in trails:
+        w = c.branches[0]
+        steps = [tuple(sorted((a, b))) + (r.removesuffix("^-1"),) for a, r, b in zip(w.nodes, w.labels, w.nodes[1:])]
+        assert len(steps) == len(set(steps))
+    # grounding follows the same rule on the raw graph
+    kg_schema = KGSchema.build(triples, {"Fire and Ice": "film", "Wizards": "film", "Ralph Bakshi": "person",
+                                         "1983": "year"})
+    indicator = Indicator(text="TE -[written_by]-> ?x1 -[written_by^-1]-> ?x2 -[directed_by]-> ANSWER", depth=3)
+    for walks, reason in (("simple", "not_grounded"), ("trails", None)):
+        config = DualTowerConfig(privacy={"mode": "plaintext"}, walks=walks)
+        with PrivacySession(PrivacyConfig(mode="plaintext"), kg_schema) as session:
+            view = session.expose(triples, ["Fire and Ice"], config.sanitiser)
+            hand = Hand(config)
+            anchor = hand.anchors(session, view, ["Fire and Ice"])[0]
+            [walk] = [c for c in explore(view.triples, [anchor], ["TE_1"], 3, band(1, 3), 80, flat, 1,
+                                         walking=Walking(trails=True)) if c.relation_paths == (path,)]
+            [g] = hand.ground(session, view, KnowledgeGraph.from_triples(triples), {"TE_1": "Fire and Ice"},
+                              [walk], indicator)
+            assert g.reason == reason and g.ends == (("Ralph Bakshi",) if reason is None else ())
+    seed = explore(VIEW, ["A"], ["TE_1"], 1, band(1, 1), 80, flat, 16)
+    assert [c.text() for c in extend(VIEW, seed, ["A"], 1, 80, flat, walking=Walking(trails=True))
+            if c.hub == "E"] == ["TE_1 → [r] → B ← [r] ← E"]
 
 
 # --------------------------------------------------------------------------------- pruning

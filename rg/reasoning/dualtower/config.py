@@ -177,6 +177,12 @@ class DualTowerConfig(Config):
     max_paths_per_hub: int = Field(
         16, ge=1, le=1000, description="Multi-topic exploration: branch combinations kept per meeting entity."
     )
+    walks: Literal["simple", "trails"] = Field(
+        "simple",
+        description="How exploration and grounding walk: 'simple' (no entity twice) or 'trails' (an entity may come "
+        "again, never by a triple already taken; MetaQA's answers follow relation paths as trails: the writer of X "
+        "who also directed the writer's other films is among the directors of the films written by X's writer).",
+    )
     multi_topic: Literal["joint", "separate"] = Field(
         "joint",
         description="Questions with several topic entities: 'joint' (PrivGemo's tree BiBFS: every candidate is one "

@@ -39,7 +39,7 @@ from rg.privacy.schema import KGSchema
 from rg.privacy.session import PrivacySession
 from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, ExploringBrain, Indicator
 from rg.reasoning.dualtower.config import DualTowerConfig
-from rg.reasoning.dualtower.explore import Candidate, band, explore, explore_each, explore_via, extend
+from rg.reasoning.dualtower.explore import Candidate, Walking, band, explore, explore_each, explore_via, extend
 from rg.reasoning.dualtower.hand import (
     Grounded,
     Hand,
@@ -471,28 +471,33 @@ class DualTowerController:
                     if predicted is not None:
                         indicator = predicted
                         step_scorer = PruneScorer(self.similarity, predicted.text, exemplars, cfg.alpha)
-                    groups = [([i], via[i:i + 1]) for i in range(m)] if separate else [(list(range(m)), via)]
-                    started = time.perf_counter()
-                    found = [c for ids, v in groups
-                             for c in explore_via(view_triples, [anchors[i] for i in ids], [tags[i] for i in ids], v,
-                                                  cfg.d_max, cfg.w1, step_scorer, cfg.max_paths_per_hub, label)]
-                    q.timed("explore", started)
+            follow = indicator.relations if m == 1 else ()
+            walking = Walking(follow=follow, trails=cfg.walks == "trails")
+            if node.mode == "predict" and guided is not None:
+                groups = [([i], via[i:i + 1]) for i in range(m)] if separate else [(list(range(m)), via)]
+                started = time.perf_counter()
+                found = [c for ids, v in groups
+                         for c in explore_via(view_triples, [anchors[i] for i in ids], [tags[i] for i in ids], v,
+                                              cfg.d_max, cfg.w1, step_scorer, cfg.max_paths_per_hub, label, walking)]
+                q.timed("explore", started)
             started = time.perf_counter()
             if found is None and node.mode == "topic" and separate:
-                found = explore_each(view_triples, anchors, tags, node.depth, band(1, node.depth), cfg.w1, scorer, label)
+                found = explore_each(view_triples, anchors, tags, node.depth, band(1, node.depth), cfg.w1, scorer, label,
+                                     walking)
             elif found is None and node.mode == "topic":
                 found = explore(view_triples, anchors, tags, node.depth, band(m, node.depth), cfg.w1, scorer,
-                                cfg.max_paths_per_hub, label)
+                                cfg.max_paths_per_hub, label, walking)
             elif found is None and node.mode == "refine" and separate:
-                found = explore_each(view_triples, anchors, tags, cfg.d_max, (0, cfg.d_max), cfg.w1, step_scorer, label)
+                found = explore_each(view_triples, anchors, tags, cfg.d_max, (0, cfg.d_max), cfg.w1, step_scorer, label,
+                                     walking)
             elif found is None and node.mode == "refine":
                 found = explore(view_triples, anchors, tags, cfg.d_max, (0, m * cfg.d_max), cfg.w1, step_scorer,
-                                cfg.max_paths_per_hub, label)
+                                cfg.max_paths_per_hub, label, walking)
             elif found is None:
-                found = extend(view_triples, rejected, anchors, max(cfg.d_max - 1, 1), cfg.w1, scorer, label)
+                found = extend(view_triples, rejected, anchors, max(cfg.d_max - 1, 1), cfg.w1, scorer, label, walking)
             if guided is not None:  # a Brain-guided refine/predict pool holds new candidates only
                 found = [c for c in found if c.text() not in tried]
-            ranked = fuzzy_top(found, step_scorer, cfg.w1, label)
+            ranked = fuzzy_top(found, step_scorer, cfg.w1, label, follow)
             q.timed("explore", started)
             kept = await self._select(q, brain, masked, indicator, ranked)
             node.candidates = tuple(c.text() for c in kept)

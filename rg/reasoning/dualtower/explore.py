@@ -1,9 +1,10 @@
 """Evidence exploration on the anonymised view (PrivGemo §4.3.1, Algorithm 4 TreeBiBFS).
 
 The Hand explores the Brain's view — view triples over pseudonyms, never raw names — from all
-topic entities at once. Each anchor grows walks one hop per round (both edge directions, no node
-twice except a supernode, never through another anchor); after every round the walks of an anchor are cut to the
-``width`` best by the pruning score (RelevantPruning). Walks of different anchors that end at the
+topic entities at once. Each anchor grows walks one hop per round (both edge directions, never through an
+anchor; by default no node twice except a supernode, or with :class:`Walking` ``trails`` no edge twice); after every
+round the walks of an anchor are cut to the ``width`` best by the pruning score (RelevantPruning), the walks that
+follow the node's indicator first (:class:`Walking` ``follow``). Walks of different anchors that end at the
 same node (the *hub*, IntersectMatch) join into one tree-shaped candidate with one branch per
 topic entity, so every candidate covers all topic entities and its hub is the answer it proposes.
 For ``m`` topic entities and depth ``D`` a candidate's total length lies in ``(m(D−1), mD]``
@@ -21,7 +22,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -94,6 +95,51 @@ class Candidate:
         return " & ".join(b.render(tag, True, label) for b, tag in zip(self.branches, self.tags))
 
 
+@dataclass(frozen=True)
+class Walking:
+    """How walks grow and are cut.
+
+    Attributes:
+        follow: The indicator's relation path (one topic). A walk whose labels begin it (round by round) or,
+            at the last cut, equal it is kept before any other at every cut: the pruning score's memory term
+            weighs exemplars of other questions and can otherwise rank every walk of the Brain's own path out.
+        trails: Let a walk pass a node again, never by an edge it took already. Relation paths over a KG are
+            walked as trails (MetaQA's answers: *the directors of the films written by the writer of X* reaches
+            its writer-director again through the writer's other films). False (the default): no node twice.
+    """
+
+    follow: tuple[str, ...] = ()
+    trails: bool = False
+
+    def on_path(self, labels: Sequence[str]) -> bool:
+        """Whether walk ``labels`` begin the followed path."""
+        return bool(self.follow) and tuple(labels) == self.follow[:len(labels)]
+
+
+def protected_order(scores: np.ndarray, first: Sequence[bool]) -> np.ndarray:
+    """Indices by score, best first (ties: input order), those flagged ``first`` ahead of the rest."""
+    order = np.argsort(-scores, kind="stable")
+    flags = np.asarray(first, dtype=bool)
+    if not flags.any():
+        return order
+    return np.concatenate([order[flags[order]], order[~flags[order]]])
+
+
+def edge(node: str, label: str, other: str) -> Triple:
+    """The view triple a step from ``node`` by ``label`` to ``other`` takes."""
+    if label.endswith(INVERSE_SUFFIX):
+        return other, label[: -len(INVERSE_SUFFIX)], node
+    return node, label, other
+
+
+def steps_ok(walk: ViewWalk, relation: str, other: str, trails: bool) -> bool:
+    """Whether ``walk`` may go on to ``other`` by ``relation`` (:class:`Walking` ``trails``)."""
+    if not trails:
+        return other not in walk.nodes or revisitable(other)
+    taken = {edge(a, r, b) for a, r, b in zip(walk.nodes, walk.labels, walk.nodes[1:])}
+    return edge(walk.end, relation, other) not in taken
+
+
 def band(topics: int, depth: int) -> tuple[int, int]:
     """``(m(D−1), mD]`` as (exclusive low, inclusive high)."""
     return topics * (depth - 1), topics * depth
@@ -116,17 +162,18 @@ def revisitable(node: str) -> bool:
 
 
 def grow(adj: Mapping[str, list[tuple[str, str]]], start: ViewWalk, depth: int, width: int, scorer: Scorer,
-         tag: str, blocked: frozenset[str], label: Labeller = public_label) -> list[ViewWalk]:
-    """Every walk of 1..``depth`` more hops from ``start``, cut to ``width`` per round by ``scorer``."""
+         tag: str, blocked: frozenset[str], label: Labeller = public_label, walking: Walking = Walking()) -> list[ViewWalk]:
+    """Every walk of 1..``depth`` more hops from ``start``, cut to ``width`` per round by ``scorer`` (``walking``:
+    which steps are allowed and which walks a cut keeps first)."""
     frontier = [start]
     found: list[ViewWalk] = []
     for _ in range(depth):
         nxt = [ViewWalk(w.nodes + (other,), w.labels + (relation,))
                for w in frontier for relation, other in adj.get(w.end, ())
-               if other not in blocked and (other not in w.nodes or revisitable(other))]
+               if other not in blocked and steps_ok(w, relation, other, walking.trails)]
         if len(nxt) > width:
             scores = scorer([w.render(tag, True, label) for w in nxt])
-            keep = np.argsort(-scores, kind="stable")[:width]
+            keep = protected_order(scores, [walking.on_path(w.labels) for w in nxt])[:width]
             nxt = [nxt[i] for i in sorted(keep.tolist())]
         found += nxt
         frontier = nxt
@@ -137,7 +184,7 @@ def grow(adj: Mapping[str, list[tuple[str, str]]], start: ViewWalk, depth: int, 
 
 def explore(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[str], depth: int,
             lengths: tuple[int, int], width: int, scorer: Scorer, per_hub: int,
-            label: Labeller = public_label) -> list[Candidate]:
+            label: Labeller = public_label, walking: Walking = Walking()) -> list[Candidate]:
     """Tree-structured BiBFS from all anchors (module docstring).
 
     Args:
@@ -150,6 +197,7 @@ def explore(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[st
         scorer: Pruning score of walk patterns.
         per_hub: Branch combinations kept per hub (multi-topic).
         label: How a node shows in the patterns ``scorer`` reads.
+        walking: Step rule and the followed path (which only a single anchor's walks follow).
 
     Returns:
         Candidates in discovery order (hubs in first-reached order).
@@ -157,7 +205,10 @@ def explore(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[st
     adj = adjacency(triples)
     blocked = frozenset(anchors)
     low, high = lengths
-    per_anchor = [grow(adj, ViewWalk((a,), ()), depth, width, scorer, tag, blocked, label) for a, tag in zip(anchors, tags)]
+    if len(anchors) > 1:
+        walking = replace(walking, follow=())
+    per_anchor = [grow(adj, ViewWalk((a,), ()), depth, width, scorer, tag, blocked, label, walking)
+                  for a, tag in zip(anchors, tags)]
     if len(anchors) == 1:
         return [Candidate((w,), tuple(tags)) for w in per_anchor[0] if low < len(w) <= high]
     by_hub: list[dict[str, list[ViewWalk]]] = []
@@ -180,16 +231,17 @@ def explore(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[st
 
 
 def explore_each(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[str], depth: int,
-                 lengths: tuple[int, int], width: int, scorer: Scorer, label: Labeller = public_label) -> list[Candidate]:
+                 lengths: tuple[int, int], width: int, scorer: Scorer, label: Labeller = public_label,
+                 walking: Walking = Walking()) -> list[Candidate]:
     """The baseline for several topic entities: each anchor explored alone (its walks may pass another anchor)
     and the single-branch candidates pooled in anchor order, each tagged with its own topic; ``lengths`` bounds
     one branch. Nothing ties a candidate to the other topic entities, which is what :func:`explore` adds."""
     return [c for anchor, tag in zip(anchors, tags)
-            for c in explore(triples, [anchor], [tag], depth, lengths, width, scorer, 1, label)]
+            for c in explore(triples, [anchor], [tag], depth, lengths, width, scorer, 1, label, walking)]
 
 
 def extend(triples: Sequence[Triple], seeds: Sequence[Candidate], anchors: Sequence[str], steps: int, width: int,
-           scorer: Scorer, label: Labeller = public_label) -> list[Candidate]:
+           scorer: Scorer, label: Labeller = public_label, walking: Walking = Walking()) -> list[Candidate]:
     """Prediction-driven exploration: the hubs of ``seeds`` become auxiliary anchors and the
     seeds' first branch grows up to ``steps`` more hops past them (single-branch seeds only)."""
     adj = adjacency(triples)
@@ -197,14 +249,14 @@ def extend(triples: Sequence[Triple], seeds: Sequence[Candidate], anchors: Seque
     for seed in seeds:
         if len(seed.branches) != 1:
             continue
-        grown = grow(adj, seed.branches[0], steps, width, scorer, seed.tags[0], frozenset(anchors), label)
+        grown = grow(adj, seed.branches[0], steps, width, scorer, seed.tags[0], frozenset(anchors), label, walking)
         out += [Candidate((w,), seed.tags) for w in grown]
     return out
 
 
 def explore_via(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequence[str],
                 via: Sequence[Sequence[ViewWalk]], depth: int, width: int, scorer: Scorer,
-                per_hub: int, label: Labeller = public_label) -> list[Candidate]:
+                per_hub: int, label: Labeller = public_label, walking: Walking = Walking()) -> list[Candidate]:
     """Exploration from T_aug = topics ∪ predicted anchors (PrivGemo's prediction-driven phase).
 
     Args:
@@ -216,6 +268,7 @@ def explore_via(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequenc
         width: Walks kept per round (W1).
         scorer: Pruning score of walk patterns.
         per_hub: Branch combinations kept per hub (multi-topic).
+        walking: Step rule and the followed path (one topic only).
 
     Returns:
         Candidates with at least one branch through a predicted anchor (the walk to the anchor itself
@@ -224,15 +277,18 @@ def explore_via(triples: Sequence[Triple], anchors: Sequence[str], tags: Sequenc
     """
     adj = adjacency(triples)
     blocked = frozenset(anchors)
+    if len(anchors) > 1:
+        walking = replace(walking, follow=())
     through: list[list[ViewWalk]] = []
     for walks, tag in zip(via, tags):
         grown: list[ViewWalk] = []
         for walk in walks:
-            grown += [walk] + grow(adj, walk, depth, width, scorer, tag, blocked, label)
+            grown += [walk] + grow(adj, walk, depth, width, scorer, tag, blocked, label, walking)
         through.append(list(dict.fromkeys(grown)))
     if len(anchors) == 1:
         return [Candidate((w,), tuple(tags)) for w in through[0]]
-    own = [grow(adj, ViewWalk((a,), ()), depth, width, scorer, tag, blocked, label) for a, tag in zip(anchors, tags)]
+    own = [grow(adj, ViewWalk((a,), ()), depth, width, scorer, tag, blocked, label, walking)
+           for a, tag in zip(anchors, tags)]
     out: list[Candidate] = []
     hubs = dict.fromkeys(w.end for walks in through for w in walks)
     for hub in hubs:

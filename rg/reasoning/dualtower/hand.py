@@ -252,7 +252,8 @@ class Hand:
             reason = None
             hand_score = 0.0
             for topic, branch in zip((topics[tag] for tag in candidate.tags), candidate.branches):
-                found = self._follow(session, kg, topic, branch.nodes[1:], branch.labels, node_of)
+                found = self._follow(session, kg, topic, branch.nodes[1:], branch.labels, node_of,
+                                     self.config.walks == "trails")
                 if not found:
                     reason = "not_grounded"
                     break
@@ -306,8 +307,9 @@ class Hand:
 
     @staticmethod
     def _follow(session: PrivacySession, kg: KnowledgeGraph, topic: str, nodes: Sequence[str], labels: Sequence[str],
-                node_of) -> list[Path]:
-        """Raw walks from ``topic`` whose view is the branch (``nodes`` after the anchor, ``labels``)."""
+                node_of, trails: bool = False) -> list[Path]:
+        """Raw walks from ``topic`` whose view is the branch (``nodes`` after the anchor, ``labels``): no entity
+        twice, or with ``trails`` (``walks: trails``) no triple twice."""
         if not kg.has_entity(topic):
             return []
         paths = [Path((topic,), (), (), ())]
@@ -320,7 +322,8 @@ class Hand:
                 for tid in idx[ptr[eid]:ptr[eid + 1]].tolist():
                     other = str(kg.entity_names[far[tid]])
                     relation = str(kg.relation_names[kg.rel[tid]])
-                    if other in path.entities or session.relation(relation) != shown or node_of(other) != node:
+                    again = tid in path.triple_ids if trails else other in path.entities
+                    if again or session.relation(relation) != shown or node_of(other) != node:
                         continue
                     grown.append(Path(path.entities + (other,), path.relations + (relation,),
                                       path.forward + (forward,), path.triple_ids + (tid,)))

@@ -19,7 +19,7 @@ import numpy as np
 
 from rg.reasoning.dualtower.brain import Indicator
 from rg.privacy.structure import public_label
-from rg.reasoning.dualtower.explore import Candidate, Labeller
+from rg.reasoning.dualtower.explore import Candidate, Labeller, protected_order
 from rg.reasoning.dualtower.memory import Exemplar
 from rg.reasoning.dualtower.similarity import Similarity
 
@@ -65,11 +65,13 @@ class PruneScorer:
 
 
 def fuzzy_top(candidates: Sequence[Candidate], scorer: PruneScorer, keep: int,
-              label: Labeller = public_label) -> list[tuple[Candidate, float]]:
+              label: Labeller = public_label, follow: Sequence[str] = ()) -> list[tuple[Candidate, float]]:
     """The ``keep`` best candidates with their scores, best first (ties: discovery order); ``label`` renders
-    their patterns' nodes."""
+    their patterns' nodes. Candidates walking ``follow`` (the indicator's relation path; one branch) come
+    before the rest whatever their score (:class:`~rg.reasoning.dualtower.explore.Walking`)."""
     if not candidates:
         return []
     scores = scorer([c.pattern(label) for c in candidates])
-    order = np.argsort(-scores, kind="stable")[:keep]
+    path = (tuple(follow),)
+    order = protected_order(scores, [bool(follow) and c.relation_paths == path for c in candidates])[:keep]
     return [(candidates[i], float(scores[i])) for i in order.tolist()]
