@@ -162,7 +162,8 @@ def revisitable(node: str) -> bool:
 
 
 def grow(adj: Mapping[str, list[tuple[str, str]]], start: ViewWalk, depth: int, width: int, scorer: Scorer,
-         tag: str, blocked: frozenset[str], label: Labeller = public_label, walking: Walking = Walking()) -> list[ViewWalk]:
+         tag: str, blocked: frozenset[str], label: Labeller = public_label,
+         walking: Walking = Walking()) -> list[ViewWalk]:
     """Every walk of 1..``depth`` more hops from ``start``, cut to ``width`` per round by ``scorer`` (``walking``:
     which steps are allowed and which walks a cut keeps first)."""
     frontier = [start]
