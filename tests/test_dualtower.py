@@ -167,6 +167,12 @@ def test_trails_pass_an_entity_again_by_another_triple_never_by_the_same_one():
     seed = explore(VIEW, ["A"], ["TE_1"], 1, band(1, 1), 80, flat, 16)
     assert [c.text() for c in extend(VIEW, seed, ["A"], 1, 80, flat, walking=Walking(trails=True))
             if c.hub == "E"] == ["TE_1 → [r] → B ← [r] ← E"]
+    # an edge at a supernode stands for several raw triples: a trail may take it again, a plain node's not
+    group = "ent_group_1 (film ×3)"
+    looped = explore((("A", "r", group), (group, "s", group)), ["A"], ["TE_1"], 3, band(1, 3), 80, flat, 16,
+                     walking=Walking(trails=True))
+    assert [c.relation_paths for c in looped] == [(("r", "s", "s"),), (("r", "s", "s^-1"),),
+                                                  (("r", "s^-1", "s"),), (("r", "s^-1", "s^-1"),)]
 
 
 # --------------------------------------------------------------------------------- pruning

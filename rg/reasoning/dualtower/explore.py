@@ -133,9 +133,12 @@ def edge(node: str, label: str, other: str) -> Triple:
 
 
 def steps_ok(walk: ViewWalk, relation: str, other: str, trails: bool) -> bool:
-    """Whether ``walk`` may go on to ``other`` by ``relation`` (:class:`Walking` ``trails``)."""
+    """Whether ``walk`` may go on to ``other`` by ``relation`` (:class:`Walking` ``trails``). A trail may take an
+    edge at a supernode again: it stands for several raw triples (grounding takes none twice)."""
     if not trails:
         return other not in walk.nodes or revisitable(other)
+    if revisitable(other) or revisitable(walk.end):
+        return True
     taken = {edge(a, r, b) for a, r, b in zip(walk.nodes, walk.labels, walk.nodes[1:])}
     return edge(walk.end, relation, other) not in taken
 
