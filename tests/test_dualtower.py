@@ -121,9 +121,10 @@ def test_the_walks_of_the_followed_path_survive_every_cut_whatever_their_score()
     followed = explore(VIEW, ["A"], ["TE_1"], 2, band(1, 2), 1, prefer_t_and_r_back, 16,
                        walking=Walking(follow=("r", "s")))
     assert [c.text() for c in followed] == ["TE_1 → [r] → B → [s] → C"]
-    # two topics: no branch follows one topic's path, the cut is by score alone
+    # two topics: no branch follows one topic's path, the cut is by score alone (A keeps its dead end t;
+    # were ("r",) followed, A and E would both keep r and meet at B)
     joint = explore(VIEW, ["A", "E"], ["TE_1", "TE_2"], 1, band(2, 1), 1, prefer_t_and_r_back, 16,
-                    walking=Walking(follow=("u",)))
+                    walking=Walking(follow=("r",)))
     assert joint == []
     # the last cut (W1) keeps the candidates walking the path exactly before any other
     cands = explore(VIEW, ["A"], ["TE_1"], 1, band(1, 1), 80, flat, 16)

@@ -160,7 +160,8 @@ def adjacency(triples: Sequence[Triple]) -> Mapping[str, list[tuple[str, str]]]:
 def revisitable(node: str) -> bool:
     """Whether a walk may pass ``node`` again: a supernode stands for several entities (a film and its
     genre pooled as ``entity ×2`` make the edge between them a loop on one node), so a walk through it twice
-    may visit different members; grounding keeps only raw walks that visit no entity twice."""
+    may visit different members; grounding keeps only raw walks that visit no entity twice (with ``trails``, that
+    take no triple twice)."""
     return GROUP_NODE.match(node) is not None
 
 
