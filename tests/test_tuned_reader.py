@@ -86,6 +86,35 @@ def test_prompt_shows_a_budget_of_lines_and_offers_their_ends(base):
     assert tight.lines == 1 and len(tight.ids) <= len(one.ids) + 5
 
 
+def test_the_prompt_shows_the_most_lines_that_fit_its_budget(base):
+    _, tokenizer = base
+    relations = [f"relation_{i}" for i in range(9)]
+    ev = build_evidence([("Inception", r, f"Entity {i}") for i, r in enumerate(relations)],
+                        [1.0 - i / 10 for i in range(9)], ["Inception"], EvidenceConfig(max_length=1))
+    assert len(ev.items) == 9
+    eight = build_prompt(tokenizer, TunedReaderSettings(max_lines=8), "q", ev)
+    for budget, lines in ((len(eight.ids), 8), (len(eight.ids) - 1, 7), (len(eight.ids) + 1, 8)):
+        shown = build_prompt(tokenizer, TunedReaderSettings(max_lines=10, max_prompt_tokens=budget), "q", ev)
+        assert shown.lines == lines and len(shown.ids) <= budget
+        assert shown.candidates == tuple(f"Entity {i}" for i in range(lines))
+
+
+def test_max_set_cuts_every_set_of_a_line_and_offers_only_the_ends_shown(base):
+    _, tokenizer = base
+    films = [f"Film {i}" for i in range(5)]
+    triples = [("Ann", "directed", f) for f in films] + [(f, "genre", g) for f, g in zip(films, "ABCDE")]
+    scores = [0.9 - i / 100 for i in range(5)] + [0.5 - i / 100 for i in range(5)]
+    ev = build_evidence(triples, scores, ["Ann"], EvidenceConfig(max_length=2, order="expected_relevant"))
+    two_hop = next(item for item in ev.items if len(item) == 2)
+    assert two_hop.render(max_set=2) == "Ann → [directed] → {Film 0 | Film 1 | +3 more} → [genre] → {A | B | +3 more}"
+    assert two_hop.render(max_set=5) == two_hop.render() and two_hop.shown_ends(2) == ("A", "B")
+    prompt = build_prompt(tokenizer, TunedReaderSettings(max_lines=1, max_set=2), "what genres did Ann direct", ev)
+    assert prompt.candidates == ("A", "B")
+    assert "{A | B | +3 more}" in tokenizer.decode(prompt.ids) and "Film 2" not in tokenizer.decode(prompt.ids)
+    assert elide_machine_ids("A → [r] → {m.01 | m.02 | +4 more}") == "A → [r] → *"
+    assert elide_machine_ids("A → [r] → {m.01 | Bob | +4 more}") == "A → [r] → {* | Bob | +4 more}"
+
+
 def test_machine_ids_are_elided_and_never_offered(base):
     _, tokenizer = base
     cvt = (("Ann", "education", "m.0ljgpd"), ("m.0ljgpd", "institution", "Varport"),

@@ -19,7 +19,10 @@ Rendering (one line per chain or group) follows :meth:`rg.graph.Path.render`:
   entities the walks pass through, not which intermediate leads to which end (the exact
   groundings stay in :attr:`EvidenceChain.walks`);
 * a group joins its member chains with `` & ``; every member is restricted to the shared ends,
-  so each member line ends with the same set.
+  so each member line ends with the same set;
+* ``render(max_set=k)`` shows at most ``k`` entities of a set, the first ones (best walks
+  first), and counts the rest: ``{a | b | +3 more}``. A reader that sees only a prompt's first
+  lines then sees more of them; :meth:`EvidenceChain.shown_ends` are the ends such a line shows.
 """
 
 from __future__ import annotations
@@ -31,13 +34,18 @@ from typing import Collection, Literal, Sequence, Union
 from rg.graph import Path
 
 SET_OPEN, SET_SEP, SET_CLOSE = "{", " | ", "}"
+SET_MORE = "+{count} more"
+"""The last element of a set cut to ``max_set`` entities: how many are not shown."""
 GROUP_SEP = " & "
 
 
-def render_entity_set(entities: tuple[str, ...]) -> str:
-    """One entity as itself; several as ``{a | b | c}`` (order kept)."""
+def render_entity_set(entities: tuple[str, ...], max_set: int | None = None) -> str:
+    """One entity as itself; several as ``{a | b | c}`` (order kept); with ``max_set``, the first
+    ``max_set`` and a count of the others: ``{a | b | +1 more}``."""
     if len(entities) == 1:
         return entities[0]
+    if max_set is not None and len(entities) > max_set:
+        entities = (*entities[:max_set], SET_MORE.format(count=len(entities) - max_set))
     return SET_OPEN + SET_SEP.join(entities) + SET_CLOSE
 
 
@@ -166,13 +174,19 @@ class EvidenceChain:
         walks = sorted(self.walks, key=lambda w: (rank.get(w.end, len(rank)), w.sort_key()))
         return EvidenceChain(tuple(walks), self.anchored)
 
-    def render(self) -> str:
-        """One line: ``h → [r] → t``; positions where the walks differ as ``{a | b}``."""
+    def shown_ends(self, max_set: int | None = None) -> tuple[str, ...]:
+        """The ends that ``render(max_set)`` shows: the first ``max_set`` (all without a limit)."""
+        return self.ends if max_set is None else self.ends[:max_set]
+
+    def render(self, max_set: int | None = None) -> str:
+        """One line: ``h → [r] → t``; positions where the walks differ as ``{a | b}``, each set cut to
+        ``max_set`` entities (:func:`render_entity_set`)."""
         first = self.walks[0].path
         if len(self.walks) == 1:
             return first.render()
         columns = [
-            render_entity_set(_unique([w.path.entities[i] for w in self.walks])) for i in range(len(first) + 1)
+            render_entity_set(_unique([w.path.entities[i] for w in self.walks]), max_set)
+            for i in range(len(first) + 1)
         ]
         return Path(tuple(columns), first.relations, first.forward, first.triple_ids).render()
 
@@ -227,9 +241,9 @@ class EvidenceGroup:
     def triple_ids(self) -> tuple[int, ...]:
         return tuple(sorted({t for c in self.chains for t in c.triple_ids}))
 
-    def render(self) -> str:
-        """Member chains joined by `` & ``."""
-        return GROUP_SEP.join(c.render() for c in self.chains)
+    def render(self, max_set: int | None = None) -> str:
+        """Member chains joined by `` & `` (sets cut to ``max_set`` entities)."""
+        return GROUP_SEP.join(c.render(max_set) for c in self.chains)
 
 
 EvidenceItem = Union[EvidenceChain, EvidenceGroup]

@@ -66,6 +66,11 @@ class TunedReaderSettings(Config):
     max_lines: int = Field(24, ge=1, description="Evidence lines in the prompt (the first ones, in evidence order).")
     max_prompt_tokens: int = Field(640, ge=32, description="Drop trailing evidence lines beyond this prompt length.")
     max_answers: int = Field(4, ge=1, description="Names written per question, at most.")
+    max_set: int | None = Field(
+        None, ge=1, description="Entities shown per set of a line, the best walks' first (`{a | b | +5 more}`); "
+        "the reader may answer only the ends it is shown. A multi-hop line passes through and ends at many "
+        "entities, so without a cap a few long lines fill the token budget. None shows every entity."
+    )
     max_name_tokens: int = Field(32, ge=1, description="Candidate names longer than this are not offered.")
     short_relations: bool = Field(
         True, description="Show a dotted Freebase relation by its last part (`film.film.directed_by` → "
@@ -223,7 +228,7 @@ def compact_line(line: str) -> str:
 
 
 _MACHINE_ID = r"[mg]\.[0-9a-z_]+"
-_MACHINE_SET = re.compile(r"\{" + _MACHINE_ID + r"(?: \| " + _MACHINE_ID + r")*\}")
+_MACHINE_SET = re.compile(r"\{" + _MACHINE_ID + r"(?: \| " + _MACHINE_ID + r")*(?: \| \+[0-9]+ more)?\}")
 # a whole entity of a rendered line: it starts the line, follows an arrow, "{", "| " or "& ", and ends
 # the line or comes before " →", " ←", " &", "}" or " |" (rg.evidence.chains' notation)
 _LONE_MACHINE_ID = re.compile(r"(^|[→←] |\{|\| |& )" + _MACHINE_ID + r"(?=$| [→←&]|\}| \|)")
@@ -263,23 +268,33 @@ def build_prompt(tokenizer, settings: TunedReaderSettings, question: str, eviden
     (with ``machine_ids: elided``, lines ending at machine ids only are skipped and such ends never offered)."""
     elided = settings.machine_ids == "elided"
     items = [item for item in evidence.items
-             if not elided or any(not is_unnamed(e) for chain in item_chains(item) for e in chain.ends)]
+             if not elided or any(not is_unnamed(e) for chain in item_chains(item)
+                                  for e in chain.shown_ends(settings.max_set))]
     items = items[: settings.max_lines]
-    lines = [item.render() for item in items]
+    lines = [item.render(settings.max_set) for item in items]
     if settings.short_relations:
         lines = [compact_line(line) for line in lines]
     if elided:
         lines = [elide_machine_ids(line) for line in lines]
-    for _attempt in range(len(lines) + 1):  # each retry drops at least one line; the last shows none
-        ids = tokenizer.apply_chat_template(prompt_messages(settings, question, lines), add_generation_prompt=True,
-                                            tokenize=True)
-        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
-        if len(ids) <= settings.max_prompt_tokens or not lines:
-            break
-        lines = lines[: len(lines) - max(1, len(lines) // 4)]
-    shown = items[: len(lines)]
-    candidates = tuple(dict.fromkeys(e for item in shown for chain in item_chains(item) for e in chain.ends
-                                     if not (elided and is_unnamed(e))))
+
+    def encode(count: int) -> list[int]:
+        ids = tokenizer.apply_chat_template(prompt_messages(settings, question, lines[:count]),
+                                            add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+    fits = len(lines)
+    ids = encode(fits)
+    if len(ids) > settings.max_prompt_tokens:  # the most lines within the budget, by bisection
+        low, high = 0, fits  # no lines always counts as fitting; all of them do not fit
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if len(encode(middle)) <= settings.max_prompt_tokens else (low, middle)
+        fits = low
+        ids = encode(fits)
+    lines = lines[:fits]
+    shown = items[:fits]
+    candidates = tuple(dict.fromkeys(e for item in shown for chain in item_chains(item)
+                                     for e in chain.shown_ends(settings.max_set) if not (elided and is_unnamed(e))))
     return ReaderPrompt(ids=ids, lines=len(lines), candidates=candidates)
 
 
