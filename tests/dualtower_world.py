@@ -49,6 +49,7 @@ FILM_TEMPLATES = (
     ("which films share a director with {}", ("directed_by", "directed_by^-1")),
     ("who starred in the films directed by the director of {}", ("directed_by", "directed_by^-1", "starred_actors")),
 )
+PASSIVE_WRITER = ("who was {} written by", ("written_by",))
 PERSON_TEMPLATES = (
     ("which films did {} direct", ("directed_by^-1",)),
     ("which films did {} act in", ("starred_actors^-1",)),
@@ -74,10 +75,10 @@ def schema() -> KGSchema:
     return KGSchema.build(TRIPLES, TYPES)
 
 
-def training_rows() -> list[tuple[str, str, tuple[str, ...]]]:
+def training_rows(film_templates=FILM_TEMPLATES) -> list[tuple[str, str, tuple[str, ...]]]:
     """(id, masked question, relation path) for every template and entity of its kind."""
     rows = []
-    for template, path in FILM_TEMPLATES:
+    for template, path in film_templates:
         for film in FILMS:
             rows.append((f"{template}:{film}", mask_topics(template.format(film), [film]), path))
     for template, path in PERSON_TEMPLATES:
@@ -102,10 +103,21 @@ def shared_cluster_planner() -> PlannerModel:
     return trained_planner(lambda path: kg_schema.view_path(path), epochs=60)
 
 
-def trained_planner(relation_view=lambda path: path, epochs: int = 40) -> PlannerModel:
+@functools.cache
+def passive_cluster_planner() -> PlannerModel:
+    """:func:`shared_cluster_planner`, also trained on the wording "who was {} written by". The tests of the
+    Hand's cluster resolution ask in that wording (its words meet ``written_by``'s), and a wording the tiny
+    planner never saw decodes differently on other CPUs' float rounding: on one machine the Brain chose
+    the one-step path, on another a two-step one."""
+    kg_schema = schema()
+    return trained_planner(lambda path: kg_schema.view_path(path), epochs=60,
+                           film_templates=(*FILM_TEMPLATES, PASSIVE_WRITER))
+
+
+def trained_planner(relation_view=lambda path: path, epochs: int = 40, film_templates=FILM_TEMPLATES) -> PlannerModel:
     """A tiny planner (masked topics) trained on :func:`training_rows`, relation paths mapped by
     ``relation_view`` (e.g. to the privacy mode's clusters)."""
-    rows = [(qid, q, tuple(relation_view(p))) for qid, q, p in training_rows()]
+    rows = [(qid, q, tuple(relation_view(p))) for qid, q, p in training_rows(film_templates)]
     relations = {label.removesuffix("^-1") for _, _, p in rows for label in p}
     config = PlannerConfig(tiny={"layers": 1, "hidden": 32, "heads": 2, "max_positions": 48},
                            lora={"dropout": 0.0}, max_prompt_tokens=32, mask_topics=True)

@@ -36,6 +36,7 @@ from tests.dualtower_world import (
     QUESTIONS,
     TRIPLES,
     TYPES,
+    passive_cluster_planner,
     schema,
     shared_cluster_planner,
     shared_planner,
@@ -340,7 +341,7 @@ def test_in_privacy_mode_the_hand_tells_a_clusters_relations_apart_by_the_raw_qu
     all three; the Hand holds the raw question and keeps the relation it is closest to (``question``), or
     keeps all three (``all``) and answers with the director, whom the walks' order puts first."""
     config = DualTowerConfig(privacy={"mode": "privacy"}, similarity="lexical", hand={"resolve_clusters": resolve})
-    controller = build_controller(config, schema(), store=store, planner=shared_cluster_planner())
+    controller = build_controller(config, schema(), store=store, planner=passive_cluster_planner())
     result = controller.answer("who was Casino written by", ["Casino"])
     assert result.answers == expected and not result.faults
     assert "written_by" not in "".join(result.brain_payloads)
@@ -409,7 +410,7 @@ def test_with_one_kept_path_the_hand_still_finds_the_writer_among_the_brains_equ
     With ``question`` the Hand grounds their twins too and answers with the writer."""
     config = DualTowerConfig(privacy={"mode": "privacy"}, similarity="lexical", w_max=1,
                              hand={"resolve_clusters": resolve})
-    controller = build_controller(config, schema(), store=store, planner=shared_cluster_planner())
+    controller = build_controller(config, schema(), store=store, planner=passive_cluster_planner())
     result = controller.answer("who was Casino written by", ["Casino"])
     assert not result.faults
     if resolve == "question":
