@@ -291,11 +291,9 @@ def build_prompt(tokenizer, settings: TunedReaderSettings, question: str, eviden
             low, high = (middle, high) if len(encode(middle)) <= settings.max_prompt_tokens else (low, middle)
         fits = low
         ids = encode(fits)
-    lines = lines[:fits]
-    shown = items[:fits]
-    candidates = tuple(dict.fromkeys(e for item in shown for chain in item_chains(item)
+    candidates = tuple(dict.fromkeys(e for item in items[:fits] for chain in item_chains(item)
                                      for e in chain.shown_ends(settings.max_set) if not (elided and is_unnamed(e))))
-    return ReaderPrompt(ids=ids, lines=len(lines), candidates=candidates)
+    return ReaderPrompt(ids=ids, lines=fits, candidates=candidates)
 
 
 def eos_id(tokenizer, model) -> int:
