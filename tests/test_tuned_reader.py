@@ -115,6 +115,17 @@ def test_max_set_cuts_every_set_of_a_line_and_offers_only_the_ends_shown(base):
     assert elide_machine_ids("A → [r] → {m.01 | Bob | +4 more}") == "A → [r] → {* | Bob | +4 more}"
 
 
+def test_a_chain_back_to_the_topic_is_shown_but_the_topic_is_never_offered(base):
+    model, tokenizer = base
+    triples = (("Ann", "directed", "Film"), ("Film", "starred", "Ann"), ("Film", "starred", "Bob"))
+    ev = build_evidence(triples, (0.9, 0.8, 0.7), ["Ann"], EvidenceConfig(max_length=2))
+    assert "Ann" in ev.ends()  # Ann → [directed] → Film → [starred] → Ann
+    prompt = build_prompt(tokenizer, TunedReaderSettings(), "who starred in the films Ann directed", ev)
+    assert prompt.lines == len(ev.items) and set(prompt.candidates) == {"Film", "Bob"}
+    reader = TunedReader(model, tokenizer, TunedReaderSettings(max_answers=3))
+    assert {name for name, _ in reader.answer("who starred in the films Ann directed", ev)} <= {"Film", "Bob"}
+
+
 def test_machine_ids_are_elided_and_never_offered(base):
     _, tokenizer = base
     cvt = (("Ann", "education", "m.0ljgpd"), ("m.0ljgpd", "institution", "Varport"),

@@ -3,9 +3,10 @@
 RoG's reasoning step (ReG §S(III) reads evidence chains with an LLM): the prompt holds the
 question and the evidence lines in the LLM reader's chain format; the model writes answer
 names one per line. Decoding is constrained by :class:`AnswerGrammar`, a token trie over the
-names that end the evidence chains on the lines shown, so the reader can only answer with an entity its prompt
-shows in the prompt; it emits at most ``max_answers`` names, ranked in the order written, each scored by its
-constrained log-probability. The adapter is trained by :mod:`rg.training.reader_loop` on
+names that end the evidence chains on the lines shown, other than the question's topic entities (as
+``retriever_scores`` ranks them), so the reader can only answer with an entity its prompt shows; it
+emits at most ``max_answers`` names, ranked in the order written, each scored by its constrained
+log-probability. The adapter is trained by :mod:`rg.training.reader_loop` on
 training questions' evidence and gold answers::
 
     reader = TunedReader.load("outputs/demo/reader/reader")
@@ -255,7 +256,8 @@ class ReaderPrompt:
     Attributes:
         ids: Prompt token ids (chat template applied, ready for the assistant's turn).
         lines: Evidence lines shown (the first ones, fewer than ``max_lines`` when over the token budget).
-        candidates: Ends of the chains on those lines, in line order: what the reader may answer.
+        candidates: Ends of the chains on those lines, in line order, minus the topic entities: what the
+            reader may answer.
     """
 
     ids: list[int]
@@ -265,7 +267,8 @@ class ReaderPrompt:
 
 def build_prompt(tokenizer, settings: TunedReaderSettings, question: str, evidence: Evidence) -> ReaderPrompt:
     """The first ``max_lines`` evidence lines, fewer if over ``max_prompt_tokens``, and their chain ends
-    (with ``machine_ids: elided``, lines ending at machine ids only are skipped and such ends never offered)."""
+    other than the question's topic entities (with ``machine_ids: elided``, lines ending at machine ids
+    only are skipped and such ends never offered)."""
     elided = settings.machine_ids == "elided"
     items = [item for item in evidence.items
              if not elided or any(not is_unnamed(e) for chain in item_chains(item)
@@ -291,8 +294,10 @@ def build_prompt(tokenizer, settings: TunedReaderSettings, question: str, eviden
             low, high = (middle, high) if len(encode(middle)) <= settings.max_prompt_tokens else (low, middle)
         fits = low
         ids = encode(fits)
+    topics = set(evidence.topics)  # a chain back to its own topic (a cycle) never answers it: as retriever_scores
     candidates = tuple(dict.fromkeys(e for item in items[:fits] for chain in item_chains(item)
-                                     for e in chain.shown_ends(settings.max_set) if not (elided and is_unnamed(e))))
+                                     for e in chain.shown_ends(settings.max_set)
+                                     if e not in topics and not (elided and is_unnamed(e))))
     return ReaderPrompt(ids=ids, lines=fits, candidates=candidates)
 
 
