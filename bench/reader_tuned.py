@@ -210,7 +210,8 @@ def quick(work: Path) -> dict[str, Any]:
     torch.manual_seed(cfg.train.seed)
     model, tokenizer = lora_reader_model(settings, cfg.lora)
     eos = int(tokenizer.convert_tokens_to_ids(tokenizer.eos_token))
-    examples, skipped = reader_examples(reader_items(cfg, sides["train"], scorer), tokenizer, settings, eos)
+    examples, skipped = reader_examples(reader_items(cfg, sides["train"], scorer), tokenizer, settings, eos,
+                                        cfg.train.shuffle_lines, cfg.train.seed)
     history = fit_reader(model, tokenizer, examples, reader_items(cfg, sides["val"][: cfg.max_val_questions], scorer),
                          settings, cfg.train)
     reader_dir = save_reader(model, settings, work / "reader" / "reader")

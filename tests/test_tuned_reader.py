@@ -306,3 +306,29 @@ def test_a_checkpoint_before_precision_reads_in_fp32(tmp_path):
     (tmp_path / "reader.json").write_text(TunedReaderSettings().model_dump_json(exclude={"precision"}))
     assert load_settings(tmp_path).precision == "fp32"
     assert TunedReaderSettings().precision == "auto"
+
+
+def test_shuffled_lines_show_the_same_lines_in_another_order_with_the_same_target(base):
+    model, tokenizer = base
+    settings, eos = TunedReaderSettings(), eos_id(tokenizer, model)
+    items = [ReaderItem(f"q{i}", "who directed Inception", evidence(), ("Christopher Nolan",)) for i in range(8)]
+    kept, _ = reader_examples(items, tokenizer, settings, eos)
+    shuffled, skipped = reader_examples(items, tokenizer, settings, eos, shuffle_lines=1.0, seed=3)
+    again, _ = reader_examples(items, tokenizer, settings, eos, shuffle_lines=1.0, seed=3)
+    assert skipped == 0 and [e.input_ids for e in shuffled] == [e.input_ids for e in again]  # seeded
+
+    def lines(example):
+        prompt = [t for t, label in zip(example.input_ids, example.labels) if label == -100]
+        text = tokenizer.decode(prompt)
+        return text[text.index("Evidence:\n") + len("Evidence:\n"):].split("<|im_end|>")[0].strip().split("\n")
+
+    def target(example):
+        return tokenizer.decode([t for t in example.labels if t != -100])
+
+    order = lines(kept[0])
+    assert len(order) >= 3 and all(lines(e) == order for e in kept)
+    assert all(sorted(lines(e)) == sorted(order) for e in shuffled)
+    assert any(lines(e) != order for e in shuffled)  # 8 draws of a 3+-line order: the same every time is ~1e-6
+    assert {target(e) for e in kept + shuffled} == {"Christopher Nolan<|im_end|>"}
+    none, _ = reader_examples(items, tokenizer, settings, eos, shuffle_lines=0.0, seed=3)
+    assert [e.input_ids for e in none] == [e.input_ids for e in kept]

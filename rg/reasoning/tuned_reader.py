@@ -265,15 +265,22 @@ class ReaderPrompt:
     candidates: tuple[str, ...]
 
 
+def shown_items(settings: TunedReaderSettings, evidence: Evidence) -> list:
+    """The evidence items a prompt may show, in order: the first ``max_lines`` (with ``machine_ids: elided``, of
+    those with a named end); :func:`build_prompt` shows as many of them as fit its token budget."""
+    elided = settings.machine_ids == "elided"
+    items = [item for item in evidence.items
+             if not elided or any(not is_unnamed(e) for chain in item_chains(item)
+                                  for e in chain.shown_ends(settings.max_set))]
+    return items[: settings.max_lines]
+
+
 def build_prompt(tokenizer, settings: TunedReaderSettings, question: str, evidence: Evidence) -> ReaderPrompt:
     """The first ``max_lines`` evidence lines, fewer if over ``max_prompt_tokens``, and their chain ends
     other than the question's topic entities (with ``machine_ids: elided``, lines ending at machine ids
     only are skipped and such ends never offered)."""
     elided = settings.machine_ids == "elided"
-    items = [item for item in evidence.items
-             if not elided or any(not is_unnamed(e) for chain in item_chains(item)
-                                  for e in chain.shown_ends(settings.max_set))]
-    items = items[: settings.max_lines]
+    items = shown_items(settings, evidence)
     lines = [item.render(settings.max_set) for item in items]
     if settings.short_relations:
         lines = [compact_line(line) for line in lines]

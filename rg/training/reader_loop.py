@@ -18,9 +18,10 @@ evaluation reports.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from pydantic import Field
@@ -30,7 +31,14 @@ from rg.config import Config
 from rg.evidence import Evidence
 from rg.metrics import normalize_answer
 from rg.models.precision import resolve_dtype
-from rg.reasoning.tuned_reader import AnswerGrammar, TunedReader, TunedReaderSettings, build_prompt
+from rg.reasoning.tuned_reader import (
+    AnswerGrammar,
+    ReaderPrompt,
+    TunedReader,
+    TunedReaderSettings,
+    build_prompt,
+    shown_items,
+)
 from rg.retrievers.planner.model import IGNORE_INDEX, Example
 from rg.training.planner_loop import example_batches, train_epoch
 from rg.training.strategy import DeepSpeedSettings, Strategy
@@ -60,7 +68,13 @@ class ReaderFitConfig(Config):
     lr: float = Field(1e-3, gt=0, description="AdamW learning rate of the adapter.")
     batch_size: int = Field(8, ge=1, description="Examples per optimisation step and worker.")
     grad_clip: float | None = Field(1.0, gt=0, description="Gradient-norm clip; None disables.")
-    seed: int = Field(0, description="Seed of the batch order and of dropout.")
+    seed: int = Field(0, description="Seed of the batch order, of dropout and of the line order (shuffle_lines).")
+    shuffle_lines: float = Field(
+        0.0, ge=0, le=1, description="Share of the training questions whose prompt shows its evidence lines in a "
+        "seeded random order (the same lines; reading keeps the evidence order). The evidence order puts the gold "
+        "line first for most questions, so a reader trained on it alone learns to answer the first line; 0 keeps "
+        "the order (docs/models.md)."
+    )
     strategy: Strategy = Field(
         "ddp", description="'ddp': DDP workers and torch AdamW; 'deepspeed': a DeepSpeed engine per worker (GPU "
         "nodes with the deepspeed extra; see rg.training.strategy)."
@@ -131,21 +145,41 @@ def gold_names(candidates: Sequence[str], answers: Sequence[str], limit: int) ->
 
 
 def reader_examples(items: Sequence[ReaderItem], tokenizer, settings: TunedReaderSettings,
-                    eos: int) -> tuple[list[Example], int]:
-    """Tokenised training examples, and how many questions were skipped (no gold answer on the lines shown)."""
+                    eos: int, shuffle_lines: float = 0.0, seed: int = 0) -> tuple[list[Example], int]:
+    """Tokenised training examples, and how many questions were skipped (no gold answer on the lines shown).
+
+    With ``shuffle_lines`` > 0 that share of the questions (a seeded draw per question id) shows its lines in a
+    seeded random order: the same lines and candidates, the target names in the new line order.
+    """
     examples, skipped = [], 0
     for item in items:
         prompt = build_prompt(tokenizer, settings, item.question, item.evidence)
-        grammar = AnswerGrammar(prompt.candidates, tokenizer, eos, settings.max_answers, settings.max_name_tokens)
-        names = [n for n in gold_names(prompt.candidates, item.answers, settings.max_answers)
-                 if grammar.parse(grammar.encode([n])) == [n]]  # names the decoder could write
+        names = _target_names(prompt, item, tokenizer, settings, eos)
+        if names and shuffle_lines > 0 and prompt.lines > 1:
+            draw = random.Random(f"rg-reader-lines:{seed}:{item.id}")
+            if draw.random() < shuffle_lines:
+                shown = shown_items(settings, item.evidence)[: prompt.lines]
+                draw.shuffle(shown)
+                permuted = build_prompt(tokenizer, settings, item.question, replace(item.evidence, items=tuple(shown)))
+                permuted_names = _target_names(permuted, item, tokenizer, settings, eos)
+                if permuted_names:  # the reordered prompt can lose a line to the token budget
+                    prompt, names = permuted, permuted_names
         if not names:
             skipped += 1
             continue
-        target = grammar.encode(names)
+        target = AnswerGrammar(prompt.candidates, tokenizer, eos, settings.max_answers,
+                               settings.max_name_tokens).encode(names)
         examples.append(Example(id=item.id, input_ids=tuple(prompt.ids + target),
                                 labels=tuple([IGNORE_INDEX] * len(prompt.ids) + target)))
     return examples, skipped
+
+
+def _target_names(prompt: ReaderPrompt, item: ReaderItem, tokenizer, settings: TunedReaderSettings,
+                  eos: int) -> list[str]:
+    """The gold answers among the prompt's candidates that the constrained decoder could write."""
+    grammar = AnswerGrammar(prompt.candidates, tokenizer, eos, settings.max_answers, settings.max_name_tokens)
+    return [n for n in gold_names(prompt.candidates, item.answers, settings.max_answers)
+            if grammar.parse(grammar.encode([n])) == [n]]
 
 
 def read_hits(reader: TunedReader, items: Sequence[ReaderItem]) -> dict[str, float]:

@@ -241,7 +241,8 @@ def _driver_input(cfg: ReaderTrainConfig, base_folder: Path) -> _TrainInput:
     train_items, val_items = reader_items(cfg, train_samples, scorer), reader_items(cfg, val_samples, scorer)
     tokenizer = AutoTokenizer.from_pretrained(base_folder, local_files_only=True)
     eos = int(tokenizer.convert_tokens_to_ids(tokenizer.eos_token))
-    examples, skipped = reader_examples(train_items, tokenizer, cfg.reader, eos)
+    examples, skipped = reader_examples(train_items, tokenizer, cfg.reader, eos, cfg.train.shuffle_lines,
+                                        cfg.train.seed)
     _require_examples(cfg, len(examples), skipped)
     return _TrainInput(
         ray.data.from_items([{"example": pickle.dumps(e)} for e in examples]),
@@ -311,8 +312,9 @@ class _ReaderRows:
 
         items = reader_items(self.cfg, batch_samples(batch), self.scorer)
         val = [i for i in items if i.id in self.val_ids]
+        train = self.cfg.train
         examples, _ = reader_examples([i for i in items if i.id not in self.val_ids], self.tokenizer, self.cfg.reader,
-                                      self.eos)
+                                      self.eos, train.shuffle_lines, train.seed)
         return pa.table({
             "side": pa.array(["train"] * len(examples) + ["val"] * len(val), pa.string()),
             "example": pa.array([pickle.dumps(e) for e in examples] + [b""] * len(val), pa.binary()),
