@@ -188,3 +188,27 @@ def test_evaluate_planner_rows(overfit):
     assert grouped[0].seconds == pytest.approx(sum(r.seconds for r in grouped[1:]))
     with pytest.raises(ValueError, match="unknown decoding mode"):
         evaluate_planner(planner, chosen, gold, modes=("greedy",))
+
+
+def test_progress_sees_every_step_of_every_epoch_and_changes_nothing(synthetic_samples):
+    chosen = [s for s in synthetic_samples if len(s.q_entities) == 1 and weak_relation_paths(s)][:5]
+    targets, _ = plan_targets(chosen, max_paths=1, max_len=3)
+    config = PlannerConfig(tiny=TINY, max_prompt_tokens=32)
+    relations = {r for s in chosen for _, r, _ in s.triples}
+    seen = []
+
+    def progress(batches, label):
+        for batch in batches:
+            seen.append((label, batch["input_ids"].shape[0]))
+            yield batch
+
+    losses = []
+    for wrap in (None, progress):
+        torch.manual_seed(0)
+        planner = PlannerModel.build(config, [s.question for s in chosen], relations)
+        examples = planner.examples(target_rows(targets))
+        result = fit_planner(planner, examples, [], PlannerFitConfig(epochs=2, batch_size=2, lr=0.01), progress=wrap)
+        losses.append([row["train_loss"] for row in result.history])
+    assert losses[0] == losses[1]  # the wrapper only watches
+    assert [label for label, _ in seen] == ["planner epoch 1/2"] * 3 + ["planner epoch 2/2"] * 3  # 5 examples, 2 a step
+    assert sum(size for _, size in seen) == 2 * len(examples)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -119,9 +119,15 @@ def to_device(batch: dict[str, torch.Tensor], module: nn.Module) -> dict[str, to
     return {k: v.to(device) for k, v in batch.items()}
 
 
+Batch = dict[str, torch.Tensor]
+Progress = Callable[[Sequence[Batch], str], Iterable[Batch]]
+"""Shows an epoch's steps as they run: gets the epoch's batches and a label (``"epoch 2/5"``) and yields
+the same batches in the same order (e.g. wrapped in a progress bar)."""
+
+
 def train_epoch(
     model: nn.Module,
-    batches: Sequence[dict[str, torch.Tensor]],
+    batches: Iterable[Batch],
     optimizer: torch.optim.Optimizer | None,
     grad_clip: float | None = None,
     engine=None,
@@ -130,7 +136,7 @@ def train_epoch(
 
     Args:
         model: The planner, or a wrapper of it (DDP) whose ``forward(**batch)`` returns the loss.
-        batches: From :func:`example_batches`.
+        batches: From :func:`example_batches` (or a :data:`Progress` wrapping them).
         optimizer: Over the trainable tensors (unused with ``engine``).
         grad_clip: Max gradient norm, None for no clipping (an engine clips by its own config).
         engine: A DeepSpeed engine (:func:`rg.training.strategy.deepspeed_engine`) in place of
@@ -138,13 +144,14 @@ def train_epoch(
     """
     if engine is not None:
         engine.train()
-        total = 0.0
+        total, steps = 0.0, 0
         for batch in batches:
             loss = engine(**to_device(batch, engine.module))
             engine.backward(loss)
             engine.step()
             total += float(loss.detach().float())
-        return total / max(len(batches), 1)
+            steps += 1
+        return total / max(steps, 1)
     if optimizer is None:
         raise ValueError("train_epoch needs an optimizer, or an engine in its place")
     model.train()
@@ -218,6 +225,7 @@ def fit_planner(
     start_epoch: int = 0,
     optimizer_state: dict | None = None,
     engine=None,
+    progress: Progress | None = None,
 ) -> PlannerFitResult:
     """Train the planner's adapter for epochs ``start_epoch .. config.epochs - 1``.
 
@@ -233,6 +241,7 @@ def fit_planner(
         optimizer_state: AdamW state to resume from (not with ``engine``).
         engine: A DeepSpeed engine over ``planner`` (``strategy: deepspeed``); it holds the
             optimizer, whose learning rate is still set per epoch here.
+        progress: Wraps each epoch's batches to show its steps (Ray workers: :func:`rg.training.progress.step_bar`).
 
     Returns:
         The history, the best epoch of this run and its trained tensors.
@@ -260,7 +269,8 @@ def fit_planner(
         batches = example_batches(train, config.batch_size, planner.vocab.pad, generator)
         for group in optimizer.param_groups:
             group["lr"] = epoch_lr(config, epoch)
-        metrics = {"epoch": float(epoch), "train_loss": train_epoch(model, batches, optimizer, config.grad_clip, engine)}
+        steps = progress(batches, f"planner epoch {epoch + 1}/{config.epochs}") if progress is not None else batches
+        metrics = {"epoch": float(epoch), "train_loss": train_epoch(model, steps, optimizer, config.grad_clip, engine)}
         metrics["lr"] = epoch_lr(config, epoch)
         metrics["train_examples"] = float(len(train))
         metrics.update({f"val_{k}": v for k, v in evaluate_examples(planner, val, config.eval_batch_size).items()})

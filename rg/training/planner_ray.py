@@ -62,6 +62,7 @@ from rg.retrievers.planner.model import PlannerModel, load_planner, prompt_quest
 from rg.runtime import RayConfig, init_ray
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import Labels, labels_by_id
+from rg.training.progress import DriverBar, posting_progress, step_board
 from rg.training.run_guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows, with_worker_group
 from rg.training.data import LabelConfig
@@ -178,7 +179,8 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
     """Ray Train worker: DDP training of the planner's adapter, per-epoch reports, rank-0 checkpoints.
 
     ``config`` holds ``initial`` (an ObjectRef of the packed initial planner folder), ``train``
-    (a :class:`PlannerFitConfig` dict) and ``meta`` (a :class:`CheckpointMeta` dict).
+    (a :class:`PlannerFitConfig` dict), ``meta`` (a :class:`CheckpointMeta` dict) and ``board`` (the
+    :class:`rg.training.progress.StepBoard` rank 0 posts its steps to).
     """
     import ray
     import ray.train
@@ -232,7 +234,8 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
             ray.train.report(with_worker_group(row), checkpoint=ray.train.Checkpoint.from_directory(tmp))
 
     fit_planner(planner, train, val, fit_cfg, model=wrapped, on_epoch_end=on_epoch_end,
-                start_epoch=start_epoch, optimizer_state=None if engine is not None else optimizer_state, engine=engine)
+                start_epoch=start_epoch, optimizer_state=None if engine is not None else optimizer_state, engine=engine,
+                progress=posting_progress(config["board"]) if rank == 0 else None)
 
 
 def _labels(cfg: PlannerTrainConfig, samples: Sequence[Sample]) -> dict[str, Labels] | None:
@@ -386,10 +389,11 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
     with tempfile.TemporaryDirectory() as tmp:
         initial = ray.put(pack_folder(planner.save(tmp, meta)))
 
+    board = step_board()
     trainer = TorchTrainer(
         planner_loop_per_worker,
         train_loop_config={"initial": initial, "train": cfg.train.model_dump(mode="json"),
-                           "meta": meta.model_dump(mode="json")},
+                           "meta": meta.model_dump(mode="json"), "board": board},
         scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
         run_config=ray.train.RunConfig(
             name=cfg.run_name,
@@ -404,7 +408,8 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
         datasets={"train": data.train, "val": data.val},
         dataset_config=ray.train.DataConfig(datasets_to_split=["train"]),
     )
-    result = trainer.fit()
+    with DriverBar(board):
+        result = trainer.fit()
 
     kept = [(c, m) for c, m in (result.best_checkpoints or []) if m.get(SELECTION_METRIC) is not None]
     if not kept:

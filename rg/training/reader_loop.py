@@ -40,7 +40,7 @@ from rg.reasoning.tuned_reader import (
     shown_items,
 )
 from rg.retrievers.planner.model import IGNORE_INDEX, Example
-from rg.training.planner_loop import example_batches, train_epoch
+from rg.training.planner_loop import Progress, example_batches, train_epoch
 from rg.training.strategy import DeepSpeedSettings, Strategy
 
 SELECTION_METRIC = "val_hits_at_1"
@@ -211,6 +211,7 @@ def fit_reader(
     optimizer_state: dict | None = None,
     evaluate: Callable[[TunedReader, Sequence[ReaderItem]], dict[str, float]] = read_hits,
     engine=None,
+    progress: Progress | None = None,
 ) -> list[dict[str, float]]:
     """Train the adapter of ``model`` (a peft model) for epochs ``start_epoch .. epochs - 1``.
 
@@ -228,6 +229,7 @@ def fit_reader(
         evaluate: Validation function (Ray workers pass one that reads their shard and sums across workers).
         engine: A DeepSpeed engine over ``ReaderLoss(model)`` (``strategy: deepspeed``) in place of
             ``wrapped`` and the AdamW built here.
+        progress: Wraps each epoch's batches to show its steps (Ray workers: :func:`rg.training.progress.step_bar`).
 
     Returns:
         One metrics dict per epoch run.
@@ -253,7 +255,8 @@ def fit_reader(
         torch.manual_seed(config.seed * 100_003 + epoch)
         generator = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
         batches = example_batches(train, config.batch_size, pad, generator, side="left")
-        loss = train_epoch(wrapped, batches, optimizer, config.grad_clip, engine)
+        steps = progress(batches, f"reader epoch {epoch + 1}/{config.epochs}") if progress is not None else batches
+        loss = train_epoch(wrapped, steps, optimizer, config.grad_clip, engine)
         metrics = {"epoch": float(epoch), "train_loss": loss, "train_examples": float(len(train)),
                    "train_seconds": time.perf_counter() - started}
         model.eval()

@@ -61,6 +61,7 @@ from rg.training.reader_loop import (
     read_hits,
     reader_examples,
 )
+from rg.training.progress import DriverBar, posting_progress, step_board
 from rg.training.run_guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows, with_worker_group
 from rg.training.strategy import check_strategy, deepspeed_engine, load_engine_config
@@ -189,7 +190,8 @@ def reader_loop_per_worker(config: dict[str, Any]) -> None:
 
     fit_reader(model, tokenizer, train, val, settings, fit_cfg, wrapped=wrapped, on_epoch_end=on_epoch_end,
                start_epoch=start_epoch, optimizer_state=None if engine is not None else optimizer_state,
-               evaluate=_evaluate_shard, engine=engine)
+               evaluate=_evaluate_shard, engine=engine,
+               progress=posting_progress(config["board"]) if rank == 0 else None)
 
 
 def save_reader(model, settings: TunedReaderSettings, folder: str | Path) -> Path:
@@ -343,10 +345,12 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=()) -> dict[str, Any]:
     init_ray(cfg.ray)
     data = _driver_input(cfg, base_folder) if cfg.examples_on == "driver" else _streamed_input(cfg, base_folder)
 
+    board = step_board()
     trainer = TorchTrainer(
         reader_loop_per_worker,
         train_loop_config={"reader": cfg.reader.model_copy(update={"evidence": cfg.evidence}).model_dump(mode="json"), "train": cfg.train.model_dump(mode="json"),
-                           "lora": cfg.lora.model_dump(mode="json"), "cpus_per_worker": cfg.cpus_per_worker},
+                           "lora": cfg.lora.model_dump(mode="json"), "cpus_per_worker": cfg.cpus_per_worker,
+                           "board": board},
         scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu,
                                                resources_per_worker={"CPU": cfg.cpus_per_worker}),
         run_config=ray.train.RunConfig(
@@ -357,7 +361,8 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=()) -> dict[str, Any]:
         datasets={"train": data.train, "val": data.val},
         dataset_config=ray.train.DataConfig(datasets_to_split=["train", "val"]),
     )
-    result = trainer.fit()
+    with DriverBar(board):
+        result = trainer.fit()
     kept = [(c, m) for c, m in (result.best_checkpoints or []) if m.get(SELECTION_METRIC) is not None]
     if not kept:
         raise RuntimeError(f"run {cfg.run_name!r} under {storage} produced no checkpoint with {SELECTION_METRIC!r}")

@@ -1,0 +1,48 @@
+"""Step progress of Ray Train runs: what a worker posts, and the bar the driver draws from it."""
+
+import io
+
+import ray
+
+from rg.training import progress
+from rg.training.progress import DriverBar, posting_progress, step_board
+
+
+def test_a_worker_posts_the_start_and_the_end_of_each_epoch_and_passes_every_batch_through(ray_local, monkeypatch):
+    monkeypatch.setattr(progress, "POST_EVERY_S", 3600.0)  # no posts in between
+    board = step_board()
+    batches = [{"i": i} for i in range(5)]
+    wrap = posting_progress(board)
+    seen = []
+    for batch in wrap(batches, "reader epoch 1/2"):
+        seen.append(batch)
+        if len(seen) == 1:
+            assert ray.get(board.read.remote()) == ("reader epoch 1/2", 0, 5)  # posted before the first step
+    assert seen == batches
+    assert ray.get(board.read.remote()) == ("reader epoch 1/2", 5, 5)
+
+
+def test_the_driver_draws_a_bar_per_epoch_with_the_last_posted_count(ray_local):
+    board = step_board()
+    out = io.StringIO()
+    with DriverBar(board, poll_s=3600.0, file=out):  # drawn only on exit
+        ray.get(board.post.remote("planner epoch 1/1", 7, 9))
+    text = out.getvalue()
+    assert "planner epoch 1/1" in text and "7/9" in text
+    empty = io.StringIO()
+    with DriverBar(step_board(), poll_s=3600.0, file=empty):
+        pass
+    assert empty.getvalue() == ""  # nothing posted, nothing drawn
+
+
+def test_a_finished_epoch_closes_its_bar_and_the_next_label_opens_a_new_one(ray_local):
+    board = step_board()
+    out = io.StringIO()
+    bar = DriverBar(board, poll_s=3600.0, file=out)
+    ray.get(board.post.remote("reader epoch 1/2", 3, 3))
+    bar._draw()
+    ray.get(board.post.remote("reader epoch 2/2", 1, 3))
+    bar._draw()
+    lines = [line for line in out.getvalue().replace("\r", "\n").splitlines() if line.strip()]
+    assert any(line.startswith("reader epoch 1/2: 100%") and "3/3" in line for line in lines)
+    assert lines[-1].startswith("reader epoch 2/2") and "1/3" in lines[-1]
