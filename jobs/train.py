@@ -9,7 +9,8 @@
 The config's ``kind`` picks the trainer: ``train`` (triple retrievers), ``train_planner`` or
 ``train_reader`` (the LoRA-tuned local reader).
 Resubmitting with the same ``run_name`` and ``storage_path`` resumes from the run's latest
-checkpoint (raise the epochs to train further). Prints the best validation metrics; the model is
+checkpoint (raise the epochs to train further). Planner and reader runs draw each epoch's steps on
+the driver (``--no-progress`` hides them). Prints the best validation metrics; the model is
 under ``<output_dir>`` with ``<output_dir>/train_report.json``.
 """
 
@@ -26,7 +27,9 @@ from rg.training.reader_ray import ReaderTrainConfig, format_reader_report, trai
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = job_parser("jobs.train", __doc__, TrainJobConfig).parse_args(argv)
+    parser = job_parser("jobs.train", __doc__, TrainJobConfig)
+    parser.add_argument("--no-progress", action="store_true", help="hide the step bar of planner and reader runs")
+    args = parser.parse_args(argv)
     kind = config_kind(args, TrainJobConfig.KIND)
     if kind is None:
         return 2
@@ -35,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if planner_cfg is None:
             return 2
         with staged(planner_cfg, "jobs.train") as planner_cfg:
-            report = format_planner_report(train_planner(planner_cfg))
+            report = format_planner_report(train_planner(planner_cfg, progress=not args.no_progress))
         print(report)
         return 0
     if kind == ReaderTrainConfig.KIND:
@@ -43,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if reader_cfg is None:
             return 2
         with staged(reader_cfg, "jobs.train") as reader_cfg:
-            report = format_reader_report(train_reader(reader_cfg))
+            report = format_reader_report(train_reader(reader_cfg, progress=not args.no_progress))
         print(report)
         return 0
     cfg = load_job_config(args, TrainJobConfig)

@@ -20,6 +20,7 @@ def test_a_worker_posts_the_start_and_the_end_of_each_epoch_and_passes_every_bat
             assert ray.get(board.read.remote()) == ("reader epoch 1/2", 0, 5)  # posted before the first step
     assert seen == batches
     assert ray.get(board.read.remote()) == ("reader epoch 1/2", 5, 5)
+    assert posting_progress(board, rank=1) is None and posting_progress(None) is None  # rank 0 only; --no-progress
 
 
 def test_the_driver_draws_a_bar_per_epoch_with_the_last_posted_count(ray_local):
@@ -33,6 +34,10 @@ def test_the_driver_draws_a_bar_per_epoch_with_the_last_posted_count(ray_local):
     with DriverBar(step_board(), poll_s=3600.0, file=empty):
         pass
     assert empty.getvalue() == ""  # nothing posted, nothing drawn
+    assert step_board(enabled=False) is None
+    with DriverBar(None, file=empty):  # --no-progress: no board, no thread
+        pass
+    assert empty.getvalue() == ""
 
 
 def test_a_finished_epoch_closes_its_bar_and_the_next_label_opens_a_new_one(ray_local):

@@ -136,8 +136,7 @@ def _train(cfg: TrainJobConfig, progress: bool) -> StageResult:
 
 
 def _plan(cfg: PlannerTrainConfig, progress: bool) -> StageResult:
-    del progress  # Ray Train reports per epoch; the job has no bar of its own
-    report = train_planner(cfg)
+    report = train_planner(cfg, progress=progress)
     best = report["best_metrics"]
     exact = best.get(report["metric"])
     scores = (report.get("evaluation") or {}).get("scores") or []
@@ -158,8 +157,7 @@ def _plan(cfg: PlannerTrainConfig, progress: bool) -> StageResult:
 
 
 def _read(cfg: ReaderTrainConfig, progress: bool) -> StageResult:
-    del progress  # Ray Train reports per epoch; the job has no bar of its own
-    report = train_reader(cfg)
+    report = train_reader(cfg, progress=progress)
     best = report["best_metrics"]
     return StageResult(
         result=f"tuned reader ({report['base']} in {report['precision']['base_weights']} + LoRA) on {report['train_examples']} of {report['train_questions']} "

@@ -235,7 +235,7 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
 
     fit_planner(planner, train, val, fit_cfg, model=wrapped, on_epoch_end=on_epoch_end,
                 start_epoch=start_epoch, optimizer_state=None if engine is not None else optimizer_state, engine=engine,
-                progress=posting_progress(config["board"]) if rank == 0 else None)
+                progress=posting_progress(config["board"], rank))
 
 
 def _labels(cfg: PlannerTrainConfig, samples: Sequence[Sample]) -> dict[str, Labels] | None:
@@ -355,12 +355,13 @@ def _driver_input(cfg: PlannerTrainConfig) -> _TrainInput:
     )
 
 
-def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
+def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = (), progress: bool = True) -> dict[str, Any]:
     """Train ``cfg.planner`` on Ray Train, export the best checkpoint, score it and return the report.
 
     Args:
         cfg: The validated job config.
         callbacks: Ray Train callbacks, e.g. Tune's ``TuneReportCallback`` when a sweep trial drives the run.
+        progress: Draw the steps of each epoch on the driver (:mod:`rg.training.progress`).
 
     Returns:
         The report also written to ``<output_dir>/train_report.json``: split sizes and target
@@ -389,7 +390,7 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = ()) -> dic
     with tempfile.TemporaryDirectory() as tmp:
         initial = ray.put(pack_folder(planner.save(tmp, meta)))
 
-    board = step_board()
+    board = step_board(progress)
     trainer = TorchTrainer(
         planner_loop_per_worker,
         train_loop_config={"initial": initial, "train": cfg.train.model_dump(mode="json"),

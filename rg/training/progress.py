@@ -32,16 +32,20 @@ class StepBoard:
         return self._state
 
 
-def step_board():
-    """A :class:`StepBoard` actor (no CPU reserved, so it never waits for a worker's core)."""
+def step_board(enabled: bool = True):
+    """A :class:`StepBoard` actor (no CPU reserved, so it never waits for a worker's core); None when not
+    ``enabled`` (``--no-progress``)."""
     import ray
 
-    return ray.remote(num_cpus=0)(StepBoard).remote()
+    return ray.remote(num_cpus=0)(StepBoard).remote() if enabled else None
 
 
-def posting_progress(board: Any) -> Progress:
-    """The :data:`~rg.training.planner_loop.Progress` of a worker: posts to ``board`` when an epoch starts, at
-    most every :data:`POST_EVERY_S` while it runs, and when its last step is done (fire and forget)."""
+def posting_progress(board: Any, rank: int = 0) -> Progress | None:
+    """The :data:`~rg.training.planner_loop.Progress` of worker ``rank``: rank 0 posts to ``board`` when an
+    epoch starts, at most every :data:`POST_EVERY_S` while it runs, and when its last step is done (fire and
+    forget). None for the other ranks and without a board."""
+    if board is None or rank != 0:
+        return None
 
     def wrap(batches: Sequence[Batch], label: str) -> Iterator[Batch]:
         total, last = len(batches), time.monotonic()
@@ -70,10 +74,13 @@ class DriverBar:
         self._label = ""
 
     def __enter__(self) -> DriverBar:
-        self._thread.start()
+        if self._board is not None:  # no board (--no-progress): nothing to draw
+            self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._board is None:
+            return
         self._stop.set()
         self._thread.join()
         self._draw()

@@ -191,7 +191,7 @@ def reader_loop_per_worker(config: dict[str, Any]) -> None:
     fit_reader(model, tokenizer, train, val, settings, fit_cfg, wrapped=wrapped, on_epoch_end=on_epoch_end,
                start_epoch=start_epoch, optimizer_state=None if engine is not None else optimizer_state,
                evaluate=_evaluate_shard, engine=engine,
-               progress=posting_progress(config["board"]) if rank == 0 else None)
+               progress=posting_progress(config["board"], rank))
 
 
 def save_reader(model, settings: TunedReaderSettings, folder: str | Path) -> Path:
@@ -325,8 +325,9 @@ class _ReaderRows:
         })
 
 
-def train_reader(cfg: ReaderTrainConfig, callbacks=()) -> dict[str, Any]:
-    """Build evidence, train the reader on Ray Train, export the best epoch; returns the report.
+def train_reader(cfg: ReaderTrainConfig, callbacks=(), progress: bool = True) -> dict[str, Any]:
+    """Build evidence, train the reader on Ray Train, export the best epoch; returns the report. With
+    ``progress`` the driver draws the steps of each epoch (:mod:`rg.training.progress`).
 
     Raises:
         ValueError: when no training question has a gold answer in its evidence.
@@ -345,7 +346,7 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=()) -> dict[str, Any]:
     init_ray(cfg.ray)
     data = _driver_input(cfg, base_folder) if cfg.examples_on == "driver" else _streamed_input(cfg, base_folder)
 
-    board = step_board()
+    board = step_board(progress)
     trainer = TorchTrainer(
         reader_loop_per_worker,
         train_loop_config={"reader": cfg.reader.model_copy(update={"evidence": cfg.evidence}).model_dump(mode="json"), "train": cfg.train.model_dump(mode="json"),
