@@ -4,8 +4,8 @@ import io
 
 import ray
 
-from rg.training import progress
-from rg.training.progress import DriverBar, posting_progress, step_board
+from rg import train_progress as progress
+from rg.train_progress import DriverBar, posting_progress, step_board
 
 
 def test_a_worker_posts_the_start_and_the_end_of_each_epoch_and_passes_every_batch_through(ray_local, monkeypatch):

@@ -241,7 +241,8 @@ def fit_planner(
         optimizer_state: AdamW state to resume from (not with ``engine``).
         engine: A DeepSpeed engine over ``planner`` (``strategy: deepspeed``); it holds the
             optimizer, whose learning rate is still set per epoch here.
-        progress: Wraps each epoch's batches to show its steps (Ray workers: :func:`rg.training.progress.step_bar`).
+        progress: Wraps each epoch's batches to show its steps (in Ray workers
+            :func:`rg.train_progress.posting_progress`).
 
     Returns:
         The history, the best epoch of this run and its trained tensors.

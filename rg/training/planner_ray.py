@@ -62,7 +62,7 @@ from rg.retrievers.planner.model import PlannerModel, load_planner, prompt_quest
 from rg.runtime import RayConfig, init_ray
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import Labels, labels_by_id
-from rg.training.progress import DriverBar, posting_progress, step_board
+from rg.train_progress import DriverBar, posting_progress, step_board
 from rg.training.run_guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows, with_worker_group
 from rg.training.data import LabelConfig
@@ -180,7 +180,7 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
 
     ``config`` holds ``initial`` (an ObjectRef of the packed initial planner folder), ``train``
     (a :class:`PlannerFitConfig` dict), ``meta`` (a :class:`CheckpointMeta` dict) and ``board`` (the
-    :class:`rg.training.progress.StepBoard` rank 0 posts its steps to).
+    :class:`rg.train_progress.StepBoard` rank 0 posts its steps to).
     """
     import ray
     import ray.train
@@ -361,7 +361,7 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = (), progre
     Args:
         cfg: The validated job config.
         callbacks: Ray Train callbacks, e.g. Tune's ``TuneReportCallback`` when a sweep trial drives the run.
-        progress: Draw the steps of each epoch on the driver (:mod:`rg.training.progress`).
+        progress: Draw the steps of each epoch on the driver (:mod:`rg.train_progress`).
 
     Returns:
         The report also written to ``<output_dir>/train_report.json``: split sizes and target

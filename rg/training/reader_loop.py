@@ -229,7 +229,8 @@ def fit_reader(
         evaluate: Validation function (Ray workers pass one that reads their shard and sums across workers).
         engine: A DeepSpeed engine over ``ReaderLoss(model)`` (``strategy: deepspeed``) in place of
             ``wrapped`` and the AdamW built here.
-        progress: Wraps each epoch's batches to show its steps (Ray workers: :func:`rg.training.progress.step_bar`).
+        progress: Wraps each epoch's batches to show its steps (in Ray workers
+            :func:`rg.train_progress.posting_progress`).
 
     Returns:
         One metrics dict per epoch run.

@@ -61,7 +61,7 @@ from rg.training.reader_loop import (
     read_hits,
     reader_examples,
 )
-from rg.training.progress import DriverBar, posting_progress, step_board
+from rg.train_progress import DriverBar, posting_progress, step_board
 from rg.training.run_guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows, with_worker_group
 from rg.training.strategy import check_strategy, deepspeed_engine, load_engine_config
@@ -327,7 +327,7 @@ class _ReaderRows:
 
 def train_reader(cfg: ReaderTrainConfig, callbacks=(), progress: bool = True) -> dict[str, Any]:
     """Build evidence, train the reader on Ray Train, export the best epoch; returns the report. With
-    ``progress`` the driver draws the steps of each epoch (:mod:`rg.training.progress`).
+    ``progress`` the driver draws the steps of each epoch (:mod:`rg.train_progress`).
 
     Raises:
         ValueError: when no training question has a gold answer in its evidence.

@@ -12,9 +12,10 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from rg.training.planner_loop import Batch, Progress
+if TYPE_CHECKING:  # not at run time: the board's actor process imports this module, and rg.training imports torch
+    from rg.training.planner_loop import Batch, Progress
 
 POST_EVERY_S = 1.0
 
