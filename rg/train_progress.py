@@ -62,7 +62,7 @@ def posting_progress(board: Any, rank: int = 0) -> Progress | None:
 
 class DriverBar:
     """While the block runs, draw the board's latest state as a ``tqdm`` bar (a new bar per label, closed
-    at its last step).
+    at its last step; none for an epoch first seen finished, as the tiny planner's second-long epochs are).
 
     The state is read again on exit, so the last post a worker made is drawn even when the block ends
     between two polls."""
@@ -102,7 +102,10 @@ class DriverBar:
         if label != self._label:
             if self._bar is not None:
                 self._bar.close()
-            self._bar, self._label = tqdm(total=total, desc=label, unit="step", file=self._file), label
+            self._label, self._bar = label, None
+            if done >= total:  # an epoch shorter than a poll: a bar drawn only at its end would show no real rate
+                return
+            self._bar = tqdm(total=total, desc=label, unit="step", file=self._file)
         if self._bar is None:  # this label's epoch already ended
             return
         self._bar.update(done - self._bar.n)

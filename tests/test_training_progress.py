@@ -44,10 +44,10 @@ def test_a_finished_epoch_closes_its_bar_and_the_next_label_opens_a_new_one(ray_
     board = step_board()
     out = io.StringIO()
     bar = DriverBar(board, poll_s=3600.0, file=out)
-    ray.get(board.post.remote("reader epoch 1/2", 3, 3))
-    bar._draw()
-    ray.get(board.post.remote("reader epoch 2/2", 1, 3))
-    bar._draw()
+    for label, done in (("reader epoch 1/3", 1), ("reader epoch 1/3", 3), ("reader epoch 2/3", 3), ("reader epoch 3/3", 1)):
+        ray.get(board.post.remote(label, done, 3))
+        bar._draw()
     lines = [line for line in out.getvalue().replace("\r", "\n").splitlines() if line.strip()]
-    assert any(line.startswith("reader epoch 1/2: 100%") and "3/3" in line for line in lines)
-    assert lines[-1].startswith("reader epoch 2/2") and "1/3" in lines[-1]
+    assert any(line.startswith("reader epoch 1/3: 100%") and "3/3" in line for line in lines)
+    assert not any(line.startswith("reader epoch 2/3") for line in lines)  # first seen finished: no bar
+    assert lines[-1].startswith("reader epoch 3/3") and "1/3" in lines[-1]
