@@ -84,7 +84,8 @@ class DriverBar:
             return
         self._stop.set()
         self._thread.join()
-        self._draw()
+        if exc[0] is None:  # after a failed fit() the error is what matters, not the board
+            self._draw()
         if self._bar is not None:
             self._bar.close()
 
