@@ -62,7 +62,8 @@ def posting_progress(board: Any, rank: int = 0) -> Progress | None:
 
 class DriverBar:
     """While the block runs, draw the board's latest state as a ``tqdm`` bar (a new bar per label, closed
-    at its last step; none for an epoch first seen finished, as the tiny planner's second-long epochs are).
+    at its last step; none for an epoch first seen finished, as the tiny planner's second-long epochs are). A bar
+    still open when the next label appears is filled before it closes: that epoch's steps ended between two polls.
 
     The state is read again on exit, so the last post a worker made is drawn even when the block ends
     between two polls."""
@@ -101,7 +102,8 @@ class DriverBar:
         if not label:
             return
         if label != self._label:
-            if self._bar is not None:
+            if self._bar is not None:  # a worker posts a new label only after the last one's steps are done
+                self._bar.update(self._bar.total - self._bar.n)
                 self._bar.close()
             self._label, self._bar = label, None
             if done >= total:  # an epoch shorter than a poll: a bar drawn only at its end would show no real rate

@@ -51,3 +51,16 @@ def test_a_finished_epoch_closes_its_bar_and_the_next_label_opens_a_new_one(ray_
     assert any(line.startswith("reader epoch 1/3: 100%") and "3/3" in line for line in lines)
     assert not any(line.startswith("reader epoch 2/3") for line in lines)  # first seen finished: no bar
     assert lines[-1].startswith("reader epoch 3/3") and "1/3" in lines[-1]
+
+
+def test_an_epoch_that_ends_between_two_polls_is_drawn_full_not_at_its_last_polled_count(ray_local):
+    board = step_board()
+    out = io.StringIO()
+    bar = DriverBar(board, poll_s=3600.0, file=out)
+    for label, done in (("planner epoch 1/2", 0), ("planner epoch 2/2", 0)):  # epoch 1's 13 steps fell between polls
+        ray.get(board.post.remote(label, done, 13))
+        bar._draw()
+    lines = [line for line in out.getvalue().replace("\r", "\n").splitlines() if line.strip()]
+    epoch1 = [line for line in lines if line.startswith("planner epoch 1/2")]
+    assert epoch1 and "13/13" in epoch1[-1] and "100%" in epoch1[-1]
+    assert lines[-1].startswith("planner epoch 2/2") and "0/13" in lines[-1]
