@@ -146,6 +146,22 @@ def test_machine_ids_are_elided_and_never_offered(base):
         assert elide_machine_ids(line) == elided
 
 
+def test_the_terse_prompt_shows_more_lines_in_the_same_budget_and_is_recorded(base):
+    _, tokenizer = base
+    relations = [f"relation_{i}" for i in range(9)]
+    ev = build_evidence([("Inception", r, f"Entity {i}") for i, r in enumerate(relations)],
+                        [1.0 - i / 10 for i in range(9)], ["Inception"], EvidenceConfig(max_length=1))
+    full = TunedReaderSettings(max_lines=10, max_prompt_tokens=120)
+    terse = TunedReaderSettings(max_lines=10, max_prompt_tokens=120, prompt_id="read_tuned_terse")
+    assert terse.prompt_id == "read_tuned_terse@v1" and full.prompt_id == "read_tuned@v1"
+    wordy, short = (build_prompt(tokenizer, s, "q", ev) for s in (full, terse))
+    assert short.lines > wordy.lines and short.candidates[: wordy.lines] == wordy.candidates
+    assert "Answer from knowledge-graph evidence." in tokenizer.decode(short.ids)
+    assert "Answer from knowledge-graph evidence." not in tokenizer.decode(wordy.ids)
+    with pytest.raises(ValueError, match="unknown tuned reader prompt 'read_tuned@v9'.*read_tuned_terse"):
+        TunedReaderSettings(prompt_id="read_tuned@v9")
+
+
 def test_a_checkpoint_before_machine_ids_reads_them_as_it_was_trained(tmp_path):
     (tmp_path / "reader.json").write_text('{"base": "smollm2-135m", "max_lines": 3}')
     assert load_settings(tmp_path).machine_ids == "shown" and TunedReaderSettings().machine_ids == "elided"
