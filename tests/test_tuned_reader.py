@@ -56,6 +56,13 @@ def evidence(scores=(0.9, 0.5, 0.4, 0.3, 0.2), topics=("Inception",)):
     return build_evidence(TRIPLES, scores, list(topics), EvidenceConfig(max_length=2))
 
 
+def nine_one_step_lines():
+    """Nine one-step chains from Inception, best first: ``Inception → [relation_i] → Entity i``."""
+    relations = [f"relation_{i}" for i in range(9)]
+    return build_evidence([("Inception", r, f"Entity {i}") for i, r in enumerate(relations)],
+                          [1.0 - i / 10 for i in range(9)], ["Inception"], EvidenceConfig(max_length=1))
+
+
 def test_grammar_writes_only_listed_names_and_stops(base):
     _, tokenizer = base
     eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
@@ -88,9 +95,7 @@ def test_prompt_shows_a_budget_of_lines_and_offers_their_ends(base):
 
 def test_the_prompt_shows_the_most_lines_that_fit_its_budget(base):
     _, tokenizer = base
-    relations = [f"relation_{i}" for i in range(9)]
-    ev = build_evidence([("Inception", r, f"Entity {i}") for i, r in enumerate(relations)],
-                        [1.0 - i / 10 for i in range(9)], ["Inception"], EvidenceConfig(max_length=1))
+    ev = nine_one_step_lines()
     assert len(ev.items) == 9
     eight = build_prompt(tokenizer, TunedReaderSettings(max_lines=8), "q", ev)
     for budget, lines in ((len(eight.ids), 8), (len(eight.ids) - 1, 7), (len(eight.ids) + 1, 8)):
@@ -148,9 +153,7 @@ def test_machine_ids_are_elided_and_never_offered(base):
 
 def test_the_terse_prompt_shows_more_lines_in_the_same_budget_and_is_recorded(base):
     _, tokenizer = base
-    relations = [f"relation_{i}" for i in range(9)]
-    ev = build_evidence([("Inception", r, f"Entity {i}") for i, r in enumerate(relations)],
-                        [1.0 - i / 10 for i in range(9)], ["Inception"], EvidenceConfig(max_length=1))
+    ev = nine_one_step_lines()
     full = TunedReaderSettings(max_lines=10, max_prompt_tokens=120)
     terse = TunedReaderSettings(max_lines=10, max_prompt_tokens=120, prompt_id="read_tuned_terse")
     assert terse.prompt_id == "read_tuned_terse@v1" and full.prompt_id == "read_tuned@v1"

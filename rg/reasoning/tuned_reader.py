@@ -109,6 +109,7 @@ class TunedReaderSettings(Config):
         READ_TUNED.full_id, description="The prompt template the adapter learns and reads with: "
         f"{', '.join(READER_PROMPTS.ids())} (READER_PROMPTS). The terse one leaves more of max_prompt_tokens to evidence."
     )
+
     @field_validator("prompt_id")
     @classmethod
     def _known_prompt(cls, value: str) -> str:
