@@ -28,15 +28,17 @@ class NamedEntity:
 
 def store_names(store: KGStore, unnamed_pattern: str | None = None,
                 aliases: Mapping[str, Sequence[str]] | None = None) -> list[NamedEntity]:
-    """Every name of ``store`` (:meth:`~rg.stores.KGStore.iter_names`) plus ``aliases``, sorted, each once.
+    """Every name and alias of ``store`` (:meth:`~rg.stores.KGStore.iter_names`,
+    :meth:`~rg.stores.KGStore.iter_aliases`) plus ``aliases``, sorted, each once.
 
     Args:
         store: Any KG store.
         unnamed_pattern: Regex of names that are machine ids (Freebase ``m.``/``g.``), left out.
-        aliases: Optional id → alternative names (e.g. Freebase ``common.topic.alias``).
+        aliases: More id → alternative names than the store holds.
     """
     pairs: Iterable[tuple[str, str, NameKind]] = ((i, n, "name") for i, n in store.iter_names())
-    alias_pairs = [(i, a, "alias") for i, names in (aliases or {}).items() for a in names]
+    alias_pairs = [(i, a, "alias") for i, a in store.iter_aliases()]
+    alias_pairs += [(i, a, "alias") for i, names in (aliases or {}).items() for a in names]
     skip = re.compile(unnamed_pattern) if unnamed_pattern else None
     out = {NamedEntity(str(i), str(n), k) for i, n, k in [*pairs, *alias_pairs]  # type: ignore[misc]
            if str(n).strip() and not (skip and skip.match(str(n)))}

@@ -31,12 +31,12 @@ from cryptography.hazmat.primitives import hashes, hmac
 from rg.privacy.config import PrivacyConfig
 from rg.privacy.exposure import ExposureLedger
 from rg.privacy.guard import EgressGuard, guardable
+from rg.privacy.names import MID, NameBook
 from rg.privacy.normalise import INVISIBLE, normalise, normalise_with_map, whole_token
 from rg.privacy.schema import KGSchema
 from rg.privacy.structure import SanitisedView, SanitiserConfig, group_nodes, prune, public_label, structural_uniqueness
 
 KEY_BYTES = 32
-MID = re.compile(r"^[mg]\.[0-9a-z_]+$")
 DATE = re.compile(r"^(\d{4})(?:-\d{2}(?:-\d{2})?)?$")
 NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
 MID_IN_TEXT = re.compile(r"(?<![\w.])[mg]\.0[0-9a-z_]+\b")
@@ -156,6 +156,18 @@ class PrivacySession:
         self.guard = EgressGuard(public=schema.public_words(relations_shown=config.mode != "privacy"),
                                  exposure=self.exposure)
         self.collisions = 0
+        self.names = NameBook()
+        self._clear: dict[str, str] = {}  # an entity shown in the clear: its name as shown → its raw id
+
+    def learn_names(self, book: NameBook) -> None:
+        """Take the names, aliases and mentions of the question's raw entities (:class:`NameBook`).
+
+        From now on every form of an entity is guarded with its id, masked in the question, and an
+        entity shown in the clear is shown by its name. Call it before anything is built for the Brain:
+        without a book an entity's id is taken for its only name (the in-memory KGs' convention).
+        """
+        self._live_key()
+        self.names = book
 
     def __enter__(self) -> "PrivacySession":
         return self
@@ -176,6 +188,8 @@ class PrivacySession:
         self.guard.close()
         self._views = {}
         self._relation_views = {}
+        self.names = NameBook()
+        self._clear = {}
 
     def _live_key(self) -> bytes:
         if self._key is None:
@@ -226,15 +240,21 @@ class PrivacySession:
 
     def _entity_view(self, raw: str, topic: bool) -> str:
         if not self.anonymising or self.schema.is_public(raw) or (not topic and not self._anonymised(raw)):
-            return raw
-        coarse = literal_view(raw)
-        if coarse is not None and self.schema.type_of(raw) == "literal":
-            self.guard.add("literal", [raw])
-            return coarse
+            shown = self.names.display(raw)
+            self._clear[shown] = raw
+            return shown
         kind = self.schema.type_of(raw)
-        category = "entity_id" if MID.match(raw) else ("literal" if kind == "literal" else "entity_name")
-        self.guard.add(category, [raw])
+        coarse = literal_view(self.names.display(raw))
+        if coarse is not None and kind == "literal":
+            self._guard(raw, kind)
+            return coarse
+        self._guard(raw, kind)
         return f"{self.pseudonym(raw, 'lit' if kind == 'literal' else 'ent')} ({self.type_label(raw)})"
+
+    def _guard(self, raw: str, kind: str) -> None:
+        """Guard every form of an entity (:meth:`NameBook.forms`); a literal's value as a ``literal``."""
+        for form, category in self.names.forms(raw):
+            self.guard.add("literal" if kind == "literal" and category == "entity_name" else category, [form])
 
     def pattern_label(self, node: str) -> str:
         """What a view node adds to a DRM pattern (the Hand's relevance text, never sent): its type.
@@ -247,13 +267,13 @@ class PrivacySession:
         label = public_label(node)
         if label != node:
             return label.split(" ×")[0]
-        shown_raw = not self.anonymising or self._views.get((node, False)) == node
-        if not shown_raw or self.schema.is_public(node):
+        raw = self._clear.get(node)
+        if raw is None or self.schema.is_public(raw):
             return node
         coarse = literal_view(node)
-        if coarse is not None and self.schema.type_of(node) == "literal":
+        if coarse is not None and self.schema.type_of(raw) == "literal":
             return coarse
-        return self.type_label(node)
+        return self.type_label(raw)
 
     def type_label(self, raw: str) -> str:
         """The Brain's view of an entity's coarse type (a neutral alias when relations are hidden)."""
@@ -287,9 +307,7 @@ class PrivacySession:
         for raw in entities:
             if self.schema.is_public(raw) or (raw, False) in self._views or not self._anonymised(raw):
                 continue
-            kind = self.schema.type_of(raw)
-            category = "entity_id" if MID.match(raw) else ("literal" if kind == "literal" else "entity_name")
-            self.guard.add(category, [raw])
+            self._guard(raw, self.schema.type_of(raw))
 
     def expose(self, triples: Iterable[tuple[str, str, str]], topics: Sequence[str],
                sanitiser: SanitiserConfig, stage: str | None = None) -> SanitisedView:
@@ -344,19 +362,21 @@ class PrivacySession:
         tags = {f"TE_{i + 1}": self.pseudonym(t) for i, t in enumerate(topics)}
         replacement = {t: f"TE_{i + 1} ({self.type_label(t)})" for i, t in enumerate(topics)}
         for t in topics:
-            self.guard.add("entity_name", [t])
-        candidates = [(t, True) for t in topics] + [(n, False) for n in names if n not in replacement]
+            for form, category in self.names.forms(t):
+                self.guard.add(category, [form])
+        candidates = [(form, t, True) for t in topics for form, _ in self.names.forms(t)]
+        candidates += [(form, n, False) for n in names if n not in replacement for form, _ in self.names.forms(n)]
         spans: list[tuple[int, int, str]] = []
         taken = [False] * len(question)  # in the question's own positions, whichever form matched
         found: set[str] = set()
         keyed = []
-        for raw, is_topic in candidates:
+        for written, raw, is_topic in candidates:
             # another name is masked only where the guard would refuse it: a word of the shown schema
             # (``public``) stays the question's own language
             public = frozenset() if is_topic else self.guard.public
-            key, form = normalise(raw), plain
+            key, form = normalise(written), plain
             if not guardable(key, public):  # a name that is nothing without its punctuation (61*, 'C++')
-                key = normalise(raw, punctuation=True)
+                key = normalise(written, punctuation=True)
                 if not guardable(key, public):
                     continue
                 marked = marked or normalise_with_map(question, punctuation=True)
@@ -375,7 +395,8 @@ class PrivacySession:
         for t in topics:  # a topic named in part or in a derived word: masked too, or it identifies the topic
             if t in found:
                 continue
-            span = partial_mention(plain[0], t, self.guard.public)
+            span = next((s for s in (partial_mention(plain[0], f, self.guard.public) for f in self.names.surface(t))
+                         if s is not None), None)
             if span is not None:
                 first, last = plain[1][span[0]], plain[1][span[1] - 1] + 1
                 if not any(taken[first:last]):

@@ -83,6 +83,14 @@ class KGStore(Protocol):
         """Every ``(id, name)`` pair the store holds (what an entity-linking name index is built from)."""
         ...
 
+    def entity_aliases(self, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """Every other string each id goes by (further names, aliases), sorted; empty for none."""
+        ...
+
+    def iter_aliases(self) -> Iterator[tuple[str, str]]:
+        """Every ``(id, alias)`` pair the store holds (the name index's ``alias`` entries)."""
+        ...
+
     def has_entity(self, entity_id: str) -> bool:
         """Whether ``entity_id`` is the head or tail of some triple."""
         ...

@@ -35,6 +35,9 @@ class SparqlStoreConfig(Config):
     graph: str | None = Field(None, description="Named graph IRI to query; None queries the default graph.")
     namespace: str = Field(FREEBASE_NS, description="IRI prefix of entities and relations (Freebase `ns:`).")
     name_relation: str = Field("type.object.name", description="Relation (under `namespace`) holding names.")
+    alias_relation: str | None = Field(
+        "common.topic.alias", description="Relation (under `namespace`) holding aliases, which the linker indexes "
+                                          "and the privacy guard masks; None: the KG has none.")
     name_lang: str | None = Field(None, description="Also match names tagged with this language (Freebase: en).")
     batch_size: int = Field(256, ge=1, le=5000, description="Entity ids per VALUES block (1: one query per entity).")
     timeout_s: float = Field(30.0, gt=0, description="Timeout of one HTTP attempt, in seconds.")

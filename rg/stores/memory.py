@@ -1,7 +1,8 @@
 """The in-memory :class:`~rg.stores.base.KGStore`: an adapter over :class:`~rg.graph.KnowledgeGraph`.
 
 Entity ids are the graph's entity strings. An optional ``names`` mapping gives display names
-(the synthetic KG and MetaQA name entities by their id, so without it a name is its id).
+(the synthetic KG and MetaQA name entities by their id, so without it a name is its id), and an
+optional ``aliases`` mapping other names.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ class MemoryStore:
     Args:
         kg: The graph.
         names: Optional id → display name; ids missing from it are named by themselves.
+        aliases: Optional id → other names (what :meth:`entity_aliases` answers).
     """
 
-    def __init__(self, kg: KnowledgeGraph, names: Mapping[str, str] | None = None) -> None:
+    def __init__(self, kg: KnowledgeGraph, names: Mapping[str, str] | None = None,
+                 aliases: Mapping[str, Sequence[str]] | None = None) -> None:
         self.kg = kg
         self._names = dict(names) if names is not None else None
+        self._aliases = {k: tuple(sorted(set(v))) for k, v in (aliases or {}).items()}
         self._by_name: dict[str, list[str]] | None = None
         self._keys: np.ndarray | None = None
 
@@ -55,6 +59,15 @@ class MemoryStore:
         """Every ``(id, name)`` of the graph's entities, in entity order."""
         for eid in self.kg.entity_names.tolist():
             yield eid, eid if self._names is None else self._names.get(eid, eid)
+
+    def entity_aliases(self, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        return {eid: self._aliases.get(eid, ()) if self.kg.has_entity(eid) else () for eid in ids}
+
+    def iter_aliases(self) -> Iterator[tuple[str, str]]:
+        """Every ``(id, alias)``, sorted."""
+        for eid in sorted(self._aliases):
+            for alias in self._aliases[eid]:
+                yield eid, alias
 
     def has_entity(self, entity_id: str) -> bool:
         return self.kg.has_entity(entity_id)

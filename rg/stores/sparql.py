@@ -62,6 +62,7 @@ class SparqlStore:
         self._question: str | None = None
         self._cache: OrderedDict[tuple[str, str, str | None], tuple[Incidence, ...]] = OrderedDict()
         self._name_pred = iri_local(config.namespace, config.name_relation)
+        self._alias_pred = iri_local(config.namespace, config.alias_relation) if config.alias_relation else None
 
     def __repr__(self) -> str:
         return f"SparqlStore({self.config.endpoint}, graph={self.config.graph})"
@@ -196,6 +197,27 @@ class SparqlStore:
                 out[eid] = min(names)  # deterministic when an entity has several names
         return out
 
+    def entity_aliases(self, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """Every other string each id goes by: its names beyond :meth:`entity_names`' one and the literals of
+        ``alias_relation`` (Freebase ``common.topic.alias``), sorted; one query per ``batch_size`` ids."""
+        out: dict[str, tuple[str, ...]] = {i: () for i in ids}
+        preds = [self._name_pred] + ([self._alias_pred] if self._alias_pred else [])
+        for chunk in _chunks(sorted(set(ids)), self.config.batch_size):
+            q = (f"SELECT ?e ?p ?n {self._from()}WHERE {{ {values_block('e', map(self._term, chunk))} "
+                 f"{values_block('p', preds)} ?e ?p ?n }}")
+            names: dict[str, set[str]] = {}
+            aliases: dict[str, set[str]] = {}
+            for row in self.select(q, "aliases", len(chunk)):
+                eid = self._id(row["e"]["value"])
+                if eid is None or row["n"]["type"] not in ("literal", "typed-literal"):
+                    continue
+                into = names if self._id(row["p"]["value"]) == self.config.name_relation else aliases
+                into.setdefault(eid, set()).add(row["n"]["value"])
+            for eid in chunk:
+                first = min(names[eid]) if eid in names else None  # the name entity_names returns
+                out[eid] = tuple(sorted((names.get(eid, set()) | aliases.get(eid, set())) - {first}))
+        return out
+
     def iter_names(self, page_size: int = 10_000, max_pages: int = 100_000) -> Iterator[tuple[str, str]]:
         """Every ``(id, name)`` of the name relation, in pages ordered by entity and name.
 
@@ -207,11 +229,20 @@ class SparqlStore:
             StoreError: as :meth:`select` does, or ``truncated`` when ``max_pages`` pages did not
                 reach the end.
         """
+        return self._iter_literals(self._name_pred, "all_names", page_size, max_pages)
+
+    def iter_aliases(self, page_size: int = 10_000, max_pages: int = 100_000) -> Iterator[tuple[str, str]]:
+        """Every ``(id, alias)`` of ``alias_relation`` (none when it is not set), paged as :meth:`iter_names`."""
+        if self._alias_pred is None:
+            return iter(())
+        return self._iter_literals(self._alias_pred, "all_aliases", page_size, max_pages)
+
+    def _iter_literals(self, pred: str, kind: str, page_size: int, max_pages: int) -> Iterator[tuple[str, str]]:
         lang = self.config.name_lang
         for page in range(max_pages):
-            q = (f"SELECT ?e ?n {self._from()}WHERE {{ ?e {self._name_pred} ?n }} ORDER BY ?e ?n "
+            q = (f"SELECT ?e ?n {self._from()}WHERE {{ ?e {pred} ?n }} ORDER BY ?e ?n "
                  f"LIMIT {int(page_size)} OFFSET {int(page) * int(page_size)}")
-            rows = self.select(q, "all_names")
+            rows = self.select(q, kind)
             for row in rows:
                 term = row["n"]
                 if row["e"]["type"] != "uri" or term["type"] not in ("literal", "typed-literal"):
@@ -223,7 +254,7 @@ class SparqlStore:
                     yield eid, term["value"]
             if len(rows) < page_size:
                 return
-        raise StoreError("truncated", f"more than {max_pages} pages of {page_size} names; raise max_pages")
+        raise StoreError("truncated", f"more than {max_pages} pages of {page_size} {kind}; raise max_pages")
 
     def has_entity(self, entity_id: str) -> bool:
         return bool(self._incidences([entity_id], "both", None, limit_one=True))

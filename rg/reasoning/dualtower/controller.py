@@ -35,6 +35,7 @@ from rg.llm.config import LLMConfig
 from rg.llm.journal import UsageJournal
 from rg.llm.usage import Usage, UsageLedger
 from rg.privacy.guard import EgressRefused
+from rg.privacy.names import NameBook
 from rg.privacy.schema import KGSchema
 from rg.privacy.session import PrivacySession
 from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, ExploringBrain, Indicator
@@ -89,22 +90,31 @@ if TYPE_CHECKING:
     from rg.memory.edges import EdgeMemory, Replay
 
 
-def tag_topics(question: str, topics: Sequence[str]) -> str:
+def _topic_forms(topics: Sequence[str], names: NameBook | None) -> list[tuple[str, int]]:
+    """Every way the question may write each topic (its name, aliases, linked mentions), with its index,
+    longer forms first."""
+    book = names if names is not None else NameBook()
+    forms = {(form, i) for i, t in enumerate(topics) for form in book.surface(t) if form.strip()}
+    return sorted(forms, key=lambda f: (-len(f[0]), f[1], f[0]))
+
+
+def tag_topics(question: str, topics: Sequence[str], names: NameBook | None = None) -> str:
     """Plaintext mode: topic mentions written ``TE_i (name)``, as the anonymising modes write
-    ``TE_i (type)``, so both Brains read the same question shape (longer names first)."""
-    order = sorted(range(len(topics)), key=lambda i: -len(topics[i]))
-    for i in order:
-        question = re.sub(rf"(?<!\w){re.escape(topics[i])}(?!\w)", f"TE_{i + 1} ({topics[i]})", question,
+    ``TE_i (type)``, so both Brains read the same question shape (longer forms first; ``names`` gives
+    each topic's name and other forms, by default its id)."""
+    book = names if names is not None else NameBook()
+    for form, i in _topic_forms(topics, names):
+        question = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", f"TE_{i + 1} ({book.display(topics[i])})", question,
                           flags=re.IGNORECASE)
     return question
 
 
-def topic_template(text: str, topics: Sequence[str]) -> str:
-    """``text`` with each topic mention written ``TE_i`` (longer names first): the session-independent,
-    name-free form the experience memory keys and stores."""
-    order = sorted(range(len(topics)), key=lambda i: -len(topics[i]))
-    for i in order:
-        text = re.sub(rf"(?<!\w){re.escape(topics[i])}(?!\w)", f"TE_{i + 1}", text, flags=re.IGNORECASE)
+def topic_template(text: str, topics: Sequence[str], names: NameBook | None = None) -> str:
+    """``text`` with each topic mention written ``TE_i`` (longer forms first; ``names`` gives each topic's
+    name, aliases and linked mentions, by default its id): the session-independent, name-free form the
+    experience memory keys and stores."""
+    for form, i in _topic_forms(topics, names):
+        text = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", f"TE_{i + 1}", text, flags=re.IGNORECASE)
     return text
 
 
@@ -170,6 +180,7 @@ class _Question:
         self.warnings: tuple[tuple[str, int], ...] = ()
         self.session_topics: tuple[str, ...] = ()
         self.hints: tuple[tuple[str, ...], ...] = ()
+        self.names = NameBook()
 
     def timed(self, stage: str, started: float) -> None:
         self.timings[stage] += time.perf_counter() - started
@@ -240,28 +251,32 @@ class DualTowerController:
     # ------------------------------------------------------------------------------ steps
     async def _run(self, q: _Question, given: Sequence[str], triples: Sequence[Triple] | None) -> DualTowerResult:
         started = time.perf_counter()
-        topics = self.hand.topics(q.question, given)
+        topics, mentions = self.hand.topics(q.question, given)
         q.timed("link", started)
         started = time.perf_counter()
         raw = self.hand.subgraph(topics, triples)
+        # names before anything is built for the Brain: a triple store names entities apart from their ids
+        q.names = self.hand.names(raw, topics, mentions, from_store=triples is None)
+        raw = self.hand.exposable(raw, q.names)
         kg = KnowledgeGraph.from_triples(raw)
         topics = tuple(t for t in topics if kg.has_entity(t))
         if not topics:
             raise HandError("no_topics", "no topic entity is in the working subgraph")
         q.timed("subgraph", started)
         started = time.perf_counter()
+        q.session.learn_names(q.names)
         view = self.hand.view(q.session, raw, topics)
         anchors = self.hand.anchors(q.session, view, topics)
         # every name of the subgraph that the question mentions is masked, not only the topics': the
         # guard would refuse the payload over any of them (WebQSP: "what is los angeles california time zone")
         masked = q.session.mask_question(q.question, topics, names=kg.entity_names)
-        text = masked.text if q.session.anonymising else tag_topics(q.question, topics)
+        text = masked.text if q.session.anonymising else tag_topics(q.question, topics, q.names)
         tags = tuple(f"TE_{i + 1}" for i in range(len(topics)))
         hints = q.hints = self.hand.hints(view, anchors)
         q.timed("anonymise", started)
 
         brain = self.brains(q.session, q.ledger)
-        template = topic_template(q.question, topics)
+        template = topic_template(q.question, topics, q.names)
         q.session_topics = tuple(topics)
         gate, replay, qvec = await self._recall(q, template, raw, topics)
         analysis, source = self._from_memory(q, gate, replay)
@@ -283,7 +298,7 @@ class DualTowerController:
             fell_back = source == "brain" and any(f.stage == "analysis" for f in q.faults[asked:])
             q.memory["analysis"] = "hand" if fell_back else source
         started = time.perf_counter()
-        evidence = self.hand.evidence(kg, topics, verified)
+        evidence = self.hand.evidence(kg, topics, verified, q.names)
         reading, hand_fault = await self.reader.read(q.question, evidence, q.ledger)
         if hand_fault is not None:
             q.faults.append(BrainFault("hand_read", hand_fault, reading.usage.calls, LOCAL_FALLBACK))
@@ -379,7 +394,7 @@ class DualTowerController:
         if isinstance(self.memory, GatingMemory) and tree.nodes and not any(f.stage == "analysis" for f in q.faults):
             node = tree.nodes[0]
             ok = node.status == "verified"
-            indicator = topic_template(node.indicator.text, topics)
+            indicator = topic_template(node.indicator.text, topics, q.names)
             trace = Trace(
                 question=template,
                 analysis=RecalledAnalysis(indicator, node.indicator.relations, analysis.depth, node.indicator.answer_type),
@@ -395,7 +410,8 @@ class DualTowerController:
                 q.memory["memory_unavailable"] = str(err)
         if self.edges is not None and qvec is not None:
             best = [g for g in verified if g.value == max(v.value for v in verified)] if verified else []
-            used = {t for g in best for w in g.walks if answers and w.end == answers[0] for t in w.triple_ids}
+            used = {t for g in best for w in g.walks if answers and q.names.display(w.end) == answers[0]
+                    for t in w.triple_ids}
             seen = {t for g in q.grounded for w in g.walks for t in w.triple_ids}
             effective = {kg.triple(t) for t in used}
             traversed = {kg.triple(t) for t in seen} | (replay.edges if replay else set())
@@ -505,7 +521,7 @@ class DualTowerController:
                 kept = with_twins(kept, [c for c, _ in ranked], cfg.w1)
             started = time.perf_counter()
             grounded = self.hand.ground(q.session, view, kg, dict(zip(tags, topics)), kept, indicator,
-                                        self._resolver(q.question, topics))
+                                        self._resolver(q.question, [q.names.display(t) for t in topics]), q.names)
             q.grounded += grounded
             q.timed("verify", started)
             good = [g for g in grounded if g.reason is None]

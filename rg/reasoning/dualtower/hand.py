@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from rg.data.entities import is_unnamed
 from rg.data.sample import Triple
 from rg.evidence.build import Evidence, assemble_evidence
 from rg.evidence.chains import Walk
@@ -38,6 +37,7 @@ from rg.evidence.config import EvidenceConfig
 from rg.graph import KnowledgeGraph, Path
 from rg.graph.path import split_relation
 from rg.linking.linker import EntityLinker
+from rg.privacy.names import NAMES_UNAVAILABLE, NameBook
 from rg.privacy.session import PrivacySession
 from rg.privacy.structure import SanitisedView, public_label
 from rg.reasoning.dualtower.brain import Indicator
@@ -49,9 +49,11 @@ from rg.retrievers.planner.likelihood import path_log_likelihood
 from rg.retrievers.planner.model import PlannerModel
 from rg.retrievers.planner.prompt import mask_topics
 from rg.retrievers.planner.trie import relation_trie
-from rg.stores.base import KGStore
+from rg.stores.base import KGStore, StoreError
 from rg.supervision.selectors import verbalise_relation_path
 
+NAME_BATCH = 512
+"""Entities per name lookup: a lookup that fails withholds only its batch."""
 MAX_GROUNDINGS = 64
 """Raw walks kept per branch when grounding one view path (a supernode can stand for many)."""
 TIE = 1e-6
@@ -191,15 +193,46 @@ class Hand:
         self.planner = planner
 
     # ---------------------------------------------------------------------------- raw side
-    def topics(self, question: str, given: Sequence[str] = ()) -> tuple[str, ...]:
+    def topics(self, question: str, given: Sequence[str] = ()) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+        """The topic entities and, when linked, the words of the question each was linked from."""
         if given:
-            return tuple(dict.fromkeys(given))
+            return tuple(dict.fromkeys(given)), {}
         if self.linker is None:
             raise HandError("no_topics", "the question names no topic entity and no linker is configured")
         linked = self.linker.link(question)
         if not linked.entities:
             raise HandError("no_topics", linked.detail or str(linked.failure))
-        return linked.entities
+        mentions: dict[str, tuple[str, ...]] = {}
+        for mention in linked.mentions:
+            for candidate in mention.candidates:
+                mentions[candidate.entity_id] = (*mentions.get(candidate.entity_id, ()), mention.text)
+        return linked.entities, mentions
+
+    def names(self, triples: Sequence[Triple], topics: Sequence[str], mentions: Mapping[str, Sequence[str]],
+              from_store: bool) -> NameBook:
+        """The names, aliases and linked mentions of every entity of the working subgraph (:class:`NameBook`).
+
+        Fetched from the store when the subgraph came from it (a triple store names entities apart from their
+        ids); a question's own triples name entities by their ids. Entities whose lookup failed are withheld
+        (:data:`~rg.privacy.names.NAMES_UNAVAILABLE`); a withheld topic entity fails the question, since
+        what the question calls it could not be masked.
+        """
+        ids = sorted({e for h, _, t in triples for e in (h, t)} | set(topics))
+        names: dict[str, str | None] = {}
+        aliases: dict[str, tuple[str, ...]] = {}
+        withheld: dict[str, str] = {}
+        if from_store and self.store is not None:
+            for start in range(0, len(ids), NAME_BATCH):
+                batch = ids[start:start + NAME_BATCH]
+                try:
+                    names.update(self.store.entity_names(batch))
+                    aliases.update(self.store.entity_aliases(batch))
+                except StoreError:
+                    withheld.update(dict.fromkeys(batch, NAMES_UNAVAILABLE))
+        missing = [t for t in topics if t in withheld]
+        if missing:
+            raise HandError(NAMES_UNAVAILABLE, f"the store did not give the names of {len(missing)} topic entities")
+        return NameBook(names, aliases, withheld).with_mentions(mentions)
 
     def subgraph(self, topics: Sequence[str], triples: Sequence[Triple] | None = None) -> list[Triple]:
         if triples is None:
@@ -210,6 +243,16 @@ class Hand:
         if not kept:
             raise HandError("empty_subgraph", "nothing around the topic entities")
         return kept  # type: ignore[return-value]
+
+    @staticmethod
+    def exposable(triples: Sequence[Triple], book: NameBook) -> list[Triple]:
+        """``triples`` without those touching a withheld entity (whose names are unknown, so unguardable)."""
+        if not book.withheld:
+            return list(triples)
+        kept = [t for t in triples if t[0] not in book.withheld and t[2] not in book.withheld]
+        if not kept:
+            raise HandError(NAMES_UNAVAILABLE, "no entity around the topic entities could be named")
+        return kept
 
     # ------------------------------------------------------------------------- view side
     def view(self, session: PrivacySession, triples: Sequence[Triple], topics: Sequence[str]) -> SanitisedView:
@@ -229,7 +272,8 @@ class Hand:
 
     # --------------------------------------------------------------------- verification
     def ground(self, session: PrivacySession, view: SanitisedView, kg: KnowledgeGraph, topics: Mapping[str, str],
-               candidates: Sequence[Candidate], indicator: Indicator, score: RawScorer | None = None) -> list[Grounded]:
+               candidates: Sequence[Candidate], indicator: Indicator, score: RawScorer | None = None,
+               names: NameBook | None = None) -> list[Grounded]:
         """De-anonymise, refine into evidence and check each kept candidate (best first).
 
         ``topics`` maps each tag (``TE_1``...) to its raw topic entity: a candidate's branches start at the
@@ -237,9 +281,10 @@ class Hand:
         With ``score`` (the Hand's refinement, module docstring) a branch keeps only the raw relation
         sequences scoring best of those it grounds to, and candidates the Brain could not tell apart are
         ordered by their kept sequences' scores (:func:`refine_order`); None keeps everything in the
-        Brain's order.
+        Brain's order. ``names`` tells which ends are named (a bare id is none); by default an id is its name.
         """
         topic_set = set(topics.values())
+        book = names if names is not None else NameBook()
 
         def node_of(raw: str) -> str:
             return view.node_of(session.entity(raw, topic=raw in topic_set))
@@ -271,9 +316,9 @@ class Hand:
                 walks += reach
             if reason is None and not ends:
                 reason = "topic_missing"
-            if reason is None and not any(self._answerable(e) for e in ends or ()):
+            if reason is None and not any(self._answerable(e, book) for e in ends or ()):
                 reason = "unnamed_end"  # the reader takes no unnamed node (a CVT) as an answer: look further
-            kept_ends = tuple(sorted(e for e in ends or () if self._answerable(e)))
+            kept_ends = tuple(sorted(e for e in ends or () if self._answerable(e, book)))
             if reason is None and indicator.answer_type and not (
                     self._labelled(candidate, indicator.answer_type)
                     or self._typed(session, node_of, kept_ends, indicator.answer_type)):
@@ -284,9 +329,9 @@ class Hand:
         order = range(len(checked)) if score is None else refine_order(candidates, hand_scores)
         return [Grounded(checked[i][0], -float(rank), *checked[i][1:]) for rank, i in enumerate(order)]
 
-    def _answerable(self, entity: str) -> bool:
-        """Whether the reader may answer ``entity`` (unnamed Freebase ids only with ``reader.unnamed_answers``)."""
-        return self.config.reader.unnamed_answers or not is_unnamed(entity)
+    def _answerable(self, entity: str, names: NameBook) -> bool:
+        """Whether the reader may answer ``entity`` (unnamed nodes only with ``reader.unnamed_answers``)."""
+        return self.config.reader.unnamed_answers or names.named(entity)
 
     @staticmethod
     def _labelled(candidate: Candidate, wanted: str) -> bool:
@@ -340,15 +385,18 @@ class Hand:
         return any(g.reason is None for g in grounded)
 
     @staticmethod
-    def evidence(kg: KnowledgeGraph, topics: Sequence[str], grounded: Sequence[Grounded]) -> Evidence:
-        """The verified walks as evidence chains over the raw triples they use."""
+    def evidence(kg: KnowledgeGraph, topics: Sequence[str], grounded: Sequence[Grounded],
+                 names: NameBook | None = None) -> Evidence:
+        """The verified walks as evidence chains over the raw triples they use, entities written by their names
+        (``names``; by default an id is its name), so the reader reads and answers names."""
+        book = names if names is not None else NameBook()
         walks = [(w, g.value) for g in grounded if g.reason is None for w in g.walks]
         used = sorted({t for w, _ in walks for t in w.triple_ids})
         index = {t: i for i, t in enumerate(used)}
-        triples = tuple(kg.triple(t) for t in used)
-        chained = [Walk(Path(w.entities, w.relations, w.forward, tuple(index[t] for t in w.triple_ids)),
-                        (value,) * len(w)) for w, value in walks]
+        triples = book.display_triples(kg.triple(t) for t in used)
+        chained = [Walk(Path(tuple(book.display(e) for e in w.entities), w.relations, w.forward,
+                             tuple(index[t] for t in w.triple_ids)), (value,) * len(w)) for w, value in walks]
         present = {e for h, _, t in triples for e in (h, t)}
-        found = tuple(t for t in topics if t in present)
+        found = tuple(book.display(t) for t in topics if book.display(t) in present)
         config = EvidenceConfig(max_length=8, keep_unanchored=False)
         return assemble_evidence(triples, tuple(0.0 for _ in triples), found, chained, config, walk_source="dualtower")
