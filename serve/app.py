@@ -163,6 +163,7 @@ class Ingress:
             "brain": result["brain_status"], "brain_name": result["brain"], "brain_calls": result["brain_calls"],
             "brain_saw": [json.loads(p) for p in result["brain_payloads"]],
             "usage": result["usage_by_side"], "usage_ledger": result["usage"], "exposure": result["exposure"],
+            "exposure_totals": result["exposure_totals"],
             "faults": result["faults"], "memory": result["memory"],
         }
         if body.options.include_timings:

@@ -19,9 +19,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def load_graph(server: VirtuosoServer, kg: KnowledgeGraph, graph: str, folder: Path, **store_args) -> SparqlStore:
-    """Export ``kg`` to N-Triples, load it as named graph ``graph`` and return a store over it."""
+def load_graph(server: VirtuosoServer, kg: KnowledgeGraph, graph: str, folder: Path, aliases=None,
+               **store_args) -> SparqlStore:
+    """Export ``kg`` (with ``aliases``: entity string → aliases) to N-Triples, load it as named graph ``graph``
+    and return a store over it."""
     path = folder / (graph.rsplit("/", 1)[-1] + ".nt")
-    write_ntriples(kg, path, "http://rdf.freebase.com/ns/")
+    write_ntriples(kg, path, "http://rdf.freebase.com/ns/", aliases=aliases)
     server.load([path], graph)
     return SparqlStore(SparqlStoreConfig(endpoint=server.endpoint, graph=graph, **store_args))

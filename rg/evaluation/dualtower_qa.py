@@ -153,7 +153,7 @@ def prediction(sample: Sample, result: DualTowerResult, seconds: float) -> Predi
                       triples=len(sample.triples), evidence_lines=len(result.evidence),
                       evidence_topics=len(result.topics),
                       evidence_walks=f"{SCORER}:{result.memory['analysis']}" if result.memory else SCORER,
-                      seconds=seconds, trace=audit(result))
+                      seconds=seconds, trace=audit(result), exposure=result.exposure)
 
 
 def audit(result: DualTowerResult) -> dict[str, Any]:

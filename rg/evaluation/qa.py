@@ -114,6 +114,9 @@ class Prediction:
         trace: How a reasoner reached its answer, for auditing one question (the dual tower: where
             its analysis came from, the experience score, replay agreement, the tree's indicators);
             empty for the retriever readers.
+        exposure: What the question sent to a remote Brain (the dual tower's
+            ``ExposureLedger.to_dict()``: per stage calls, requests, characters, pseudonyms, refusals by
+            category); empty for readers that send nothing.
     """
 
     id: str
@@ -133,6 +136,7 @@ class Prediction:
     prompt_id: str | None = None
     seconds: float = 0.0
     trace: Mapping[str, Any] = field(default_factory=dict)
+    exposure: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -158,6 +162,7 @@ class Prediction:
             "prompt_id": self.prompt_id,
             "seconds": self.seconds,
             "trace": dict(self.trace),
+            "exposure": dict(self.exposure),
         }
 
     @classmethod
@@ -180,6 +185,7 @@ class Prediction:
             prompt_id=data["prompt_id"],
             seconds=float(data["seconds"]),
             trace=dict(data.get("trace", {})),  # absent in records of older rg versions
+            exposure=dict(data.get("exposure", {})),
         )
 
 

@@ -60,6 +60,7 @@ from rg.linking.config import LinkingConfig, linking_setting
 from rg.llm.journal import JOURNAL_FILE, UsageJournal, journal_usage, new_run_id
 from rg.llm.probe import probe_endpoints
 from rg.llm.usage import Usage
+from rg.privacy.exposure import ExposureTotals, side_totals
 from rg.metrics import MatchMode
 from rg.memory.config import MemoryConfig
 from rg.reasoning.dualtower.config import DualTowerConfig
@@ -538,6 +539,7 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         run["dualtower"] = cfg.dualtower.model_dump(mode="json", exclude={"brain": {"llm": {"api_key"}}})
         run["brain_calls_per_question"] = per_side(scores)["brain"]["calls"]
         run["usage_per_question_by_side"] = per_side(scores)
+        run["exposure"] = exposure_totals(scores)
     if cfg.traverse is not None and cfg.reasoner == "traverse":
         run["traverse"] = cfg.traverse.model_dump(mode="json", exclude={"llm": {"api_key"}})
         run["hand_calls_per_question"] = sum(s.prediction.usage.calls for s in scores) / len(scores)
@@ -547,6 +549,19 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         run["memory_stats"] = rounds_stats
     files = write_qa_results(summary, scores, cfg.output_dir, run, _title(cfg, run))
     return QAResult(summary=summary, files=files, run=run)
+
+
+def exposure_totals(scores) -> dict[str, Any]:
+    """What every question sent to the Brain (:class:`rg.privacy.exposure.ExposureTotals`), with its short form
+    per side and category (``by_side``: :func:`rg.privacy.exposure.side_totals`)."""
+    totals = ExposureTotals()
+    hand = Usage()
+    for s in scores:
+        totals.add(s.prediction.exposure)
+        hand = hand + s.prediction.usage_by_side.get("hand", Usage())
+    out = totals.to_dict()
+    out["by_side"] = side_totals(out["stages"], out["refused"], hand.to_dict())
+    return out
 
 
 def per_side(scores) -> dict[str, dict[str, float]]:

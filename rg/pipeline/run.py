@@ -130,6 +130,10 @@ def _qa_table(outcomes: list[StageOutcome]) -> list[str]:
         o = m["overall"]
         if m.get("reasoner") == "dualtower":  # "reasoner" is absent in states of older rg versions
             evidence = f"dual tower, {m['privacy_mode']} view, {m['brain_calls_per_question']:.2f} Brain calls/q"
+            if m.get("exposure"):  # absent in states of older rg versions
+                brain = m["exposure"]["brain"]
+                evidence += f", {brain['request_chars'] / max(o['n'], 1):,.0f} chars/q sent, " \
+                            f"{sum(brain['refused'].values())} refused"
         elif m["chains"] and m.get("walks") == "planned":
             evidence = "chains of the decoded paths"
         else:

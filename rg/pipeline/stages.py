@@ -186,9 +186,11 @@ def _evaluate(cfg: EvaluateConfig, progress: bool) -> StageResult:
 def _qa(cfg: QAEvaluateConfig, progress: bool) -> StageResult:
     result = evaluate_qa(cfg, progress=progress)
     overall = result.summary.overall
+    exposure = result.run.get("exposure", {}).get("by_side")
     return StageResult(
         result=f"Hit {overall.hit:.3f} · Hits@1 {overall.hits_at_1:.3f} · Macro-F1 {overall.macro_f1:.3f} · "
-        f"Micro-F1 {overall.micro_f1:.3f} ({overall.n} {cfg.side} questions, {overall.failed} failed)",
+        f"Micro-F1 {overall.micro_f1:.3f} ({overall.n} {cfg.side} questions, {overall.failed} failed)"
+        + (f" · {exposure_line(exposure)}" if exposure else ""),
         metrics={
             "overall": overall.to_dict(),
             "by_hops": [g.to_dict() for g in result.summary.by_hops],
@@ -202,10 +204,20 @@ def _qa(cfg: QAEvaluateConfig, progress: bool) -> StageResult:
             "reasoner": cfg.reasoner,
             "privacy_mode": cfg.dualtower.privacy.mode if cfg.dualtower is not None else None,
             "brain_calls_per_question": result.run.get("brain_calls_per_question"),
+            "exposure": exposure,
         },
         files={"table": str(result.files.markdown), "plot": str(result.files.plot),
                "predictions": str(result.files.predictions)},
     )
+
+
+def exposure_line(by_side: dict) -> str:
+    """What the Brain was sent, in a few words (:func:`rg.privacy.exposure.side_totals`)."""
+    brain = by_side["brain"]
+    refused = sum(brain["refused"].values())
+    kinds = ", ".join(f"{k} {v}" for k, v in brain["refused"].items())
+    return (f"Brain sent {brain['requests']} requests, {brain['request_chars']:,} chars, "
+            f"{brain['shown']['pseudonyms']} pseudonyms; {refused} refused" + (f" ({kinds})" if kinds else ""))
 
 
 def _local(path: str) -> tuple[Path, ...]:

@@ -8,8 +8,9 @@ category (never the refused string). Stages that build structured payloads add w
 of the structure (:meth:`ExposureLedger.record_structure`: paths, nodes and edges shown, and the
 view's uniqueness from :mod:`rg.privacy.structure`).
 
-A job folds its questions' ledgers with :class:`ExposureTotals` and writes
-``totals.to_dict()`` beside the usage ledger in its report.
+A job folds its questions' ledgers with :class:`ExposureTotals` and writes ``totals.to_dict()``
+beside the usage ledger in its report; :func:`side_totals` is the short form a reply or a stage
+line carries: per side, what was sent and, by category, what was refused.
 """
 
 from __future__ import annotations
@@ -140,6 +141,29 @@ class ExposureLedger:
             "pseudonyms": len(pseudonyms),
             "relations": len(relations),
         }
+
+
+BRAIN_COUNTS = ("brain_calls", "requests", "unsent", "request_chars", "prompt_tokens", "completion_tokens")
+HAND_SEES = "raw KG (trusted, local)"
+"""What a Hand-side LLM sees: it runs where the raw KG is, so nothing it reads is counted as exposed."""
+
+
+def side_totals(stages: Mapping[str, Mapping[str, Any]], refused: Mapping[str, int],
+                hand_usage: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Exposure per side from a ledger's or a totals' ``stages`` and ``refused`` (:meth:`ExposureLedger.to_dict`,
+    :meth:`ExposureTotals.to_dict`): for the Brain, calls, HTTP requests, characters and tokens sent, what was
+    shown by category (pseudonyms, relation labels, paths; distinct per stage, summed) and refusals by
+    category of the raw string; for the Hand, its LLM calls and tokens (``hand_usage``: a usage dict), which
+    saw the raw KG on the trusted side.
+    """
+    brain = {key: sum(int(s.get(key, 0)) for s in stages.values()) for key in BRAIN_COUNTS}
+    brain["shown"] = {key: sum(int(s.get(key, 0)) for s in stages.values()) for key in ("pseudonyms", "relations",
+                                                                                       "paths")}
+    brain["refused"] = dict(sorted(refused.items()))
+    usage = hand_usage or {}
+    hand = {"calls": int(usage.get("calls", 0)), "prompt_tokens": int(usage.get("prompt_tokens", 0)),
+            "completion_tokens": int(usage.get("completion_tokens", 0)), "sees": HAND_SEES}
+    return {"brain": brain, "hand": hand}
 
 
 class ExposureTotals:

@@ -73,6 +73,16 @@ class KGSchema:
     types: Mapping[str, str]
     clusters: Mapping[str, str]
     aliases: Mapping[str, str] = field(default_factory=dict)
+    names: Mapping[str, str] = field(default_factory=dict)
+    """Names of schema-vocabulary nodes whose ids are not their names (a triple store's type nodes)."""
+
+    def relabel(self, ids: Mapping[str, str]) -> "KGSchema":
+        """This schema over other entity ids (``ids``: entity → its id in a store, e.g. ``m.0<hex>``): the
+        same types, clusters and labels, with the schema-vocabulary nodes' names kept for :meth:`public_words`."""
+        types = {ids.get(e, e): kind for e, kind in self.types.items()}
+        names = {ids.get(e, e): self.names.get(e, e) for e, kind in self.types.items()
+                 if kind in SCHEMA_KINDS and ids.get(e, e) != self.names.get(e, e)}
+        return KGSchema(types=types, clusters=dict(self.clusters), aliases=dict(self.aliases), names=names)
 
     def type_of(self, entity: str) -> str:
         return self.types.get(entity, UNKNOWN)
@@ -133,7 +143,7 @@ class KGSchema:
     @functools.cached_property
     def _type_nodes(self) -> frozenset[str]:
         """Entities shown by name in every mode (:meth:`is_public`)."""
-        return frozenset(e for e, kind in self.types.items() if kind in SCHEMA_KINDS)
+        return frozenset(self.names.get(e, e) for e, kind in self.types.items() if kind in SCHEMA_KINDS)
 
     @functools.cached_property
     def _public_shown(self) -> frozenset[str]:
@@ -148,14 +158,15 @@ class KGSchema:
         path = Path(folder) / SCHEMA_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"types": dict(self.types), "clusters": dict(self.clusters),
-                                   "aliases": dict(self.aliases)}))
+                                   "aliases": dict(self.aliases), "names": dict(self.names)}))
         tmp.replace(path)
         return path
 
     @classmethod
     def load(cls, folder: str | Path) -> "KGSchema":
         data = json.loads((Path(folder) / SCHEMA_FILE).read_text())
-        return cls(types=data["types"], clusters=data["clusters"], aliases=data.get("aliases", {}))
+        return cls(types=data["types"], clusters=data["clusters"], aliases=data.get("aliases", {}),
+                   names=data.get("names", {}))
 
 
 def _words(texts: Iterable[str]) -> frozenset[str]:

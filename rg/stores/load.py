@@ -3,7 +3,9 @@ into a local Virtuoso: the library side of ``python -m jobs.load_kg``.
 
 Writes into ``output_dir``: ``kg.nt`` (Freebase layout, :mod:`rg.stores.ntriples`),
 ``entity_ids.tsv`` (``m.0<hex>`` id, tab, the entity's string: the map from the in-memory
-graph to the store's ids) and ``load_report.json``.
+graph to the store's ids), ``privacy_schema.json`` (the KG's coarse types and relation clusters
+over the store's ids: the ``kg.schema_dir`` of an endpoint that reads the store) and
+``load_report.json``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rg.data.integrity import write_json_atomic
 from rg.data.sources import KBSource, load_kb
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
+from rg.privacy.schema import KGSchema
 from rg.stores.config import FREEBASE_NS, SparqlStoreConfig
 from rg.stores.ntriples import entity_ids, write_ntriples
 
@@ -66,18 +69,20 @@ class LoadKGConfig(Config):
                                  namespace=self.namespace)
 
 
-def source_graph(cfg: LoadKGConfig) -> KnowledgeGraph:
-    """The KG the config names, exact repeats dropped (RDF graphs are sets)."""
+def source_graph(cfg: LoadKGConfig) -> tuple[KnowledgeGraph, dict[str, str] | None]:
+    """The KG the config names, exact repeats dropped (RDF graphs are sets), and its entity types when the
+    source asserts them (the synthetic KG; else None: the schema derives them)."""
     if cfg.synthetic is not None:
-        return KnowledgeGraph.from_triples(generate(cfg.synthetic).triples, dedup=True)
+        data = generate(cfg.synthetic)
+        return KnowledgeGraph.from_triples(data.triples, dedup=True), dict(data.entity_types)
     if cfg.kb is not None:
         kg, _ = load_kb(cfg.kb)
-        return KnowledgeGraph.from_triples(kg.triples(), dedup=True)
+        return KnowledgeGraph.from_triples(kg.triples(), dedup=True), None
     from rg.data.paths import resolve_data_path
     from rg.data.rog import read_rog
 
     triples = [t for path in cfg.rog for sample in read_rog(resolve_data_path(path)) for t in sample.triples]
-    return KnowledgeGraph.from_triples(triples, dedup=True)
+    return KnowledgeGraph.from_triples(triples, dedup=True), None
 
 
 def load_kg(cfg: LoadKGConfig) -> dict[str, Any]:
@@ -94,11 +99,13 @@ def load_kg(cfg: LoadKGConfig) -> dict[str, Any]:
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    kg = source_graph(cfg)
+    kg, types = source_graph(cfg)
     lines, name_edges = write_ntriples(kg, out / NT_FILE, cfg.namespace)
+    ids = dict(zip(kg.entity_names.tolist(), entity_ids(kg).tolist()))
     with open(out / IDS_FILE, "w", encoding="utf-8") as f:
-        for eid, name in zip(entity_ids(kg).tolist(), kg.entity_names.tolist()):
+        for name, eid in ids.items():
             f.write(f"{eid}\t{json.dumps(str(name), ensure_ascii=False)}\n")
+    KGSchema.build(kg.triples(), types).relabel(ids).save(out)
     export_s = time.perf_counter() - t0
     v = cfg.virtuoso
     server = VirtuosoServer(Path(v.data_dir), v.http_port, v.isql_port)

@@ -11,6 +11,7 @@ between two nodes) would read as names, so they are left out and counted.
 from __future__ import annotations
 
 import gzip
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -34,8 +35,10 @@ def relabel(kg: KnowledgeGraph, ids: np.ndarray) -> KnowledgeGraph:
 
 
 def write_ntriples(kg: KnowledgeGraph, path: str | Path, namespace: str,
-                   name_relation: str = "type.object.name") -> tuple[int, int]:
-    """Write ``kg`` (edges and one name literal per entity) as N-Triples; ``.gz`` paths are gzipped.
+                   name_relation: str = "type.object.name", aliases: Mapping[str, Sequence[str]] | None = None,
+                   alias_relation: str = "common.topic.alias") -> tuple[int, int]:
+    """Write ``kg`` (edges and one name literal per entity, and an ``alias_relation`` literal per alias
+    of ``aliases``: entity string → aliases) as N-Triples; ``.gz`` paths are gzipped.
 
     Returns:
         ``(lines written, edges left out because their relation is name_relation)``.
@@ -50,9 +53,13 @@ def write_ntriples(kg: KnowledgeGraph, path: str | Path, namespace: str,
     name_rel = kg.relation_id(name_relation) if kg.has_relation(name_relation) else -1
     n = skipped = 0
     with opener(path, "wt", encoding="ascii", newline="\n") as f:
+        alias = iri_local(namespace, alias_relation)
         for i, text in enumerate(kg.entity_names.tolist()):
             f.write(f"{ents[i]} {name} {literal(str(text))} .\n")
             n += 1
+            for other in sorted(set((aliases or {}).get(str(text), ()))):
+                f.write(f"{ents[i]} {alias} {literal(str(other))} .\n")
+                n += 1
         for h, r, t in zip(kg.head.tolist(), kg.rel.tolist(), kg.tail.tolist()):
             if r == name_rel:
                 skipped += 1

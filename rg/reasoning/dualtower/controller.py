@@ -257,7 +257,7 @@ class DualTowerController:
         raw = self.hand.subgraph(topics, triples)
         # names before anything is built for the Brain: a triple store names entities apart from their ids
         q.names = self.hand.names(raw, topics, mentions, from_store=triples is None)
-        raw = self.hand.exposable(raw, q.names)
+        raw = self.hand.exposable(raw, q.names, by_name=triples is None)
         kg = KnowledgeGraph.from_triples(raw)
         topics = tuple(t for t in topics if kg.has_entity(t))
         if not topics:

@@ -245,13 +245,15 @@ class Hand:
         return kept  # type: ignore[return-value]
 
     @staticmethod
-    def exposable(triples: Sequence[Triple], book: NameBook) -> list[Triple]:
-        """``triples`` without those touching a withheld entity (whose names are unknown, so unguardable)."""
-        if not book.withheld:
-            return list(triples)
+    def exposable(triples: Sequence[Triple], book: NameBook, by_name: bool) -> list[Triple]:
+        """``triples`` without those touching a withheld entity (whose names are unknown, so unguardable); with
+        ``by_name`` (a subgraph from a store) sorted by what they say, names for ids, so that the Hand explores
+        and breaks ties alike whichever store holds the KG and however it names entities."""
         kept = [t for t in triples if t[0] not in book.withheld and t[2] not in book.withheld]
         if not kept:
             raise HandError(NAMES_UNAVAILABLE, "no entity around the topic entities could be named")
+        if by_name:
+            kept.sort(key=lambda t: (book.display(t[0]), t[1], book.display(t[2]), t))
         return kept
 
     # ------------------------------------------------------------------------- view side

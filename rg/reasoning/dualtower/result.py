@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rg.llm.usage import UsageLedger
+from rg.privacy.exposure import side_totals
+
 
 @dataclass(frozen=True)
 class BrainFault:
@@ -72,6 +75,13 @@ class DualTowerResult:
     indicator_selections: int = 0
 
     @property
+    def exposure_totals(self) -> dict[str, Any]:
+        """What left the machine, per side and category (:func:`rg.privacy.exposure.side_totals`)."""
+        hand = UsageLedger.from_dict(self.usage).by_side().get("hand") if self.usage.get("stages") else None
+        return side_totals(self.exposure.get("stages", {}), self.exposure.get("refused", {}),
+                           hand.to_dict() if hand is not None else None)
+
+    @property
     def hand_only(self) -> bool:
         """Whether a Brain fault sent any part of the question down the Hand-only path."""
         return bool(self.faults)
@@ -83,4 +93,5 @@ class DualTowerResult:
             "usage": self.usage, "exposure": self.exposure, "faults": [f.to_dict() for f in self.faults],
             "tree": list(self.tree), "timings": self.timings, "fallback": self.fallback, "topics": list(self.topics),
             "memory": dict(self.memory), "indicator_selections": self.indicator_selections,
+            "exposure_totals": self.exposure_totals,
         }
