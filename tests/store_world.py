@@ -100,9 +100,9 @@ def relation_brain(body: dict) -> str:
     return json.dumps({"ids": [c["id"] for c in ranked][: shown["keep"]]})
 
 
-def controller(world: World, url: str, mode: str = "utility", linker: EntityLinker | None = None):
+def controller(world: World, url: str, mode: str = "utility", linker: EntityLinker | None = None, d_max: int = 2):
     config = DualTowerConfig(
-        privacy={"mode": mode}, similarity="lexical", d_max=2, max_steps=2, max_failures=2,
+        privacy={"mode": mode}, similarity="lexical", d_max=d_max, max_steps=2, max_failures=2,
         brain={"kind": "llm", "reasks": 0,
                "llm": {"base_url": url, "model": "scripted", "side": "brain", "max_retries": 0, "backoff_s": 0.0,
                        "max_backoff_s": 0.0, "timeout_s": 10.0}})

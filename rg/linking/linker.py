@@ -183,6 +183,24 @@ class EntityLinker:
             results.append(self._result(question, sorted([*mentions, *found], key=lambda m: m.start)))
         return results
 
+    def named_spans(self, question: str) -> dict[str, tuple[str, ...]]:
+        """Every entity some span of ``question`` names exactly, by name or alias in any case and spacing, with
+        the spans as written: overlapping and lower-case spans included, spans of function words only left
+        out. Not topic linking (no tier, case or overlap rule picks among them): what the privacy session
+        must mask, because each of them names an entity of the KG."""
+        tokens, spans = _words(question)
+        found: dict[str, tuple[str, ...]] = {}
+        for n in range(min(self.config.max_ngram, len(tokens)), 0, -1):
+            for i in range(len(tokens) - n + 1):
+                rows = self.index.by_key.get(" ".join(tokens[i:i + n]))
+                if rows is None or all(t in STOPWORDS for t in tokens[i:i + n]):
+                    continue
+                surface = question[spans[i][0]:spans[i + n - 1][1]]
+                for row in rows:
+                    entity = self.index.entries[row].entity_id
+                    found[entity] = tuple(dict.fromkeys((*found.get(entity, ()), surface)))
+        return found
+
     # ------------------------------------------------------------------ exact and alias
     def _exact(self, question: str, parsed: tuple[list[str], list[tuple[int, int]]]) -> list[Mention]:
         tokens, spans = parsed

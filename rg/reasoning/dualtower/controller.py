@@ -252,11 +252,14 @@ class DualTowerController:
     async def _run(self, q: _Question, given: Sequence[str], triples: Sequence[Triple] | None) -> DualTowerResult:
         started = time.perf_counter()
         topics, mentions = self.hand.topics(q.question, given)
+        named = self.hand.mentioned(q.question)  # every KG entity the question names, topic or not
+        for entity, texts in mentions.items():
+            named[entity] = tuple(dict.fromkeys((*named.get(entity, ()), *texts)))
         q.timed("link", started)
         started = time.perf_counter()
         raw = self.hand.subgraph(topics, triples)
         # names before anything is built for the Brain: a triple store names entities apart from their ids
-        q.names = self.hand.names(raw, topics, mentions, from_store=triples is None)
+        q.names = self.hand.names(raw, topics, named, from_store=triples is None)
         raw = self.hand.exposable(raw, q.names, by_name=triples is None)
         kg = KnowledgeGraph.from_triples(raw)
         topics = tuple(t for t in topics if kg.has_entity(t))
@@ -269,7 +272,7 @@ class DualTowerController:
         anchors = self.hand.anchors(q.session, view, topics)
         # every name of the subgraph that the question mentions is masked, not only the topics': the
         # guard would refuse the payload over any of them (WebQSP: "what is los angeles california time zone")
-        masked = q.session.mask_question(q.question, topics, names=kg.entity_names)
+        masked = q.session.mask_question(q.question, topics, names=[*kg.entity_names.tolist(), *named])
         text = masked.text if q.session.anonymising else tag_topics(q.question, topics, q.names)
         tags = tuple(f"TE_{i + 1}" for i in range(len(topics)))
         hints = q.hints = self.hand.hints(view, anchors)

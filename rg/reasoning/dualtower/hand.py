@@ -208,16 +208,23 @@ class Hand:
                 mentions[candidate.entity_id] = (*mentions.get(candidate.entity_id, ()), mention.text)
         return linked.entities, mentions
 
+    def mentioned(self, question: str) -> dict[str, tuple[str, ...]]:
+        """Every KG entity the question names, with the words that name it (:meth:`EntityLinker.named_spans`);
+        empty without a linker, whose name index holds the KG's names: then only the names of the working
+        subgraph are known to the Hand."""
+        return self.linker.named_spans(question) if self.linker is not None else {}
+
     def names(self, triples: Sequence[Triple], topics: Sequence[str], mentions: Mapping[str, Sequence[str]],
               from_store: bool) -> NameBook:
-        """The names, aliases and linked mentions of every entity of the working subgraph (:class:`NameBook`).
+        """The names, aliases and mentions of every entity of the working subgraph, of the topics and of the
+        entities ``mentions`` lists (the question's words that name them) (:class:`NameBook`).
 
         Fetched from the store when the subgraph came from it (a triple store names entities apart from their
         ids); a question's own triples name entities by their ids. Entities whose lookup failed are withheld
         (:data:`~rg.privacy.names.NAMES_UNAVAILABLE`); a withheld topic entity fails the question, since
         what the question calls it could not be masked.
         """
-        ids = sorted({e for h, _, t in triples for e in (h, t)} | set(topics))
+        ids = sorted({e for h, _, t in triples for e in (h, t)} | set(topics) | set(mentions))
         names: dict[str, str | None] = {}
         aliases: dict[str, tuple[str, ...]] = {}
         withheld: dict[str, str] = {}
