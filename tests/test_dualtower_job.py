@@ -103,3 +103,29 @@ def test_the_job_runs_the_dualtower_reasoner_through_ray_data(ray_local, checkpo
     rows = [json.loads(line) for line in result.files.predictions.read_text().splitlines()]
     assert [r["id"] for r in rows] == [f"q{i}" for i in range(len(QUESTIONS))]
     assert all(r["scorer"] == "dualtower" for r in rows)
+
+
+def test_the_job_report_totals_what_the_brain_endpoint_received(ray_local, tmp_path):
+    from rg.data.rog import write_rog_parquet
+    from rg.data.sample import Sample
+    from rg.evaluation.qa_job import evaluate_qa
+    from rg.llm.scripted_server import Respond, Script, ScriptedServer
+    from tests.test_dualtower_wire import brain
+
+    samples = [Sample(f"q{i}", q, (a,), topics, (a,), TRIPLES) for i, (q, topics, a) in enumerate(QUESTIONS)]
+    write_rog_parquet(samples, tmp_path / "samples.parquet")
+    schema().save(tmp_path)
+    with ScriptedServer(Script.always(Respond(brain))) as server:
+        cfg = validate_config({"input": str(tmp_path / "samples.parquet"), "output_dir": str(tmp_path / "out"),
+                               "side": "all", "reasoner": "dualtower", "schema_dir": str(tmp_path),
+                               "dualtower": {"similarity": "lexical", "brain": {"kind": "llm", "llm": {
+                                   "base_url": server.base_url, "model": "scripted", "side": "brain"}}},
+                               "num_actors": 1, "actor_cpus": 0.5, "batch_size": 4}, QAEvaluateConfig)
+        result = evaluate_qa(cfg, progress=False)
+        texts = ["\n".join(m["content"] for m in r.body["messages"]) for r in server.chat_requests]
+    report = json.loads((tmp_path / "out" / "qa.json").read_text())["run"]["exposure"]
+    assert report == result.run["exposure"] and report["questions"] == len(QUESTIONS)
+    brain_side = report["by_side"]["brain"]
+    assert brain_side["requests"] == brain_side["brain_calls"] == len(texts) >= len(QUESTIONS)
+    assert brain_side["request_chars"] == sum(len(t) for t in texts) and brain_side["refused"] == {}
+    assert report["by_side"]["hand"]["calls"] == 0

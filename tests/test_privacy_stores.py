@@ -21,8 +21,13 @@ import re
 
 import pytest
 
+from rg.graph import KnowledgeGraph
 from rg.llm.scripted_server import Respond, Script, ScriptedServer
+from rg.privacy import KGSchema, PrivacyConfig, PrivacySession
 from rg.privacy.exposure import PSEUDONYM_IN_TEXT
+from rg.privacy.names import NameBook
+from rg.stores.base import StoreError
+from rg.stores.memory import MemoryStore
 from tests.store_world import (
     controller,
     leak_finder,
@@ -65,6 +70,65 @@ def answer_all(run, items, concurrency: int = CONCURRENCY):
 
 def bodies_since(server: ScriptedServer, start: int) -> list[str]:
     return [r.raw.decode("utf-8") for r in server.chat_requests[start:]]
+
+
+# ----------------------------------------------------------------------------------------- the name book
+def test_a_name_book_lists_every_form_with_its_guard_category():
+    book = NameBook({"m.0a": "Wim Kowalski", "m.0b": None}, {"m.0a": ("W. Kowalski", "Wim Kowalski")})
+    assert book.forms("m.0a") == (("m.0a", "entity_id"), ("Wim Kowalski", "entity_name"), ("W. Kowalski", "alias"))
+    assert book.surface("m.0a") == ("Wim Kowalski", "W. Kowalski")
+    assert (book.display("m.0a"), book.display("m.0b"), book.display("Heat")) == ("Wim Kowalski", "m.0b", "Heat")
+    assert (book.named("m.0a"), book.named("m.0b"), book.named("Heat")) == (True, False, True)
+    assert book.with_mentions({"m.0a": ["wim  kowalski"]}).aliases["m.0a"] == ("W. Kowalski", "Wim Kowalski",
+                                                                              "wim  kowalski")
+
+
+def test_a_session_with_a_name_book_guards_masks_and_shows_names_not_ids():
+    schema = KGSchema(types={"m.0a": "person", "m.0f": "film", "m.0t": "type"}, clusters={"directed_by": "rel_00"},
+                      names={"m.0t": "Film"})
+    book = NameBook({"m.0a": "Wim Kowalski", "m.0f": "Bridge of Rain", "m.0t": "Film"}, {"m.0a": ("W. Kowalski",)})
+    with PrivacySession(PrivacyConfig(mode="utility"), schema) as session:
+        session.learn_names(book)
+        view = session.anonymise_triples([("m.0f", "directed_by", "m.0a"), ("m.0f", "type", "m.0t")], ["m.0a"])
+        masked = session.mask_question("Did w.  KOWALSKI direct bridge of rain?", ["m.0a"], names=["m.0f"])
+        assert view[1][2] == "Film"  # a type node in the clear: by its name, not its id
+        assert re.fullmatch(r"Did TE_1 \(person\) direct ent_[0-9a-f]+ \(film\)\?", masked.text)
+        for raw, category in (("Wim Kowalski", "entity_name"), ("W. Kowalski", "alias"), ("m.0f", "entity_id"),
+                              ("bridge  of RAIN", "entity_name")):
+            assert session.guard.find(f"about {raw}") == category
+    with PrivacySession(PrivacyConfig(mode="plaintext"), schema) as session:
+        session.learn_names(book)
+        assert session.anonymise_triples([("m.0f", "directed_by", "m.0a")]) == [
+            ("Bridge of Rain", "directed_by", "Wim Kowalski")]
+        assert session.pattern_label("Wim Kowalski") == "person"
+
+
+class FailingNames(MemoryStore):
+    """A memory store whose name lookups fail for the batches holding ``failing``."""
+
+    def __init__(self, kg, failing: set[str]) -> None:
+        super().__init__(kg)
+        self.failing = failing
+
+    def entity_names(self, ids):
+        if self.failing & set(ids):
+            raise StoreError("timeout", "names did not come back")
+        return super().entity_names(ids)
+
+
+def test_entities_whose_names_cannot_be_fetched_are_withheld(monkeypatch):
+    from rg.reasoning.dualtower import DualTowerConfig, hand as hand_module
+    from rg.reasoning.dualtower.hand import Hand, HandError
+
+    monkeypatch.setattr(hand_module, "NAME_BATCH", 1)  # one entity per lookup: a failure withholds only it
+    kg = KnowledgeGraph.from_triples([("Heat", "directed_by", "Michael Mann"), ("Heat", "starred_actors", "Al Pacino")])
+    hand = Hand(DualTowerConfig(), FailingNames(kg, {"Al Pacino"}))
+    triples = hand.subgraph(["Heat"])
+    book = hand.names(triples, ["Heat"], {}, from_store=True)
+    assert book.withheld == {"Al Pacino": "names_unavailable"}
+    assert hand.exposable(triples, book, by_name=True) == [("Heat", "directed_by", "Michael Mann")]
+    with pytest.raises(HandError, match="names_unavailable"):
+        hand.names(triples, ["Al Pacino"], {}, from_store=True)
 
 
 # ----------------------------------------------------------------------------------------- names and aliases

@@ -151,7 +151,7 @@ def test_config_errors_name_the_field_before_anything_starts(tmp_path):
         build_app({**good, "kg": {}})
 
 
-@pytest.mark.parametrize("name", ["serve_demo.yaml", "serve_metaqa.yaml"])
+@pytest.mark.parametrize("name", ["serve_demo.yaml", "serve_demo_sparql.yaml", "serve_metaqa.yaml"])
 def test_the_serve_configs_validate_and_say_how_to_make_a_missing_planner(name, tmp_path):
     import yaml
 
@@ -166,7 +166,7 @@ def test_the_serve_configs_validate_and_say_how_to_make_a_missing_planner(name, 
     assert config.dualtower.brain.kind == "local" and config.hand.max_replicas >= 2
     args = {**app["args"], "dualtower": {**app["args"]["dualtower"],
                                          "brain": {"kind": "local", "planner": str(tmp_path / "absent")}}}
-    if name == "serve_demo.yaml":
+    if name.startswith("serve_demo"):
         with pytest.raises(ConfigError, match=r"dualtower.brain.planner.*python -m jobs.pipeline --config "
                                               r"configs/demo.yaml"):
             build_app(args)
@@ -187,6 +187,11 @@ def test_answer_with_evidence_what_the_brain_saw_and_usage_per_side(client, scri
     assert [leaks(json.dumps(p), RAW_ENTITIES) for p in body["brain_saw"]] == [[]] * len(body["brain_saw"])
     assert body["usage"]["brain"]["prompt_tokens"] > 0 and body["usage"]["hand"]["calls"] == 0
     assert body["exposure"]["brain_calls"] == body["brain_calls"]
+    # the exposure totals are what the endpoint received: requests and characters, nothing refused
+    texts = ["\n".join(m["content"] for m in r.body["messages"]) for r in scripted_brain.chat_requests[before:]]
+    totals = body["exposure_totals"]
+    assert (totals["brain"]["requests"], totals["brain"]["request_chars"]) == (len(texts), sum(map(len, texts)))
+    assert totals["brain"]["refused"] == {} and totals["hand"]["calls"] == 0
 
 
 def test_questions_without_topics_are_linked_and_two_hops_answered(client):
@@ -335,3 +340,39 @@ def test_a_chat_reply_without_an_answer_names_why():
 
     assert no_answer_text("no_topics") == "No answer found in the knowledge graph (no_topics)."
     assert no_answer_text(None) == "No answer found in the knowledge graph (the verified evidence names no answer)."
+
+
+def test_a_sparql_backed_app_answers_as_the_memory_one_and_sends_no_name(endpoint, client, scripted_brain, virtuoso,
+                                                                         tmp_path):
+    """The KG in Virtuoso (``m.0<hex>`` ids, names and an alias as literals) behind the same app: the question
+    names its topic and another entity, by name and by alias; the Brain receives neither, and the answers
+    are the in-memory app's."""
+    from ray import serve
+
+    from rg.graph import KnowledgeGraph
+    from rg.stores.ntriples import entity_ids
+    from serve.app import build_app
+    from tests.stores_virtuoso import load_graph
+
+    kg = KnowledgeGraph.from_triples(TRIPLES)
+    ids = dict(zip(kg.entity_names.tolist(), entity_ids(kg).tolist()))
+    store = load_graph(virtuoso, kg, "http://rg.test/serve-films", tmp_path, aliases={"Robert De Niro": ["Bobby D"]})
+    (tmp_path / "schema").mkdir()
+    schema().relabel(ids).save(tmp_path / "schema")
+    config = app_config(tmp_path, scripted_brain.base_url)
+    config["kg"] = {"store": store.config.model_dump(), "schema_dir": str(tmp_path / "schema")}
+    serve.run(build_app(config), name="sparql", route_prefix="/sparql")
+    try:
+        for other in ("Robert De Niro", "Bobby D"):
+            question = f"who directed Casino, starring {other}?"
+            before = len(scripted_brain.chat_requests)
+            sparql = client.post("/sparql/v1/answer", json={"question": question, "topics": [ids["Casino"]]}).json()
+            sent = [r.raw.decode() for r in scripted_brain.chat_requests[before:]]
+            memory = client.post("/ok/v1/answer", json={"question": question, "topics": ["Casino"]}).json()
+            assert sparql["answers"] == memory["answers"] == ["Martin Scorsese"] and sparql["brain"] == "ok"
+            assert sent and [leaks(b, [*RAW_ENTITIES, "Bobby D", *ids.values()]) for b in sent] == [[]] * len(sent)
+            assert sparql["exposure_totals"]["brain"]["requests"] == len(sent)
+        linked = client.post("/sparql/v1/answer", json={"question": "who directed Casino"}).json()
+        assert linked["topics"] == [ids["Casino"]] and linked["answers"] == ["Martin Scorsese"]
+    finally:
+        serve.delete("sparql")

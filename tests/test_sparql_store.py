@@ -211,3 +211,16 @@ def test_config_errors_name_the_key_and_fix():
         validate_config({"endpoint": "127.0.0.1:8890"}, SparqlStoreConfig)
     with pytest.raises(ConfigError, match="max_retries"):
         validate_config({"endpoint": "http://x/sparql", "max_retries": 1000}, SparqlStoreConfig)
+
+
+def test_aliases_and_further_names_come_back_per_entity(virtuoso, tmp_path):
+    kg = KnowledgeGraph.from_triples([("Wim Kowalski", "directed", "Bridge of Rain"), ("Ann", "directed", "Hail")])
+    store = load_graph(virtuoso, kg, "http://rg.test/aliases", tmp_path,
+                       aliases={"Wim Kowalski": ["W. Kowalski", "Kowalski, Wim"], "Hail": ["Hail!"]})
+    ids = dict(zip(kg.entity_names.tolist(), entity_ids(kg).tolist()))
+    got = store.entity_aliases([ids["Wim Kowalski"], ids["Hail"], ids["Ann"], "m.0absent"])
+    assert got == {ids["Wim Kowalski"]: ("Kowalski, Wim", "W. Kowalski"), ids["Hail"]: ("Hail!",), ids["Ann"]: (),
+                   "m.0absent": ()}
+    assert sorted(store.iter_aliases()) == sorted([(ids["Wim Kowalski"], "Kowalski, Wim"),
+                                                   (ids["Wim Kowalski"], "W. Kowalski"), (ids["Hail"], "Hail!")])
+    assert store.entity_names([ids["Hail"]]) == {ids["Hail"]: "Hail"}  # an alias is not a name
