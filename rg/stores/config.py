@@ -43,7 +43,7 @@ class SparqlStoreConfig(Config):
     timeout_s: float = Field(30.0, gt=0, description="Timeout of one HTTP attempt, in seconds.")
     max_retries: int = Field(3, ge=0, le=10, description="Retries after a failed attempt (bounded).")
     backoff_s: float = Field(0.2, ge=0, description="First retry delay; doubles each retry.")
-    cache_size: int = Field(200_000, ge=0, description="Per-entity incidence lists kept (LRU); 0 disables.")
+    cache_size: int = Field(200_000, ge=0, description="Per-entity incidence lists, and names with aliases, kept (LRU each); 0 disables.")
     max_rows: int = Field(1_000_000, ge=1, description="The server's ResultSetMaxRows: a result this long is "
                                                        "treated as truncated and fails instead of being used.")
 

@@ -61,6 +61,7 @@ class SparqlStore:
         self.ledger = QueryLedger()
         self._question: str | None = None
         self._cache: OrderedDict[tuple[str, str, str | None], tuple[Incidence, ...]] = OrderedDict()
+        self._labels: OrderedDict[str, tuple[str | None, tuple[str, ...]]] = OrderedDict()
         self._name_pred = iri_local(config.namespace, config.name_relation)
         self._alias_pred = iri_local(config.namespace, config.alias_relation) if config.alias_relation else None
 
@@ -82,6 +83,7 @@ class SparqlStore:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._labels.clear()
 
     # ------------------------------------------------------------------------ transport
     def select(self, query: str, kind: str, bindings: int = 0) -> list[dict[str, dict[str, str]]]:
@@ -183,40 +185,46 @@ class SparqlStore:
         return sorted(i for i in ids if i is not None)
 
     def entity_names(self, ids: Sequence[str]) -> dict[str, str | None]:
-        out: dict[str, str | None] = {i: None for i in ids}
-        unique = sorted(set(ids))
-        for chunk in _chunks(unique, self.config.batch_size):
-            q = (f"SELECT ?e ?n {self._from()}WHERE {{ {values_block('e', map(self._term, chunk))} "
-                 f"?e {self._name_pred} ?n }}")
-            found: dict[str, list[str]] = {}
-            for row in self.select(q, "names", len(chunk)):
-                eid = self._id(row["e"]["value"])
-                if eid is not None and row["n"]["type"] in ("literal", "typed-literal"):
-                    found.setdefault(eid, []).append(row["n"]["value"])
-            for eid, names in found.items():
-                out[eid] = min(names)  # deterministic when an entity has several names
-        return out
+        """Name of each id (the least of several; None for none), from :meth:`labels`."""
+        return {eid: name for eid, (name, _) in self.labels(ids).items()}
 
     def entity_aliases(self, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """Every other string each id goes by: its names beyond :meth:`entity_names`' one and the literals of
-        ``alias_relation`` (Freebase ``common.topic.alias``), sorted; one query per ``batch_size`` ids."""
-        out: dict[str, tuple[str, ...]] = {i: () for i in ids}
+        ``alias_relation`` (Freebase ``common.topic.alias``), sorted; from :meth:`labels`."""
+        return {eid: aliases for eid, (_, aliases) in self.labels(ids).items()}
+
+    def labels(self, ids: Sequence[str]) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        """``(name, other names and aliases)`` of each id: one query per ``batch_size`` ids not in the bounded
+        label cache (``cache_size``; the Hand asks for every entity of every working subgraph)."""
+        out: dict[str, tuple[str | None, tuple[str, ...]]] = {}
+        wanted = []
+        for eid in dict.fromkeys(ids):
+            hit = self._labels.get(eid)
+            if hit is None:
+                wanted.append(eid)
+            else:
+                self._labels.move_to_end(eid)
+                out[eid] = hit
         preds = [self._name_pred] + ([self._alias_pred] if self._alias_pred else [])
-        for chunk in _chunks(sorted(set(ids)), self.config.batch_size):
+        for chunk in _chunks(sorted(wanted), self.config.batch_size):
             q = (f"SELECT ?e ?p ?n {self._from()}WHERE {{ {values_block('e', map(self._term, chunk))} "
                  f"{values_block('p', preds)} ?e ?p ?n }}")
             names: dict[str, set[str]] = {}
             aliases: dict[str, set[str]] = {}
-            for row in self.select(q, "aliases", len(chunk)):
+            for row in self.select(q, "labels", len(chunk)):
                 eid = self._id(row["e"]["value"])
                 if eid is None or row["n"]["type"] not in ("literal", "typed-literal"):
                     continue
                 into = names if self._id(row["p"]["value"]) == self.config.name_relation else aliases
                 into.setdefault(eid, set()).add(row["n"]["value"])
             for eid in chunk:
-                first = min(names[eid]) if eid in names else None  # the name entity_names returns
-                out[eid] = tuple(sorted((names.get(eid, set()) | aliases.get(eid, set())) - {first}))
-        return out
+                first = min(names[eid]) if eid in names else None  # deterministic when an entity has several
+                out[eid] = (first, tuple(sorted((names.get(eid, set()) | aliases.get(eid, set())) - {first})))
+                if self.config.cache_size:
+                    self._labels[eid] = out[eid]
+                    if len(self._labels) > self.config.cache_size:
+                        self._labels.popitem(last=False)
+        return {eid: out[eid] for eid in ids}
 
     def iter_names(self, page_size: int = 10_000, max_pages: int = 100_000) -> Iterator[tuple[str, str]]:
         """Every ``(id, name)`` of the name relation, in pages ordered by entity and name.
