@@ -102,10 +102,13 @@ def compare(base: str, questions: Sequence[str], brain: dict, apps: dict[str, di
     replies: dict[str, list[dict]] = {}
     seconds: dict[str, list[float]] = {}
     sent: dict[str, list[list[str]]] = {}
+    deploy: dict[str, float] = {}
     for name, args in apps.items():
         args = {**args, "dualtower": {**args["dualtower"], "brain": brain},
                 "linking": {**args["linking"], "index_dir": str(folder / f"index-{name}")}}
+        started = time.perf_counter()
         serve.run(build_app(args), name=name, route_prefix=f"/{name}")
+        deploy[name] = round(time.perf_counter() - started, 1)
         replies[name], seconds[name], sent[name] = [], [], []
         for question in questions:
             before = len(server.chat_requests) if server else 0
@@ -117,6 +120,7 @@ def compare(base: str, questions: Sequence[str], brain: dict, apps: dict[str, di
     p50 = {name: statistics.median(s) * 1000 for name, s in seconds.items()}
     out: dict[str, Any] = {
         "questions": len(questions),
+        "deploy_s": deploy,
         "same_answers": sum(a["answers"] == b["answers"] for a, b in zip(replies["memory"], replies["sparql"])),
         "answered": {name: sum(bool(r["answers"]) for r in rs) for name, rs in replies.items()},
         "unverified": {name: sum(r["fallback"] == "unverified" for r in rs) for name, rs in replies.items()},
@@ -176,7 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             apps = {"memory": app_args(root / "configs/serve_demo.yaml", synthetic={"seed": 0, "questions": 200}),
                     "sparql": app_args(root / "configs/serve_demo_sparql.yaml", store=report["store_config"],
                                        schema_dir=str(folder / "kg"))}
-            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+            owns_ray = not ray.is_initialized()  # a test session may have started one
+            if owns_ray:
+                ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
             port = free_port()
             serve.start(http_options={"host": "127.0.0.1", "port": port})
             base = f"http://127.0.0.1:{port}"
@@ -196,7 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             result["llm"]["leaking_bodies"] = {name: leaking([b for per in s for b in per], strings)
                                                for name, s in sent.items()}
             serve.shutdown()
-            ray.shutdown()
+            if owns_ray:
+                ray.shutdown()
         finally:
             virtuoso.stop()
     result["machine_after"] = machine()

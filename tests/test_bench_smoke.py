@@ -506,3 +506,22 @@ def test_dualtower_metaqa_flags_name_what_is_missing(tmp_path: Path, capsys) -> 
         dualtower.main(["--metaqa-subgraphs", str(tmp_path), "--metaqa-planner", str(tmp_path)])
     err = capsys.readouterr().err
     assert "--metaqa-privacy-planner" in err and "--metaqa-schema" in err and "--metaqa-planner," not in err
+
+
+def test_privacy_stores_smoke(tmp_path: Path, ray_local) -> None:
+    """bench.privacy_stores with 3 questions: its own Virtuoso, both served apps, the scripted LLM Brain only."""
+    import shutil
+
+    from bench import privacy_stores
+
+    if shutil.which("virtuoso-t") is None:
+        pytest.skip("virtuoso-t not installed: apt-get install -y virtuoso-opensource")
+    out = tmp_path / "privacy_stores.json"
+    assert privacy_stores.main(["--questions", "3", "--planner", str(tmp_path / "absent"), "--out", str(out)]) == 0
+    report = check_keys(out, [
+        "machine_before.cpu_model", "machine_before.cpu_flags.avx512_bf16", "machine_after.load_1min", "local.skipped",
+        "llm.same_answers", "llm.answered.sparql", "llm.p50_ms.memory", "llm.sparql_vs_memory_p50",
+        "llm.leaking_bodies.sparql", "llm.exposure_matches.sparql", "seconds",
+    ])
+    assert report["llm"]["same_answers"] == 3 and report["llm"]["leaking_bodies"] == {"memory": 0, "sparql": 0}
+    assert report["llm"]["exposure_matches"] == {"memory": 3, "sparql": 3}
