@@ -116,3 +116,23 @@ def test_guarded_client_books_sent_failed_and_refused_calls():
     # the refused request named Ann Vale: neither the report nor the ledger's own sets hold a raw name
     held = {p for s in session.exposure.stages.values() for p in (*s.pseudonyms, *s.relations)}
     assert not any(name in " ".join(held) + str(record) for name in ("Ann", "Vale", "Zed", "Quill", "Port Ruin"))
+
+
+def test_side_totals_sum_the_stages_and_keep_refusals_by_category():
+    from rg.pipeline.stages import exposure_line
+    from rg.privacy.exposure import side_totals
+
+    ledger = ExposureLedger({"directed_by"})
+    first, second = "who directed ent_3f9a (film)", "ent_3f9a → [directed_by] → ent_77aa (person)"
+    ledger.record_sent("analysis", [{"role": "user", "content": first}], attempts=2, prompt_tokens=7,
+                       completion_tokens=3)
+    ledger.record_sent("selection", [{"role": "user", "content": second}], attempts=1)
+    ledger.record_structure("selection", paths=4)
+    ledger.record_refused("selection", "alias")
+    record = ledger.to_dict()
+    totals = side_totals(record["stages"], record["refused"], {"calls": 2, "prompt_tokens": 40})
+    assert totals["brain"] == {"brain_calls": 2, "requests": 3, "unsent": 0, "request_chars": len(first) + len(second),
+                               "prompt_tokens": 7, "completion_tokens": 3,
+                               "shown": {"pseudonyms": 3, "relations": 1, "paths": 4}, "refused": {"alias": 1}}
+    assert totals["hand"] == {"calls": 2, "prompt_tokens": 40, "completion_tokens": 0, "sees": "raw KG (trusted, local)"}
+    assert exposure_line(totals) == "Brain sent 3 requests, 72 chars, 3 pseudonyms; 1 refused (alias 1)"
