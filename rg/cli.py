@@ -10,6 +10,7 @@ import sys
 from typing import Callable, Sequence, TypeVar
 
 from rg.config import Config, ConfigError, apply_overrides, load_config, read_yaml
+from rg.console import quiet_console, user_stream
 
 C = TypeVar("C", bound=Config)
 
@@ -27,6 +28,8 @@ def job_parser(module: str, doc: str, model: type[Config], resumable: bool = Fal
     parser.add_argument("--config", required=True, help=f"YAML file with `kind: {getattr(model, 'KIND', '?')}`")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key, e.g. --set output_dir=out (values are YAML; repeatable)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Ray's own log lines and dependencies' warnings here, not only in the run's log file")
     if resumable:
         parser.add_argument("--fresh", action="store_true", help="delete output_dir first instead of resuming")
         parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -47,10 +50,10 @@ def load_job_config(args: argparse.Namespace, model: type[C]) -> C | None:
             return cfg
         root = storage_root(config_storage_root(args))
         cfg = resolve_paths(cfg, root)
-        print(f"submitted Ray job: relative paths resolve against the storage root {root}", file=sys.stderr)
+        print(f"submitted Ray job: relative paths resolve against the storage root {root}", file=user_stream())
         return cfg
     except ConfigError as err:
-        print(err, file=sys.stderr)
+        print(err, file=user_stream())
         return None
 
 
@@ -73,7 +76,7 @@ def config_kind(args: argparse.Namespace, default: str) -> str | None:
     try:
         return str(read_yaml(args.config).get("kind", default))
     except ConfigError as err:
-        print(err, file=sys.stderr)
+        print(err, file=user_stream())
         return None
 
 
@@ -102,22 +105,32 @@ def expected_errors() -> tuple[type[BaseException], ...]:
 
 
 def run_job(module: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
-    """Run a job's ``main``; return its exit status.
+    """Run a job's ``main`` on a quiet console (:func:`rg.console.quiet_console`; ``--verbose`` keeps
+    everything on the terminal); return its exit status.
 
     Expected errors (see :func:`expected_errors`) print ``<module>: <message>`` on one line and
     return 2; Ctrl-C prints how to resume and returns 130; unexpected errors propagate with
-    their traceback.
+    their traceback, printed after standard error is restored.
     """
+    args = list(sys.argv[1:] if argv is None else argv)
+    with quiet_console(module, verbose="--verbose" in args or not _real_stderr()):
+        try:
+            return main(argv)
+        except KeyboardInterrupt:
+            print(f"\n{module}: interrupted. Finished work is kept; resume with: python -m {module} {' '.join(args)}",
+                  file=user_stream())
+            return EXIT_INTERRUPTED
+        except expected_errors() as err:
+            message = " ".join(str(err).split("\n")) if not isinstance(err, ConfigError) else str(err)
+            if isinstance(err, KeyError):
+                message = str(err.args[0]) if err.args else message
+            print(f"{module}: {message}", file=user_stream())
+            return EXIT_EXPECTED
+
+
+def _real_stderr() -> bool:
+    """Whether ``sys.stderr`` writes to file descriptor 2 (not a test's in-memory capture)."""
     try:
-        return main(argv)
-    except KeyboardInterrupt:
-        args = " ".join(sys.argv[1:] if argv is None else argv)
-        print(f"\n{module}: interrupted. Finished work is kept; resume with: python -m {module} {args}",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except expected_errors() as err:
-        message = " ".join(str(err).split("\n")) if not isinstance(err, ConfigError) else str(err)
-        if isinstance(err, KeyError):
-            message = str(err.args[0]) if err.args else message
-        print(f"{module}: {message}", file=sys.stderr)
-        return EXIT_EXPECTED
+        return sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        return False

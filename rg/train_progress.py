@@ -8,11 +8,12 @@ once a second, and :class:`DriverBar` polls the board from a thread of the drive
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
+
+from rg.console import user_stream
 
 if TYPE_CHECKING:  # not at run time: the board's actor process imports this module, and rg.training imports torch
     from rg.training.planner_loop import Batch, Progress
@@ -69,7 +70,7 @@ class DriverBar:
     between two polls."""
 
     def __init__(self, board: Any, poll_s: float = 1.0, file: TextIO | None = None) -> None:
-        self._board, self._poll_s, self._file = board, poll_s, file or sys.stderr
+        self._board, self._poll_s, self._file = board, poll_s, file or user_stream()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rg-step-bar", daemon=True)
         self._bar: Any = None

@@ -23,6 +23,7 @@ import sys
 
 from rg.cli import config_kind, config_storage_root, job_parser, load_job_config, run_job
 from rg.config import ConfigError
+from rg.console import user_stream
 from rg.data.storage import StorageRootError, paths_root
 from rg.evaluation.sweep import SweepQAConfig
 from rg.training.sweep import SweepTrainConfig, selection_metric
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     kind = config_kind(args, SweepQAConfig.KIND)
     if kind not in (SweepQAConfig.KIND, SweepTrainConfig.KIND, None):
         print(f"{args.config}: kind {kind!r} is not a sweep. Fix: use `kind: sweep_qa` or `kind: sweep_train`",
-              file=sys.stderr)
+              file=user_stream())
         return 2
     cfg = load_job_config(args, SweepTrainConfig if kind == SweepTrainConfig.KIND else SweepQAConfig)
     if cfg is None:
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
             print(format_sweep(run_qa_sweep(cfg, progress=not args.no_progress, root=root), cfg.metric, cfg.cost))
     except ConfigError as err:
-        print(err, file=sys.stderr)
+        print(err, file=user_stream())
         return 2
     return 0
 

@@ -25,6 +25,7 @@ from pydantic import Field, field_validator, model_validator
 from tqdm.auto import tqdm
 
 from rg.config import Config, ConfigError
+from rg.console import user_stream
 from rg.data.integrity import write_json_atomic
 from rg.data.paths import resolve_data_path
 from rg.data.records import BadRow
@@ -290,7 +291,8 @@ def _build_locked(cfg: BuildSubgraphsConfig, fresh: bool, progress: bool) -> dic
             fn_constructor_kwargs={"kg_ref": [kg_ref], "config": cfg.subgraph, "sparql": sparql,
                                    "push": _shard_pusher(out)},
         )
-        bar = tqdm(total=sum(len(t.items) for t in pending), unit="q", desc="subgraphs", disable=not progress)
+        bar = tqdm(total=sum(len(t.items) for t in pending), unit="q", desc="subgraphs", disable=not progress,
+                   file=user_stream())
         for row in ds.iter_rows():
             stats = ShardStats(**json.loads(row["stats"]))
             if not fingerprinted:

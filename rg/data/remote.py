@@ -49,6 +49,7 @@ from typing import Any, Iterator, TypeVar
 
 from pydantic import BaseModel
 
+from rg.console import user_stream
 from rg.data.integrity import DamagedFileError, check_parquet, parquet_rows
 from rg.data.storage import PATH_KEYS, StorageRootError, staging_root
 from rg.locks import OutputLockedError
@@ -385,7 +386,7 @@ class _Pusher:
                 return
             except OSError as err:  # the store is unreachable: try again next interval; the final push reports it
                 print(f"rg: pushing to {remote.uri} failed ({err}); trying again in {self.interval:g} s",
-                      file=sys.stderr)
+                      file=user_stream())
 
 
 @contextmanager
@@ -453,10 +454,10 @@ def staged(cfg: M, job: str, fresh: bool = False) -> Iterator[M]:
             held.append(remote)
         for uri, remote in inputs.items():
             remote.pull(verify_all=True)
-            print(f"input {uri}: pulled to {local_paths[uri]} (read-only)", file=sys.stderr)
+            print(f"input {uri}: pulled to {local_paths[uri]} (read-only)", file=user_stream())
         for remote in outputs:
             remote.pull()
-            print(f"output_dir {remote.uri}: staged in {remote.local} (pushed as work finishes)", file=sys.stderr)
+            print(f"output_dir {remote.uri}: staged in {remote.local} (pushed as work finishes)", file=user_stream())
         pusher.thread.start()
         started = True
         yield type(cfg).model_validate(local)
@@ -467,7 +468,7 @@ def staged(cfg: M, job: str, fresh: bool = False) -> Iterator[M]:
         try:
             for remote in held if started and pusher.error is None else []:  # never after a failed pull
                 remote.push()
-                print(f"output_dir {remote.uri}: pushed", file=sys.stderr)
+                print(f"output_dir {remote.uri}: pushed", file=user_stream())
         finally:
             for remote in held:
                 remote.release()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 from tqdm.auto import tqdm
 
+from rg.console import user_stream
 from rg.data.paths import resolve_data_path
 from rg.data.records import BadRow
 from rg.data.rog import sample_from_row
@@ -366,7 +366,7 @@ def _predict(
     predictions: dict[str, Prediction] = {}
     coverage: dict[str, bool] = {}
     golds: dict[str, Gold] = {}
-    with tqdm(total=len(ids), unit="q", desc="answer questions", disable=not progress) as bar:
+    with tqdm(total=len(ids), unit="q", desc="answer questions", disable=not progress, file=user_stream()) as bar:
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
             for text, covered, gold in zip(batch["prediction"], batch["covered"], batch["gold"]):
                 prediction = Prediction.from_dict(json.loads(text))
@@ -446,7 +446,8 @@ def reader_evidence_mismatch(cfg: QAEvaluateConfig) -> dict[str, list[Any]]:
     if mismatch:
         shown = ", ".join(f"{key}: trained {was!r}, used {now!r}" for key, (was, now) in mismatch.items())
         print(f"warning: the tuned reader in {cfg.reader.checkpoint} was trained on other evidence settings ({shown}); "
-              "its answers will be worse. Fix: set the same `evidence` values as its training config", file=sys.stderr)
+              "its answers will be worse. Fix: set the same `evidence` values as its training config",
+              file=user_stream())
     return mismatch
 
 

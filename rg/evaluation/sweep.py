@@ -35,6 +35,7 @@ from pydantic import Field, field_validator
 from tqdm.auto import tqdm
 
 from rg.config import Config, ConfigError, apply_overrides, read_yaml, validate_config
+from rg.console import user_stream
 from rg.data.sample import Sample
 from rg.data.splits import load_split_samples
 from rg.data.storage import resolve_mapping, submitted_job
@@ -109,7 +110,8 @@ def _score_all(base: QAEvaluateConfig, samples: Sequence[Sample], batch: int, pr
     scores: dict[str, np.ndarray] = {}
     paths: dict[str, DecodedPaths] = {}
     decodes = isinstance(scorer, PathScorer)
-    with tqdm(total=len(samples), unit="q", desc="score questions (once)", disable=not progress) as bar:
+    with tqdm(total=len(samples), unit="q", desc="score questions (once)", disable=not progress,
+              file=user_stream()) as bar:
         for start in range(0, len(samples), batch):
             chunk = [inference_view(s) for s in samples[start : start + batch]]
             for sample, array in zip(chunk, scorer.score(chunk)):

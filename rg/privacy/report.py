@@ -30,6 +30,7 @@ from pydantic import Field, field_validator
 from tqdm.auto import tqdm
 
 from rg.config import Config
+from rg.console import user_stream
 from rg.data.records import BadRow
 from rg.data.rog import read_rog, sample_from_row
 from rg.data.sample import Sample
@@ -288,7 +289,7 @@ def privacy_report(cfg: PrivacyReportConfig, progress: bool = True) -> PrivacyRe
             batch_size=cfg.batch_size, batch_format="pyarrow",
             compute=ray.data.ActorPoolStrategy(size=cfg.num_actors), num_cpus=0.5,
         )
-        with tqdm(desc=f"privacy report {name}", unit="q", disable=not progress) as bar:
+        with tqdm(desc=f"privacy report {name}", unit="q", disable=not progress, file=user_stream()) as bar:
             for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
                 done = [json.loads(r) for r in batch["row"]]
                 rows.extend(done)

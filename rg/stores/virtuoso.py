@@ -30,6 +30,8 @@ from typing import Sequence
 
 import requests
 
+from rg.console import user_stream
+
 PACKAGE = "virtuoso-opensource"
 """The Debian package that provides ``virtuoso-t`` and ``isql-vt``."""
 SERVER_BINARY = "virtuoso-t"
@@ -357,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"graph {args.graph}: {n} triples")
         return 0
     except VirtuosoError as err:
-        print(f"rg.stores.virtuoso: {err}", file=sys.stderr)
+        print(f"rg.stores.virtuoso: {err}", file=user_stream())
         return 2
 
 

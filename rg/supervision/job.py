@@ -28,6 +28,7 @@ from pydantic import Field, model_validator
 from tqdm.auto import tqdm
 
 from rg.config import Config
+from rg.console import user_stream
 from rg.data.paths import resolve_data_path
 from rg.data.records import BadRow
 from rg.data.rog import iter_rog_rows, rog_files, sample_from_row
@@ -348,7 +349,8 @@ def _refine_locked(cfg: RefineConfig, progress: bool, fresh: bool, retry_fallbac
             num_cpus=cfg.actor_cpus,
             resources=cfg.actor_resources or None,
         )
-        bar = tqdm(total=total, unit="q", desc=f"refine {Path(source).name} ({cfg.selector})", disable=not progress)
+        bar = tqdm(total=total, unit="q", desc=f"refine {Path(source).name} ({cfg.selector})", disable=not progress,
+                   file=user_stream())
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
             labels = []
             delta = UsageLedger()

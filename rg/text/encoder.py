@@ -26,6 +26,7 @@ from pydantic import Field
 from tqdm.auto import tqdm
 
 from rg.config import Config
+from rg.console import user_stream
 from rg.text.cache import EmbeddingCache
 
 if TYPE_CHECKING:
@@ -227,7 +228,8 @@ class TextEncoder:
         size = self.config.batch_size
         vectors: dict[str, np.ndarray] = {}
         show = len(ordered) >= self.progress_min_texts
-        with tqdm(total=len(ordered), unit="text", desc=f"encode {self.config.model}", disable=not show) as bar:
+        with tqdm(total=len(ordered), unit="text", desc=f"encode {self.config.model}", disable=not show,
+                  file=user_stream()) as bar:
             for start in range(0, len(ordered), size):
                 batch = ordered[start : start + size]
                 out = self._model.encode(

@@ -32,6 +32,7 @@ from pydantic import Field
 from tqdm import tqdm
 
 from rg.config import Config
+from rg.console import user_stream
 from rg.data.sample import Sample
 from rg.graph.path import split_relation
 from rg.retrievers.walk import GatedWalk
@@ -121,7 +122,7 @@ def fit_gates(
     optimizer = torch.optim.Adam(walk.parameters(), lr=config.lr)
     losses = []
     walk.train()
-    for step in tqdm(range(config.steps), desc="gate pretraining", unit="step", mininterval=5):
+    for step in tqdm(range(config.steps), desc="gate pretraining", unit="step", mininterval=5, file=user_stream()):
         rows = torch.randint(0, questions.shape[0], (config.batch_size,), generator=generator)
         loss = F.binary_cross_entropy_with_logits(walk.relation_logits(questions[rows], relations), targets[rows])
         optimizer.zero_grad()
