@@ -140,8 +140,10 @@ def compare(base: str, questions: Sequence[str], brain: dict, apps: dict[str, di
 
 
 def leaking(bodies: Sequence[str], strings: Sequence[str]) -> int:
-    forms = {checker_form(s) for s in strings if len(checker_form(s).strip()) >= 3}
-    return sum(any(f in checker_form(b) for f in forms) for b in bodies)
+    """Bodies holding any of ``strings`` as whole words, in the checker's normalisation."""
+    forms = [form for form in map(checker_form, strings) if len(form.strip()) >= 3]
+    folded = [checker_form(b) for b in bodies]
+    return sum(any(f in body for f in forms) for body in folded)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
