@@ -29,6 +29,16 @@ def test_load_kg_job_loads_the_synthetic_kg(virtuoso, tmp_path, capsys):
     assert report["pid"] == virtuoso.pid()  # loaded into the running server, no second one started
     assert virtuoso.count("http://rg.test/load-job") == lines
     assert 'kg: {"kind": "sparql"' in capsys.readouterr().out
+    # the schema over the store's ids: the same types and clusters as the in-memory KG's, keyed by m.0<hex>
+    from rg.data.synthetic import SyntheticConfig, generate
+    from rg.privacy import KGSchema
+
+    data = generate(SyntheticConfig(seed=0, questions=10))
+    by_id = {json.loads(name): eid for eid, name in (line.split("\t", 1) for line in ids)}
+    schema, memory = KGSchema.load(tmp_path), KGSchema.build(data.triples, data.entity_types)
+    assert schema.clusters == memory.clusters
+    assert schema.types == {by_id[e]: kind for e, kind in memory.types.items()}
+    assert schema.names[by_id["Film"]] == "Film" and schema.is_public(by_id["Film"])
 
 
 def test_load_kg_without_a_server_and_start_false_says_how_to_fix(tmp_path, capsys):
