@@ -77,6 +77,9 @@ def app_args(config: Path, **kg) -> dict[str, Any]:
     [app] = yaml.safe_load(config.read_text())["applications"]
     args = dict(app["args"])
     args["kg"] = kg
+    hand = args["dualtower"].get("hand", {})
+    if hand.get("kind") == "tuned" and not Path(hand.get("reader", "")).is_dir():  # no demo run here
+        args["dualtower"] = {**args["dualtower"], "hand": {"kind": "local"}}
     small = {"num_cpus": 0, "min_replicas": 1, "max_replicas": 1}
     for name in ("ingress", "hand", "brain"):
         args[name] = {**args.get(name, {}), **small}
@@ -120,6 +123,7 @@ def compare(base: str, questions: Sequence[str], brain: dict, apps: dict[str, di
     p50 = {name: statistics.median(s) * 1000 for name, s in seconds.items()}
     out: dict[str, Any] = {
         "questions": len(questions),
+        "hand": {name: args["dualtower"].get("hand", {}).get("kind", "local") for name, args in apps.items()},
         "deploy_s": deploy,
         "same_answers": sum(a["answers"] == b["answers"] for a, b in zip(replies["memory"], replies["sparql"])),
         "answered": {name: sum(bool(r["answers"]) for r in rs) for name, rs in replies.items()},

@@ -289,7 +289,7 @@ def check_artifacts(config: ServeConfig) -> None:
     """Files the replicas will load exist, so ``serve run`` stops here, naming the key and how to make them.
 
     Raises:
-        ConfigError: for a missing planner checkpoint, KB file or memory key.
+        ConfigError: for a missing planner, tuned reader or retriever checkpoint, KB file or memory key.
     """
     brain = config.dualtower.brain
     if brain.kind == "local" and (brain.planner is None or not Path(brain.planner).is_dir()):
@@ -298,6 +298,13 @@ def check_artifacts(config: ServeConfig) -> None:
             "configs/serve_demo.yaml run `python -m jobs.pipeline --config configs/demo.yaml` (its plan stage writes "
             "outputs/demo/plan/planner); otherwise `python -m jobs.train` with a planner config — or use an LLM "
             "Brain (dualtower.brain.kind: llm)")
+    hand = config.dualtower.hand
+    for key, folder, stage in (("reader", hand.reader, "read/reader"), ("retriever", hand.retriever, "train/retriever")):
+        if hand.kind == "tuned" and folder is not None and not Path(folder).is_dir():
+            raise ConfigError(
+                f"dualtower.hand.{key} {folder!r} is not a checkpoint folder. Fix: train it first — for "
+                f"configs/serve_demo.yaml run `python -m jobs.pipeline --config configs/demo.yaml` (it writes "
+                f"outputs/demo/{stage}) — or use the local reader (dualtower.hand.kind: local)")
     if config.memory is not None and config.memory.persistent:
         try:
             load_key(config.memory.key)  # the owner reads it again in its own process

@@ -24,6 +24,7 @@ from rg.llm.usage import Usage, UsageLedger
 from rg.privacy.schema import KGSchema
 from rg.reasoning.dualtower import DualTowerController, DualTowerResult, build_controller
 from rg.reasoning.dualtower.controller import privacy_tag
+from rg.reasoning.dualtower.reading import TunedHand
 from rg.retrievers.planner.model import load_planner
 from rg.stores.base import KGStore
 from rg.stores.config import build_store
@@ -104,6 +105,7 @@ class HandServer:
         wants_planner = dt.hand.resolve_clusters == "planner" and dt.hand.planner
         self.hand_planner = load_planner(dt.hand.planner) if wants_planner else None  # once, not per reconfigure
         self.linker = load_linker(self.config, self.store, self.encoder)
+        self.tuned = TunedHand(dt, self.encoder) if dt.hand.kind == "tuned" else None  # once, not per reconfigure
         self.brains = RemoteBrainFactory(brain, dt.brain.kind, self.config.brain_timeout_s)
         self.memory = self.edges = None
         spec = self.config.memory
@@ -117,7 +119,7 @@ class HandServer:
     def _controller(self, tunables: Tunables) -> DualTowerController:
         return build_controller(self.config.controller_config(tunables), self.schema, store=self.store,
                                 linker=self.linker, encoder=self.encoder, brains=self.brains, memory=self.memory,
-                                edges=self.edges, hand_planner=self.hand_planner)
+                                edges=self.edges, hand_planner=self.hand_planner, tuned=self.tuned)
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """Serve's ``user_config`` hook: new search limits on this running replica."""

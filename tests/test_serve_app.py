@@ -170,6 +170,13 @@ def test_the_serve_configs_validate_and_say_how_to_make_a_missing_planner(name, 
         with pytest.raises(ConfigError, match=r"dualtower.brain.planner.*python -m jobs.pipeline --config "
                                               r"configs/demo.yaml"):
             build_app(args)
+        assert config.dualtower.hand.kind == "tuned"  # the demo serves with the reader the main command tunes
+        (tmp_path / "planner").mkdir()
+        dualtower = {**app["args"]["dualtower"], "brain": {"kind": "local", "planner": str(tmp_path / "planner")},
+                     "hand": {**app["args"]["dualtower"]["hand"], "reader": str(tmp_path / "absent")}}
+        with pytest.raises(ConfigError, match=r"dualtower.hand.reader .* Fix: .*python -m jobs.pipeline --config "
+                                              r"configs/demo.yaml.*outputs/demo/read/reader"):
+            build_app({**app["args"], "dualtower": dualtower})
 
 
 def test_answer_with_evidence_what_the_brain_saw_and_usage_per_side(client, scripted_brain):

@@ -22,6 +22,7 @@ from rg.llm.journal import UsageJournal
 from rg.llm.usage import UsageLedger
 from rg.privacy.schema import SCHEMA_FILE, KGSchema
 from rg.reasoning.dualtower import DualTowerConfig, DualTowerResult, build_controller
+from rg.reasoning.dualtower.reading import TunedHand
 from rg.retrievers.planner.model import load_planner
 from rg.text.encoder import TextEncoder
 
@@ -122,11 +123,13 @@ class DualTowerQA:
             hand_planner = load_planner(hand.planner)
         self.hand_planner = hand_planner
         self.encoder = encoder if encoder is not None or not config.needs_encoder else TextEncoder()
+        self.tuned = TunedHand(config, self.encoder) if config.hand.kind == "tuned" else None  # loaded once
         self._shared = self._controller(self.schema) if self.schema is not None else None
 
     def _controller(self, schema: KGSchema):
         return build_controller(self.config, schema, planner=self.planner, encoder=self.encoder, memory=self.memory,
-                                edges=self.edges, journal=self.journal, hand_planner=self.hand_planner)
+                                edges=self.edges, journal=self.journal, hand_planner=self.hand_planner,
+                                tuned=self.tuned)
 
     async def answer(self, samples: list[Sample]) -> list[Prediction]:
         return list(await asyncio.gather(*(self._one(s) for s in samples)))

@@ -185,6 +185,21 @@ def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
         data["read"] = with_shared(read, ("split", "encoder", "ray"))
         reader_dir = str(Path(str(read["output_dir"])) / READER_DIR)
 
+    def with_tuned_hand(dualtower: Any, where: str) -> Any:
+        """A dual-tower run's tuned Hand without a ``reader`` (``retriever``) reads the read (train) stage's export."""
+        if not isinstance(dualtower, dict):
+            return dualtower
+        hand = _mapping(dualtower.get("hand")) or {}
+        if not (isinstance(hand, dict) and hand.get("kind") == "tuned"):
+            return dualtower
+        if hand.get("reader") is None:
+            if reader_dir is None:
+                raise ValueError(f"{where}: a tuned Hand without `reader` needs a `read` stage; add one or set the path")
+            hand = {**hand, "reader": reader_dir}
+        if "retriever" not in hand and retriever is not None:
+            hand = {**hand, "retriever": retriever["path"]}
+        return {**dualtower, "hand": hand}
+
     evaluate = _mapping(data.get("evaluate"))
     if evaluate is not None:
         evaluate.setdefault("input", inputs)
@@ -207,7 +222,8 @@ def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
         run.setdefault("output_dir", str(base / "qa" / str(name)))
         run.setdefault("side", side)
         if run.get("reasoner") == "dualtower":
-            run["dualtower"] = with_brain_planner(run.get("dualtower"), f"qa.{name}.dualtower.brain")
+            run["dualtower"] = with_tuned_hand(with_brain_planner(run.get("dualtower"), f"qa.{name}.dualtower.brain"),
+                                               f"qa.{name}.dualtower.hand")
         else:
             if "retriever" not in run:
                 if retriever is None:

@@ -9,6 +9,7 @@ from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.controller import BrainFactory, DualTowerController, LLMBrainFactory, LocalBrainFactory
 from rg.reasoning.dualtower.hand import Hand
 from rg.reasoning.dualtower.memory import ExperienceMemory
+from rg.reasoning.dualtower.reading import TunedHand
 from rg.reasoning.dualtower.similarity import EncoderSimilarity, HybridSimilarity, LexicalSimilarity, Similarity
 from rg.retrievers.planner.model import PlannerModel, load_planner
 from rg.stores.base import KGStore
@@ -19,7 +20,8 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
                      linker: EntityLinker | None = None, planner: PlannerModel | None = None,
                      encoder: TextEncoder | None = None, memory: ExperienceMemory | None = None,
                      brains: BrainFactory | None = None, edges=None,
-                     journal: UsageJournal | None = None, hand_planner: PlannerModel | None = None) -> DualTowerController:
+                     journal: UsageJournal | None = None, hand_planner: PlannerModel | None = None,
+                     tuned: TunedHand | None = None) -> DualTowerController:
     """The controller ``config`` describes.
 
     Args:
@@ -38,6 +40,8 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
             (``rg.llm.journal``).
         hand_planner: ``hand.resolve_clusters: planner``: an already loaded raw-relation planner for the Hand
             (else ``hand.planner`` is loaded).
+        tuned: ``hand.kind: tuned``: the already loaded tuned reader and retriever (else loaded here, with
+            ``encoder``).
 
     Raises:
         ValueError: for a local Brain with neither ``planner`` nor ``brain.planner``, or a Hand resolving clusters
@@ -58,8 +62,10 @@ def build_controller(config: DualTowerConfig, schema: KGSchema, *, store: KGStor
                              "a planner trained on raw relation paths (the plaintext local Brain's) or use "
                              "resolve_clusters: question")
         hand_planner = load_planner(config.hand.planner)
+    if config.hand.kind == "tuned" and tuned is None:
+        tuned = TunedHand(config, encoder)
     return DualTowerController(config, schema, Hand(config, store, linker, hand_planner), brains, similarity, memory,
-                               edges, journal)
+                               edges, journal, tuned)
 
 
 def brain_factory(config: DualTowerConfig, planner: PlannerModel | None = None,

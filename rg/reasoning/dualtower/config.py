@@ -4,7 +4,8 @@ One :class:`DualTowerConfig` holds the paper's search limits (W_max = 3, D_max =
 α = 0.6), the Brain (``local``: the relation-path planner on the anonymised payload; ``llm``: an
 OpenAI-compatible endpoint reached only through :func:`rg.privacy.brain_client`), the privacy
 boundary (mode and structure sanitiser) and the Hand's subgraph, exploration and reader
-settings (``hand``: the local reader, or a trusted local LLM booked as ``side: hand``). Cross-field rules fail at load time naming the key and the fix.
+settings (``hand``: the local reader, the LoRA-tuned local reader over the verified walks and the Hand's own
+retrieval, or a trusted local LLM booked as ``side: hand``). Cross-field rules fail at load time naming the key and the fix.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from rg.privacy.structure import SanitiserConfig
 from rg.reasoning.retriever_reader import RetrieverReaderConfig
 
 BrainKind = Literal["local", "llm"]
-HandKind = Literal["local", "llm"]
+HandKind = Literal["local", "tuned", "llm"]
 SimilarityKind = Literal["encoder", "lexical", "hybrid"]
 
 
@@ -87,9 +88,18 @@ class HandConfig(Config):
 
     kind: HandKind = Field(
         "local",
-        description="'local': the retriever reader over the verified walks; 'llm': a trusted local model "
-        "(`llm`, side: hand) reads the verified evidence, with the local reader as its fallback.",
+        description="'local': the retriever reader over the verified walks; 'tuned': the LoRA-tuned local reader "
+        "(`reader`) over the verified walks and the Hand's own retrieval (`retriever` over the raw subgraph); 'llm': "
+        "a trusted local model (`llm`, side: hand) reads the verified evidence, with the local reader as its fallback.",
     )
+    reader: Optional[str] = Field(
+        None, description="kind tuned: the tuned reader checkpoint (the `reader` folder of the read stage / "
+                          "jobs.train with a reader config).")
+    retriever: Optional[str] = Field(
+        None, description="kind tuned: a triple retriever checkpoint (the train stage's `retriever` folder) scoring "
+                          "the raw working subgraph for the reader's evidence; None: the verified walks only.")
+    top_k: int = Field(100, ge=1, le=10_000, description="kind tuned: retrieved triples the evidence chains are "
+                                                          "built from (as the reader was trained).")
     llm: Optional[LLMConfig] = Field(
         None, description="kind llm: the Hand's local endpoint; its `side` must be 'hand' (it sees raw names)."
     )
@@ -119,8 +129,15 @@ class HandConfig(Config):
                 raise ValueError("hand.kind is 'llm' but hand.llm is not set. Fix: give hand.llm (base_url, model, "
                                  "side: hand) of a local model or set hand.kind: local")
             hand_side_only(self.llm, "the Hand LLM")
-        if self.kind == "local" and self.llm is not None:
-            raise ValueError("hand.llm is set but hand.kind is 'local'. Fix: set hand.kind: llm or drop hand.llm")
+        if self.kind != "llm" and self.llm is not None:
+            raise ValueError(f"hand.llm is set but hand.kind is {self.kind!r}. Fix: set hand.kind: llm or drop hand.llm")
+        if self.kind == "tuned" and self.reader is None:
+            raise ValueError("hand.kind is 'tuned' but hand.reader is not set. Fix: set hand.reader to a tuned reader "
+                             "checkpoint (python -m jobs.pipeline --config configs/demo.yaml writes outputs/demo/read/"
+                             "reader) or set hand.kind: local")
+        if self.kind != "tuned" and (self.reader is not None or self.retriever is not None):
+            raise ValueError(f"hand.reader or hand.retriever is set but hand.kind is {self.kind!r}. Fix: set "
+                             "hand.kind: tuned or drop them")
         return self
 
 
@@ -192,8 +209,9 @@ class DualTowerConfig(Config):
 
     @property
     def needs_encoder(self) -> bool:
-        """Whether the DRM uses the sentence encoder (``similarity`` encoder or hybrid)."""
-        return self.similarity in ("encoder", "hybrid")
+        """Whether the sentence encoder is used: by the DRM (``similarity`` encoder or hybrid) or by the tuned
+        Hand's retriever."""
+        return self.similarity in ("encoder", "hybrid") or (self.hand.kind == "tuned" and self.hand.retriever is not None)
 
     @model_validator(mode="after")
     def _widths(self) -> "DualTowerConfig":

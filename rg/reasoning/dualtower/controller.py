@@ -83,7 +83,7 @@ from rg.reasoning.dualtower.prune import PruneScorer, agreeing, fuzzy_top
 from rg.reasoning.dualtower.result import BrainFault, DualTowerResult
 from rg.reasoning.dualtower.similarity import Similarity
 from rg.reasoning.dualtower.tree import ReasoningTree, TreeNode, next_step
-from rg.reasoning.dualtower.reading import LOCAL_FALLBACK, HandReader
+from rg.reasoning.dualtower.reading import LOCAL_FALLBACK, HandReader, TunedHand
 from rg.retrievers.planner.model import PlannerModel
 
 if TYPE_CHECKING:
@@ -210,11 +210,13 @@ class DualTowerController:
         edges: The edge memory (``rg.memory.EdgeMemory``; None: no replay). Replayed paths seed
             the analysis and selection locally; after each question the evidence used is memorised.
         journal: A Hand LLM appends each completed call to this usage journal (``rg.llm.journal``).
+        tuned: ``hand.kind: tuned``: the loaded tuned reader and retriever (loaded here when not given).
     """
 
     def __init__(self, config: DualTowerConfig, schema: KGSchema, hand: Hand, brains: BrainFactory,
                  similarity: Similarity, memory: ExperienceMemory | None = None,
-                 edges: "EdgeMemory | None" = None, journal: UsageJournal | None = None) -> None:
+                 edges: "EdgeMemory | None" = None, journal: UsageJournal | None = None,
+                 tuned: TunedHand | None = None) -> None:
         if config.hand.resolve_clusters == "planner" and hand.planner is None:
             raise ValueError("hand.resolve_clusters is 'planner' but the Hand has no planner. Fix: build the controller "
                              "with rg.reasoning.dualtower.build_controller and set hand.planner")
@@ -225,7 +227,7 @@ class DualTowerController:
         self.similarity = similarity
         self.memory = memory if memory is not None else NoMemory()
         self.edges = edges
-        self.reader = HandReader(config, journal=journal)
+        self.reader = HandReader(config, journal=journal, tuned=tuned)
 
     def answer(self, question: str, topics: Sequence[str] = (), triples: Sequence[Triple] | None = None) -> DualTowerResult:
         """Answer one question from synchronous code (see :meth:`aanswer`)."""
@@ -302,7 +304,10 @@ class DualTowerController:
             q.memory["analysis"] = "hand" if fell_back else source
         started = time.perf_counter()
         evidence = self.hand.evidence(kg, topics, verified, q.names)
-        reading, hand_fault = await self.reader.read(q.question, evidence, q.ledger)
+        walked = {t for g in verified for w in g.walks for t in w.triple_ids}
+        reading, hand_fault = await self.reader.read(
+            q.question, evidence, q.ledger, raw=q.names.display_triples(raw), topics=[q.names.display(t) for t in topics],
+            verified=q.names.display_triples(kg.triple(t) for t in sorted(walked)))
         if hand_fault is not None:
             q.faults.append(BrainFault("hand_read", hand_fault, reading.usage.calls, LOCAL_FALLBACK))
         q.timed("read", started)
