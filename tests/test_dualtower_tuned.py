@@ -24,6 +24,10 @@ def test_verified_triples_come_first_then_the_retrievers_best():
                              EvidenceConfig(max_length=1))
     assert [c.render() for c in evidence.chains()] == ["Casino → [directed_by] → Martin Scorsese",
                                                        "Casino → [starred_actors] → Robert De Niro"]
+    beside = hand_evidence(CASINO, scores, ["Casino"], [("Casino", "directed_by", "Martin Scorsese")], 1,
+                           EvidenceConfig(max_length=1), first=False)  # the retriever's order; verified kept beside
+    assert [c.render() for c in beside.chains()] == ["Casino → [starred_actors] → Robert De Niro",
+                                                     "Casino → [directed_by] → Martin Scorsese"]
     alone = hand_evidence(CASINO, None, ["Casino"], [("Casino", "directed_by", "Martin Scorsese")], 100,
                           EvidenceConfig(max_length=1))
     assert [c.render() for c in alone.chains()] == ["Casino → [directed_by] → Martin Scorsese"]

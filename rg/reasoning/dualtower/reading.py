@@ -4,10 +4,10 @@
 Brain's ranking as walk values). ``hand.kind: tuned`` reads with the LoRA-tuned local reader
 (:class:`~rg.reasoning.tuned_reader.TunedReader`, evidence-constrained decoding) the evidence the
 Hand builds itself: its triple retriever (``hand.retriever``, the MLP the reader was trained
-behind) scores the raw working subgraph, the triples of the verified walks are raised above every
-other, and the top ``hand.top_k`` become evidence chains as in the reader's training (its recorded
-evidence settings), so the verified chains come first and the Hand's own retrieval fills the rest.
-With nothing verified the reader still reads the Hand's retrieval. Nothing of it leaves the Hand.
+behind) scores the raw working subgraph, and the top ``hand.top_k`` plus the triples of the
+verified walks become evidence chains as in the reader's training (its recorded evidence
+settings); ``hand.verified: first`` raises the verified triples above every other instead. With
+nothing verified the reader still reads the Hand's retrieval. Nothing of it leaves the Hand.
 ``hand.kind: llm`` asks a trusted local model behind an
 OpenAI-compatible endpoint (``side: hand``: it sees raw names, so a Brain-side endpoint is refused
 at load time) with the LLM reader's prompt. The Hand LLM is asked only when there is verified
@@ -57,7 +57,7 @@ class TunedHand:
         self.reader = TunedReader.load(hand.reader)
         self.scorer = (RetrieverScorer(hand.retriever, encoder if encoder is not None else TextEncoder())
                        if hand.retriever is not None else None)
-        self.top_k = hand.top_k
+        self.top_k, self.verified = hand.top_k, hand.verified
         self.evidence_config = self.reader.settings.evidence or EvidenceConfig()
         self.name = self.reader.name
 
@@ -68,13 +68,15 @@ class TunedHand:
         if self.scorer is not None:
             sample = Sample("hand", question, (), tuple(topics), (), tuple(triples))
             scores = np.asarray(self.scorer.score([sample])[0], dtype=np.float64)
-        return hand_evidence(triples, scores, topics, verified, self.top_k, self.evidence_config)
+        return hand_evidence(triples, scores, topics, verified, self.top_k, self.evidence_config,
+                             first=self.verified == "first")
 
 
 def hand_evidence(triples: Sequence[Triple], scores: np.ndarray | None, topics: Sequence[str],
-                  verified: Sequence[Triple], top_k: int, config: EvidenceConfig) -> Evidence:
+                  verified: Sequence[Triple], top_k: int, config: EvidenceConfig, first: bool = True) -> Evidence:
     """Evidence chains over the ``top_k`` triples by ``scores`` (a retriever's, one per triple), the ``verified``
-    triples raised above every other so their chains come first; without scores, the verified triples only.
+    triples raised above every other so their chains come first (``first``), or kept beside the ``top_k`` at their
+    own score (``first=False``: the retriever's order rules); without scores, the verified triples only.
 
     Shapes:
         scores: (T,) or None
@@ -82,6 +84,11 @@ def hand_evidence(triples: Sequence[Triple], scores: np.ndarray | None, topics: 
     raw = np.full(len(triples), -np.inf) if scores is None else np.asarray(scores, dtype=np.float64)
     top = float(np.max(raw[np.isfinite(raw)], initial=0.0)) + 1.0
     wanted = set(verified)
+    if not first and scores is not None:
+        keep = set(np.argsort(-raw, kind="stable")[:top_k].tolist()) | {i for i, t in enumerate(triples) if t in wanted}
+        order = sorted(keep, key=lambda i: (-raw[i], i))
+        return build_evidence(tuple(triples[i] for i in order), tuple(float(raw[i]) for i in order), tuple(topics),
+                              config)
     raised = np.array([top if t in wanted else s for t, s in zip(triples, raw)])
     kept, kept_scores = top_k_triples(triples, raised, top_k, None if scores is not None else top)
     return build_evidence(kept, kept_scores, tuple(topics), config)
