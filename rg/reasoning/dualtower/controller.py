@@ -305,9 +305,12 @@ class DualTowerController:
         started = time.perf_counter()
         evidence = self.hand.evidence(kg, topics, verified, q.names)
         walked = {t for g in verified for w in g.walks for t in w.triple_ids}
+        # a store's subgraph is cut at d_max hops, wider than the question subgraphs the Hand's retriever learnt
+        # on: it retrieves within the verified walks' length (else the Brain's predicted depth)
+        hops = max((len(w) for g in verified for w in g.walks), default=analysis.depth) if triples is None else None
         reading, hand_fault = await self.reader.read(
             q.question, evidence, q.ledger, raw=q.names.display_triples(raw), topics=[q.names.display(t) for t in topics],
-            verified=q.names.display_triples(kg.triple(t) for t in sorted(walked)))
+            verified=q.names.display_triples(kg.triple(t) for t in sorted(walked)), hops=hops)
         if hand_fault is not None:
             q.faults.append(BrainFault("hand_read", hand_fault, reading.usage.calls, LOCAL_FALLBACK))
         q.timed("read", started)

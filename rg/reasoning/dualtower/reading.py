@@ -25,6 +25,7 @@ import numpy as np
 
 from rg.data.sample import Sample, Triple
 from rg.evidence import Evidence, EvidenceConfig
+from rg.graph import KnowledgeGraph
 from rg.evidence.build import build_evidence, top_k_triples
 from rg.llm.client import OpenAICompatibleClient
 from rg.llm.journal import UsageJournal
@@ -57,13 +58,20 @@ class TunedHand:
         self.reader = TunedReader.load(hand.reader)
         self.scorer = (RetrieverScorer(hand.retriever, encoder if encoder is not None else TextEncoder())
                        if hand.retriever is not None else None)
-        self.top_k, self.verified = hand.top_k, hand.verified
+        self.top_k, self.verified, self.cap = hand.top_k, hand.verified, hand.retrieval_triples
         self.evidence_config = self.reader.settings.evidence or EvidenceConfig()
         self.name = self.reader.name
 
     def evidence(self, question: str, triples: Sequence[Triple], topics: Sequence[str],
-                 verified: Sequence[Triple]) -> Evidence:
-        """The reader's evidence (:func:`hand_evidence`) with the retriever's scores of the raw subgraph."""
+                 verified: Sequence[Triple], hops: int | None = None) -> Evidence:
+        """The reader's evidence (:func:`hand_evidence`) with the retriever's scores of the triples within ``hops``
+        (the Brain's predicted depth) of the topics, at most ``hand.retrieval_triples`` of them."""
+        if self.cap is not None and hops is not None:
+            kg = KnowledgeGraph.from_triples(triples)
+            present = [t for t in topics if kg.has_entity(t)]
+            if present:
+                cut = kg.k_hop(present, hops, self.cap, "both")
+                triples = list(dict.fromkeys([*kg.triples(cut.triple_ids), *(t for t in verified if t in set(triples))]))
         scores = None
         if self.scorer is not None:
             sample = Sample("hand", question, (), tuple(topics), (), tuple(triples))
@@ -126,12 +134,13 @@ class HandReader:
 
     async def read(self, question: str, evidence: Evidence, ledger: UsageLedger,
                    raw: Sequence[Triple] = (), topics: Sequence[str] = (),
-                   verified: Sequence[Triple] = ()) -> tuple[Reading, str | None]:
+                   verified: Sequence[Triple] = (), hops: int | None = None) -> tuple[Reading, str | None]:
         """The reading and, when the Hand LLM gave no answer, why (else None). The tuned reader reads its own
         evidence (:meth:`TunedHand.evidence`) over the ``raw`` subgraph with the ``verified`` triples first
         (entities written by their names)."""
         if self.tuned is not None and raw:
-            return await self.tuned.reader.read(question, self.tuned.evidence(question, raw, topics, verified)), None
+            evidence = self.tuned.evidence(question, raw, topics, verified, hops)
+            return await self.tuned.reader.read(question, evidence), None
         if self.llm_config is None or not evidence.chains():
             return await self.local.read(question, evidence), None
         reading = await self._reader(ledger).read(question, evidence)
