@@ -525,3 +525,39 @@ def test_privacy_stores_smoke(tmp_path: Path, ray_local) -> None:
     ])
     assert report["llm"]["same_answers"] == 3 and report["llm"]["leaking_bodies"] == {"memory": 0, "sparql": 0}
     assert report["llm"]["exposure_matches"] == {"memory": 3, "sparql": 3}
+
+
+def test_serve_quality_smoke(tmp_path: Path, ray_local) -> None:
+    """bench.serve_quality on 3 synthetic questions: a serve config with a scripted LLM Brain and the local Hand
+    reader, and pipeline predictions written here."""
+    import yaml
+
+    from bench import serve_quality
+    from bench.privacy_stores import relation_brain
+    from rg.data.synthetic import SyntheticConfig, generate
+    from rg.llm.scripted_server import Respond, Script, ScriptedServer
+
+    questions = generate(SyntheticConfig(seed=0, questions=200)).questions[:3]
+    for stage in ("dualtower", "tuned"):
+        folder = tmp_path / "demo" / "qa" / stage
+        folder.mkdir(parents=True)
+        rows = [{"id": q.id, "question": q.question, "answers": list(q.answers), "gold": list(q.answers)}
+                for q in questions]
+        (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with ScriptedServer(Script.always(Respond(relation_brain))) as brain:
+        args = {"kg": {"synthetic": {"seed": 0, "questions": 200}},
+                "linking": {"index_dir": str(tmp_path / "index"), "dense": "off"},
+                "dualtower": {"similarity": "lexical", "brain": {"kind": "llm", "llm": {
+                    "base_url": brain.base_url, "model": "scripted", "side": "brain"}}}}
+        config = tmp_path / "serve.yaml"
+        config.write_text(yaml.safe_dump({"applications": [{"name": "rg", "import_path": "serve.app:build_app",
+                                                            "args": args}]}))
+        out = tmp_path / "serve_quality.json"
+        assert serve_quality.main(["--pipeline-dir", str(tmp_path / "demo"), "--config", str(config),
+                                   "--out", str(out)]) == 0
+    report = check_keys(out, [
+        "machine_before.cpu_flags.avx2", "questions", "pipeline_tuned.hits_at_1", "pipeline_dualtower.macro_f1",
+        "served_as_written.hits_at_1", "served_typed.micro_f1", "served_as_written_vs_tuned",
+        "served_equals_pipeline_dualtower", "seconds_per_question_mean", "machine_after.load_1min",
+    ])
+    assert report["questions"] == 3 and report["pipeline_tuned"]["hits_at_1"] == 1.0
