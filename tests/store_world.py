@@ -8,11 +8,10 @@ aliases as ``common.topic.alias`` literals, and its schema is the same one relab
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 from typing import Callable
 
+from bench.privacy_stores import NAMED_KINDS, checker_form
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.linking import EntityLinker, LinkingConfig, NameIndex
@@ -25,8 +24,6 @@ from rg.stores.ntriples import entity_ids
 from tests.stores_virtuoso import load_graph
 
 SYNTHETIC = SyntheticConfig(seed=0, questions=200)
-NAMED_KINDS = ("person", "film", "city", "company", "university", "country")
-"""Kinds whose names identify one entity: the checker looks for these (genre or profession names are words)."""
 
 
 def aliases_of(types: dict[str, str]) -> dict[str, tuple[str, ...]]:
@@ -80,26 +77,6 @@ def sparql_world(virtuoso, folder) -> World:
     return World("sparql", store, schema, ids)
 
 
-def payload_of(body: dict) -> dict:
-    """The sealed payload JSON a Brain request carries."""
-    user = body["messages"][-1]["content"]
-    return json.loads(user.rsplit("Input: ", 1)[1].rsplit("\nReply:", 1)[0])
-
-
-def relation_brain(body: dict) -> str:
-    """A scripted Brain that reads the payload: one hop from TE_1; selection keeps the candidates whose relation
-    paths sort first (deterministic whatever the session's pseudonyms)."""
-    shown = payload_of(body)
-    if shown["kind"] == "analysis":
-        return json.dumps({"sub_questions": [shown["question"]], "depth": 1,
-                           "indicators": [{"text": "TE_1 -[link]-> ANSWER", "relations": [], "depth": 1}]})
-    if shown["kind"] != "selection":
-        return json.dumps({"indicator": {"text": "TE_1 -[link]-> ANSWER", "relations": [], "depth": 1},
-                           "targets": []})
-    ranked = sorted(shown["candidates"], key=lambda c: (json.dumps(c["branches"]), c["id"]))
-    return json.dumps({"ids": [c["id"] for c in ranked][: shown["keep"]]})
-
-
 def controller(world: World, url: str, mode: str = "utility", linker: EntityLinker | None = None, d_max: int = 2):
     config = DualTowerConfig(
         privacy={"mode": mode}, similarity="lexical", d_max=d_max, max_steps=2, max_failures=2,
@@ -107,16 +84,6 @@ def controller(world: World, url: str, mode: str = "utility", linker: EntityLink
                "llm": {"base_url": url, "model": "scripted", "side": "brain", "max_retries": 0, "backoff_s": 0.0,
                        "max_backoff_s": 0.0, "timeout_s": 10.0}})
     return build_controller(config, world.schema, store=world.store, linker=linker)
-
-
-def checker_form(text: str) -> str:
-    """The checker's own normalisation, written apart from rg.privacy: NFKC, case-folded, marks and
-    invisible characters dropped, everything but letters and digits a space."""
-    import unicodedata
-
-    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
-    text = "".join(c for c in text if not unicodedata.combining(c) and unicodedata.category(c) != "Cf")
-    return " " + re.sub(r"[^0-9a-z]+", " ", text.casefold()).strip() + " "
 
 
 def raw_strings(world: World) -> list[str]:

@@ -28,16 +28,8 @@ from rg.privacy.exposure import PSEUDONYM_IN_TEXT
 from rg.privacy.names import NameBook
 from rg.stores.base import StoreError
 from rg.stores.memory import MemoryStore
-from tests.store_world import (
-    controller,
-    leak_finder,
-    memory_world,
-    payload_of,
-    raw_strings,
-    relation_brain,
-    sparql_world,
-    synthetic_data,
-)
+from bench.privacy_stores import payload_of, relation_brain
+from tests.store_world import controller, leak_finder, memory_world, raw_strings, sparql_world, synthetic_data
 
 CONCURRENCY = 8
 
