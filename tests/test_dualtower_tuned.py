@@ -41,13 +41,13 @@ def test_hand_rules_name_the_key_and_the_fix():
     assert DualTowerConfig(hand={"kind": "tuned", "reader": "r", "retriever": "m"}, similarity="lexical").needs_encoder
 
 
-def test_the_pipeline_gives_a_tuned_hand_the_read_and_train_stages_exports():
+def test_the_pipeline_gives_a_tuned_hand_the_read_and_train_stages_exports(tmp_path):
     from rg.pipeline import PipelineConfig
 
-    cfg = load_config("configs/demo.yaml", PipelineConfig, ["output_dir=/tmp/rg-demo-x"])
+    cfg = load_config("configs/demo.yaml", PipelineConfig, [f"output_dir={tmp_path}"])
     hand = cfg.qa["dualtower"].dualtower.hand
-    assert (hand.kind, hand.reader, hand.retriever) == ("tuned", "/tmp/rg-demo-x/read/reader",
-                                                        "/tmp/rg-demo-x/train/retriever")
+    assert (hand.kind, hand.reader, hand.retriever) == ("tuned", str(tmp_path / "read" / "reader"),
+                                                        str(tmp_path / "train" / "retriever"))
 
 
 def test_a_tuned_hand_answers_from_the_verified_walks(tmp_path):
