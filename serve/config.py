@@ -20,6 +20,7 @@ from rg.linking.config import LinkingConfig
 from rg.memory.config import MemoryConfig
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.stores.config import MemoryStoreConfig, SparqlStoreConfig
+from rg.text.encoder import EncoderConfig
 
 
 class DeploymentSettings(Config):
@@ -103,6 +104,11 @@ class ServeConfig(Config):
 
     dualtower: DualTowerConfig = Field(default_factory=DualTowerConfig, description="The Hand/Brain controller.")
     kg: KGSource = Field(description="The Hand's raw KG.")
+    encoder: EncoderConfig = Field(
+        default_factory=EncoderConfig, description="The Hand's sentence encoder (the DRM, the tuned Hand's retriever, "
+        "dense linking). Its `cache_dir` (e.g. the pipeline's `outputs/encoder_cache`, which holds the KG's names "
+        "that training encoded) spares encoding a subgraph's names per question: a second or more each on a CPU."
+    )
     linking: Optional[LinkingConfig] = Field(
         None, description="Entity linking for questions sent without topics (needed by /v1/chat/completions); "
                           "`index_dir` must be set. None: questions must bring `topics`.")
@@ -146,6 +152,13 @@ class ServeConfig(Config):
     @classmethod
     def _absolute_journal(cls, value: Optional[str]) -> Optional[str]:
         return str(Path(value).resolve()) if value else None  # replicas run in other working directories
+
+    @field_validator("encoder")
+    @classmethod
+    def _absolute_encoder_cache(cls, value: EncoderConfig) -> EncoderConfig:
+        if value.cache_dir is None:
+            return value
+        return value.model_copy(update={"cache_dir": str(Path(value.cache_dir).expanduser().resolve())})
 
     @field_validator("memory")
     @classmethod

@@ -101,7 +101,7 @@ class HandServer:
         self.config = ServeConfig.model_validate(config)
         self.store, self.schema = load_kg(self.config)
         dt = self.config.dualtower
-        self.encoder = TextEncoder() if dt.needs_encoder else None
+        self.encoder = TextEncoder(self.config.encoder) if dt.needs_encoder else None
         wants_planner = dt.hand.resolve_clusters == "planner" and dt.hand.planner
         self.hand_planner = load_planner(dt.hand.planner) if wants_planner else None  # once, not per reconfigure
         self.linker = load_linker(self.config, self.store, self.encoder)

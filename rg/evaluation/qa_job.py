@@ -221,8 +221,11 @@ class _QAActor:
             from rg.evaluation.dualtower_qa import DualTowerQA
 
             assert cfg.dualtower is not None  # checked by the config
+            # the QA run's encoder (its cache holds the KG's texts that training encoded): the tuned Hand's
+            # retriever and the DRM encode every subgraph's names, a second or more per question without it
+            encoder = TextEncoder(cfg.encoder) if cfg.dualtower.needs_encoder else None
             self.answerer = DualTowerQA(cfg.dualtower, cfg.schema_dir, cfg.memory if use_memory else None,
-                                        memory_actor_name(cfg), book)
+                                        memory_actor_name(cfg), book, encoder=encoder)
         elif cfg.reasoner == "traverse":
             from rg.evaluation.traverse_qa import TraverseQA
 

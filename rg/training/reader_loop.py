@@ -40,6 +40,7 @@ from rg.reasoning.tuned_reader import (
     shown_items,
 )
 from rg.retrievers.planner.model import IGNORE_INDEX, Example
+from rg.training.frozen_prefix import FrozenPrefix, decoder_slice, first_adapted_layer, positions_of
 from rg.training.planner_loop import Progress, example_batches, train_epoch
 from rg.training.strategy import DeepSpeedSettings, Strategy
 
@@ -69,6 +70,11 @@ class ReaderFitConfig(Config):
     batch_size: int = Field(8, ge=1, description="Examples per optimisation step and worker.")
     grad_clip: float | None = Field(1.0, gt=0, description="Gradient-norm clip; None disables.")
     seed: int = Field(0, description="Seed of the batch order, of dropout and of the line order (shuffle_lines).")
+    frozen_cache_mb: float = Field(
+        2048, ge=0, description="Memory for the hidden states that enter the lowest adapted layer (lora.top_layers): "
+        "the frozen layers below it then run once per example instead of once per step (rg.training.frozen_prefix). "
+        "A worker whose examples need more, or 0, runs every layer at each step."
+    )
     shuffle_lines: float = Field(
         0.0, ge=0, le=1, description="Share of the training questions whose prompt shows its evidence lines in a "
         "seeded random order (the same lines; reading keeps the evidence order). The evidence order puts the gold "
@@ -101,20 +107,31 @@ class ReaderLoss(nn.Module):
     vocabulary, logits over whole prompts would cost gigabytes for nothing, and a head applied to
     a slice of the ``(N, T, hidden)`` states makes autograd expand its weight per row in the
     backward pass (a copy of the whole ``(N, hidden, vocab)`` weight per step, a fifth of a step on a CPU).
+
+    A batch may give ``hidden`` (the states entering the lowest adapted layer, from
+    :class:`~rg.training.frozen_prefix.FrozenPrefix`) in place of ``input_ids``: only the adapted
+    layers then run.
     """
 
     def __init__(self, lm: nn.Module) -> None:
         super().__init__()
         self.decoder = lm.get_decoder()  # the layers, with the adapter's modules inside them
         self.head = lm.get_output_embeddings()
+        self.start_layer = first_adapted_layer(lm)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        hidden = self.decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                              use_cache=False).last_hidden_state  # (N, T, H)
+    def forward(self, attention_mask: torch.Tensor, labels: torch.Tensor, input_ids: torch.Tensor | None = None,
+                hidden: torch.Tensor | None = None) -> torch.Tensor:
+        positions = positions_of(attention_mask)
+        if hidden is None:
+            states = self.decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                                  use_cache=False).last_hidden_state  # (N, T, H)
+        else:
+            with decoder_slice(self.decoder, self.start_layer, None) as top:
+                states = top(inputs_embeds=hidden, attention_mask=attention_mask, position_ids=positions,
+                             use_cache=False).last_hidden_state
         targets = labels[:, 1:]
         scored = targets != IGNORE_INDEX  # position t predicts token t + 1
-        logits = self.head(hidden[:, :-1][scored])  # (K, V)
+        logits = self.head(states[:, :-1][scored])  # (K, V)
         return nn.functional.cross_entropy(logits.float(), targets[scored])
 
 
@@ -250,16 +267,22 @@ def fit_reader(
         if optimizer_state is not None:
             optimizer.load_state_dict(optimizer_state)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    prefix = FrozenPrefix.build(model, train, config.frozen_cache_mb) if start_epoch < config.epochs else None
     history = []
     for epoch in range(start_epoch, config.epochs):
         started = time.perf_counter()
         torch.manual_seed(config.seed * 100_003 + epoch)
         generator = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
-        batches = example_batches(train, config.batch_size, pad, generator, side="left")
+        if prefix is None:
+            batches = example_batches(train, config.batch_size, pad, generator, side="left")
+        else:  # the same order as example_batches draws
+            batches = prefix.batches(torch.randperm(len(train), generator=generator).tolist(), config.batch_size)
         steps = progress(batches, f"reader epoch {epoch + 1}/{config.epochs}") if progress is not None else batches
         loss = train_epoch(wrapped, steps, optimizer, config.grad_clip, engine)
         metrics = {"epoch": float(epoch), "train_loss": loss, "train_examples": float(len(train)),
-                   "train_seconds": time.perf_counter() - started}
+                   "train_seconds": time.perf_counter() - started,
+                   "frozen_layers": float(prefix.start if prefix is not None else 0),
+                   "frozen_prefix_seconds": prefix.seconds if prefix is not None and epoch == start_epoch else 0.0}
         model.eval()
         reader = TunedReader(model, tokenizer, settings)
         metrics.update({f"val_{k}": v for k, v in evaluate(reader, val).items()})

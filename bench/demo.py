@@ -1,0 +1,145 @@
+"""Where the main command's time goes: ``jobs.pipeline`` on the embedded default, stage by stage.
+
+    RAY_AUTH_MODE=disabled python -m bench.demo --quick              # ~3 min: 60 questions, 1-2 epochs per stage
+    RAY_AUTH_MODE=disabled python -m bench.demo [--isa avx2]         # the README's main command, ~10 min
+    RAY_AUTH_MODE=disabled python -m bench.demo --checkout DIR       # also the same run from another checkout
+
+The pipeline runs in a child process exactly as the README runs it (``python -m jobs.pipeline --config
+configs/demo.yaml``), on a fresh output folder and a fresh encoder cache in a temporary directory, so nothing is
+resumed. The JSON records each stage's seconds and result line, the QA stages' Hits@1 and Macro-F1, the whole
+wall time, the machine (CPU model and flags, cores, torch threads, load before and after) and the commit, and
+what the console showed: its line count and the lines a user should not meet on a successful run (:data:`NOISE`:
+Ray's log format, ``core_worker`` messages, Python warnings, tracebacks).
+
+``--isa avx2`` runs the child with torch's AVX2 kernels (``ATEN_CPU_CAPABILITY=avx2``, MKL and oneDNN capped at
+AVX2): the code path of a CPU without AVX-512 and without native bf16 (most laptops and CI runners), where the
+tuned reader's ``precision: auto`` picks fp32. On such a CPU it measures the same path; on an AVX-512 CPU it is
+the closest stand-in (the fp32 matmuls still run at this CPU's clock and memory bandwidth).
+
+The named baseline is ``--checkout DIR`` (another rg checkout, e.g. ``git worktree add /tmp/base <commit>``) run
+in the same command on the same machine: each stage's ``seconds_ratio`` is this run's seconds over the
+baseline's. Without it the ratio is to the issue's budget (``budget_seconds``, 600 s for the whole command
+including the ~100 s install, so 500 s for the pipeline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from bench.machine import cpu_facts, machine
+
+NOISE = re.compile(r"\b(INFO|WARNING|DEBUG)\b|Warning:|Traceback|core_worker|streaming_executor|\(pid=\d+|"
+                   r"Progress bars disabled")
+"""Console lines a user should not meet on a successful run: Ray's log format, C++ core messages, Python warnings,
+tracebacks, worker-prefixed output (the issue's list)."""
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "demo"
+BUDGET_SECONDS = 500.0
+"""The pipeline's share of the 10-minute budget for the README's main command (install ~100 s)."""
+
+AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+"""What ``--isa avx2`` sets: torch's, MKL's and oneDNN's kernels as a CPU with AVX2 and no AVX-512 runs them."""
+
+QUICK_SETS = (
+    "build.synthetic.questions=60", "train.train.epochs=2", "plan.train.epochs=2", "read.train.epochs=1",
+    "read.max_train_questions=16", "read.max_val_questions=4",
+)
+"""``--quick``: the demo on 60 questions with one or two epochs per trained model."""
+
+
+def _commit(checkout: Path) -> str | None:
+    done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or None
+
+
+def run_pipeline(config: Path, overrides: Sequence[str], checkout: Path, scratch: Path, isa: str) -> dict[str, Any]:
+    """One fresh ``jobs.pipeline`` run from ``checkout`` in a child process; its stages, QA scores and wall time.
+
+    Raises:
+        RuntimeError: when the pipeline exits non-zero (its last output lines are in the message).
+    """
+    out, cache = scratch / "out", scratch / "encoder_cache"
+    sets = [*overrides, f"output_dir={out}", f"encoder.cache_dir={cache}"]
+    command = [sys.executable, "-m", "jobs.pipeline", "--config", str(config.resolve()), "--fresh", "--no-progress",
+               *(x for s in sets for x in ("--set", s))]
+    env = {**os.environ, "PYTHONPATH": str(checkout), "RG_LOG_DIR": str(scratch / "logs"),
+           **(AVX2_ENV if isa == "avx2" else {})}
+    load_before = round(os.getloadavg()[0], 2)
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        raise RuntimeError(f"jobs.pipeline exited {done.returncode} in {checkout}:\n{tail}")
+    console = (done.stdout + done.stderr).splitlines()
+    noise = [line for line in console if NOISE.search(line)]
+    report = json.loads((out / "pipeline_report.json").read_text())
+    stages = {s["name"]: {"seconds": round(s["seconds"], 1), "result": s["result"]} for s in report["stages"]}
+    qa = {}
+    for stage in report["stages"]:
+        overall = stage.get("metrics", {}).get("overall", {})
+        if stage["name"].startswith("qa/") and "hits_at_1" in overall:
+            qa[stage["name"]] = {k: round(overall[k], 3) for k in ("hits_at_1", "macro_f1", "micro_f1") if k in overall}
+    return {"checkout": str(checkout), "commit": _commit(checkout), "command": command[1:],
+            "wall_seconds": round(wall, 1), "pipeline_seconds": round(report["seconds"], 1),
+            "load_before": load_before, "load_after": round(os.getloadavg()[0], 2), "stages": stages, "qa": qa,
+            "console_lines": len(console), "console_noise_lines": len(noise), "console_noise": noise[:20]}
+
+
+def compare(run: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
+    """Per-stage and total ratios of ``run`` to ``baseline`` (or to :data:`BUDGET_SECONDS` without one)."""
+    if baseline is None:
+        return {"baseline": f"the pipeline's budget of {BUDGET_SECONDS:.0f} s",
+                "pipeline_over_budget": round(run["pipeline_seconds"] / BUDGET_SECONDS, 3)}
+    ratios = {name: round(stage["seconds"] / max(baseline["stages"][name]["seconds"], 0.1), 3)
+              for name, stage in run["stages"].items() if name in baseline["stages"]}
+    return {"baseline": f"the same pipeline from {baseline['checkout']} at {baseline['commit']}",
+            "pipeline_over_baseline": round(run["pipeline_seconds"] / baseline["pipeline_seconds"], 3),
+            "stage_seconds_ratio": ratios,
+            "pipeline_over_budget": round(run["pipeline_seconds"] / BUDGET_SECONDS, 3)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.demo", description=__doc__.strip().split("\n")[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "demo.yaml")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--quick", action="store_true", help="60 questions, one or two epochs per model")
+    parser.add_argument("--isa", choices=("native", "avx2"), default="native",
+                        help="avx2: run torch, MKL and oneDNN as on a CPU without AVX-512 and native bf16")
+    parser.add_argument("--checkout", type=Path, default=None, help="a second rg checkout to run as the baseline")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / f"{NAME}.json")
+    args = parser.parse_args(argv)
+    overrides = [*(QUICK_SETS if args.quick else ()), *args.overrides]
+    result: dict[str, Any] = {"machine": machine(), "isa": args.isa, "config": str(args.config), "quick": args.quick,
+                              "overrides": overrides, "isa_env": AVX2_ENV if args.isa == "avx2" else {}}
+    with tempfile.TemporaryDirectory(prefix="rg-bench-demo-") as tmp:
+        baseline = None
+        if args.checkout is not None:
+            baseline = run_pipeline(args.config, overrides, args.checkout.resolve(), Path(tmp) / "baseline", args.isa)
+        run = run_pipeline(args.config, overrides, ROOT, Path(tmp) / "rg", args.isa)
+    result.update({"run": run, **({"baseline_run": baseline} if baseline else {}), **compare(run, baseline)})
+    result["machine"]["load_1min_after"] = round(os.getloadavg()[0], 2)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    slowest = sorted(run["stages"].items(), key=lambda kv: -kv[1]["seconds"])[:3]
+    cpu = cpu_facts()["cpu_flags"]
+    print(f"pipeline {run['pipeline_seconds']:.0f} s (wall {run['wall_seconds']:.0f} s, isa {args.isa}, "
+          f"avx512_bf16={cpu['avx512_bf16']}); slowest: "
+          + ", ".join(f"{name} {stage['seconds']:.0f} s" for name, stage in slowest)
+          + (f"; {result['pipeline_over_baseline']:.2f}x the baseline" if baseline else
+             f"; {result['pipeline_over_budget']:.2f}x the budget") + f" -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
