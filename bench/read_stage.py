@@ -1,0 +1,177 @@
+"""Where the read stage's time goes: the tuned reader's training steps with every layer recomputed (the baseline)
+against the frozen layers' outputs computed once (``rg.training.frozen_prefix``), and its validation reads.
+
+    python -m bench.read_stage --quick                       # seconds: a tiny LLaMA on synthetic token examples
+    python -m bench.read_stage [--isa avx2] [--steps 12]     # the demo's reader on its real examples
+
+The full run needs the main command's outputs (``python -m jobs.pipeline --config configs/demo.yaml``: the MLP
+retriever of its train stage). It builds the read stage's examples as the job does (the retriever's evidence, the
+reader's prompts), then times, in this process with the stage's threads: ``--steps`` optimiser steps on the first
+batches of epoch 0 with every layer run (``full``), the one pass through the frozen layers, the same steps on the
+cached states (``cached``), and the validation reads. ``--isa avx2`` reruns itself with torch, MKL and oneDNN
+capped at AVX2 (``bench.demo.AVX2_ENV``): the fp32 path of a CPU without native bf16. The JSON holds per-step and
+per-example seconds, the projected seconds of the stage's two epochs both ways, and ``cached_over_full``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "read_stage"
+
+
+def _timed_steps(loss_fn, optimizer, batches) -> float:
+    """Mean seconds of one optimiser step over ``batches``."""
+    began = time.perf_counter()
+    for batch in batches:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(**batch).backward()
+        optimizer.step()
+    return (time.perf_counter() - began) / max(len(batches), 1)
+
+
+def _tiny_setup():
+    """A 4-layer LLaMA with LoRA on its top 2 layers and 16 synthetic examples (``--quick``)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rg.retrievers.planner.model import IGNORE_INDEX, Example
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = get_peft_model(LlamaForCausalLM(config), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                                                 layers_to_transform=[2, 3], task_type="CAUSAL_LM"))
+    examples = [Example(str(i), tuple(range(2, 12 + i % 7)) + (3, 1), tuple([IGNORE_INDEX] * (10 + i % 7)) + (3, 1))
+                for i in range(16)]
+    return model, examples, None, None, {"items_seconds": 0.0, "train_examples": len(examples)}
+
+
+def _demo_setup(config: Path):
+    """The demo reader's model and its real training examples and validation items, as the read stage builds them."""
+    from rg.config import load_config
+    from rg.data.splits import load_split_samples
+    from rg.evaluation.job import build_scorer
+    from rg.pipeline import PipelineConfig
+    from rg.reasoning.tuned_reader import TunedReader, eos_id
+    from rg.text import TextEncoder
+    from rg.training.reader_loop import lora_reader_model, reader_examples
+    from rg.training.reader_ray import reader_items
+
+    import torch
+
+    cfg = load_config(config, PipelineConfig, []).read
+    if cfg is None:
+        raise SystemExit(f"{config} has no read stage")
+    checkpoint = Path(cfg.retriever.path or "")
+    if not checkpoint.exists():
+        raise SystemExit(f"the read stage's retriever {checkpoint} is missing. Fix: run "
+                         f"`python -m jobs.pipeline --config {config}` first")
+    began = time.perf_counter()
+    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit)
+    needs_encoder = cfg.retriever.kind in ("retriever", "cosine")
+    scorer = build_scorer(cfg.retriever, TextEncoder(cfg.encoder) if needs_encoder else None)
+    train_items = reader_items(cfg, sides["train"][: cfg.max_train_questions], scorer)
+    val_items = reader_items(cfg, sides["val"][: cfg.max_val_questions], scorer)
+    items_seconds = time.perf_counter() - began
+    torch.manual_seed(cfg.train.seed)
+    model, tokenizer = lora_reader_model(cfg.reader, cfg.lora)
+    examples, skipped = reader_examples(train_items, tokenizer, cfg.reader, eos_id(tokenizer, model),
+                                        cfg.train.shuffle_lines, cfg.train.seed)
+    reader = TunedReader(model, tokenizer, cfg.reader)
+    facts = {"items_seconds": round(items_seconds, 1), "train_examples": len(examples), "skipped": skipped,
+             "batch_size": cfg.train.batch_size, "epochs": cfg.train.epochs, "val_questions": len(val_items)}
+    return model, examples, reader, val_items, facts
+
+
+def measure(model, examples, reader, val_items, steps: int, batch_size: int, epochs: int) -> dict[str, Any]:
+    """Step, prefix and validation timings of one reader (see the module docstring)."""
+    import torch
+
+    from rg.training.frozen_prefix import FrozenPrefix
+    from rg.training.planner_loop import collate
+    from rg.training.reader_loop import ReaderLoss, read_hits
+
+    order = torch.randperm(len(examples), generator=torch.Generator().manual_seed(0)).tolist()
+    chunks = [order[i:i + batch_size] for i in range(0, len(order), batch_size)][:steps]
+    full_batches = [collate([examples[i] for i in chunk], 0, side="left") for chunk in chunks]
+    loss_fn = ReaderLoss(model)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    model.train()
+    full = _timed_steps(loss_fn, optimizer, full_batches)
+    prefix = FrozenPrefix.build(model, examples, budget_mb=float("inf"))
+    if prefix is None:
+        raise SystemExit("the reader adapts every layer (lora.top_layers unset): nothing is frozen to cache")
+    cached = _timed_steps(loss_fn, optimizer, [prefix.collate(chunk) for chunk in chunks])
+    lengths = [len(e.input_ids) for e in examples]
+    widths = [max(lengths[i] for i in chunk) for chunk in chunks]
+    batches_per_epoch = -(-len(examples) // batch_size)
+    result = {
+        "layers": model.get_base_model().config.num_hidden_layers, "frozen_layers": prefix.start,
+        "dtype": str(next(p for p in model.parameters() if not p.requires_grad).dtype).removeprefix("torch."),
+        "mean_prompt_tokens": round(sum(lengths) / len(lengths), 1),
+        "padding_share": round(1 - sum(lengths[i] for c in chunks for i in c) / sum(w * len(c) for w, c in zip(widths, chunks)), 3),
+        "timed_steps": len(chunks), "full_step_s": round(full, 3), "cached_step_s": round(cached, 3),
+        "cached_over_full": round(cached / full, 3),
+        "prefix_s_per_example": round(prefix.seconds / len(examples), 3), "prefix_s": round(prefix.seconds, 1),
+        "projected_train_s_full": round(full * batches_per_epoch * epochs, 1),
+        "projected_train_s_cached": round(cached * batches_per_epoch * epochs + prefix.seconds, 1),
+    }
+    if reader is not None and val_items:
+        model.eval()
+        began = time.perf_counter()
+        hits = read_hits(reader, val_items)
+        result.update({"validation_s_per_question": round((time.perf_counter() - began) / len(val_items), 3),
+                       "validation_hits_at_1": round(hits["hits_at_1"], 3)})
+    result["projected_ratio"] = round(result["projected_train_s_cached"] / result["projected_train_s_full"], 3)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from bench.demo import AVX2_ENV
+
+    parser = argparse.ArgumentParser(prog="python -m bench.read_stage", description=__doc__.strip().split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a tiny LLaMA on synthetic examples (wiring only)")
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "demo.yaml")
+    parser.add_argument("--steps", type=int, default=12, help="optimiser steps timed each way")
+    parser.add_argument("--isa", choices=("native", "avx2"), default="native")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (the read stage's cpus_per_worker)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / f"{NAME}.json")
+    args = parser.parse_args(argv)
+    if args.isa == "avx2" and any(os.environ.get(k) != v for k, v in AVX2_ENV.items()):
+        argv = sys.argv[1:] if argv is None else list(argv)  # torch reads these at import: run again with them
+        done = os.spawnve(os.P_WAIT, sys.executable, [sys.executable, "-m", "bench.read_stage", *argv],
+                          {**os.environ, **AVX2_ENV})
+        return done
+    import torch
+
+    from bench.machine import machine
+
+    torch.set_num_threads(args.threads)
+    info = machine()
+    model, examples, reader, val_items, facts = _tiny_setup() if args.quick else _demo_setup(args.config)
+    batch_size, epochs = facts.get("batch_size", 2), facts.get("epochs", 2)
+    result = {"machine": info, "isa": args.isa, "isa_env": {k: os.environ.get(k) for k in AVX2_ENV},
+              "quick": args.quick, "config": None if args.quick else str(args.config),
+              "baseline": "the same steps with every layer recomputed (full)", **facts,
+              **measure(model, examples, reader, val_items, args.steps, batch_size, epochs)}
+    result["machine"]["load_1min_after"] = round(os.getloadavg()[0], 2)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"read stage ({result['dtype']}, isa {args.isa}): step {result['full_step_s']:.2f} s full, "
+          f"{result['cached_step_s']:.2f} s cached ({result['cached_over_full']:.2f}x), prefix "
+          f"{result['prefix_s_per_example']:.2f} s/example; 2 epochs projected {result['projected_train_s_full']:.0f} -> "
+          f"{result['projected_train_s_cached']:.0f} s -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
