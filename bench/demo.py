@@ -83,6 +83,8 @@ def run_pipeline(config: Path, overrides: Sequence[str], checkout: Path, scratch
         raise RuntimeError(f"jobs.pipeline exited {done.returncode} in {checkout}:\n{tail}")
     console = (done.stdout + done.stderr).splitlines()
     noise = [line for line in console if NOISE.search(line)]
+    logged = [line for log in sorted((scratch / "logs").glob("*.log")) for line in log.read_text().splitlines()
+              if NOISE.search(line)]  # where the quiet console put them
     report = json.loads((out / "pipeline_report.json").read_text())
     stages = {s["name"]: {"seconds": round(s["seconds"], 1), "result": s["result"]} for s in report["stages"]}
     qa = {}
@@ -94,7 +96,8 @@ def run_pipeline(config: Path, overrides: Sequence[str], checkout: Path, scratch
             "wall_seconds": round(wall, 1), "pipeline_seconds": round(report["seconds"], 1),
             "load_before": load_before, "load_after": round(os.getloadavg()[0], 2), "stages": stages, "qa": qa,
             "console_lines": len(console), "console_noise_lines": len(noise), "console_noise": noise[:20],
-            "console_has_stage_table": any(line.startswith("| stage | status |") for line in console)}
+            "console_has_stage_table": any(line.startswith("| stage | status |") for line in console),
+            "log_noise_lines": len(logged)}
 
 
 def compare(run: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:

@@ -566,7 +566,8 @@ def test_serve_quality_smoke(tmp_path: Path, ray_local) -> None:
 def test_demo_smoke_and_a_quiet_console(tmp_path: Path) -> None:
     """bench.demo over a tiny pipeline (build, refine, evaluate and one QA stage on 24 synthetic questions) in a
     child process, as the README runs the main command: every stage timed, and its captured console holds the
-    stage table and none of Ray's log lines, ``core_worker`` messages, Python warnings or tracebacks."""
+    stage table and none of Ray's log lines, ``core_worker`` messages, Python warnings or tracebacks, which are in
+    the run's log file instead."""
     import yaml
 
     from bench import demo
@@ -594,6 +595,7 @@ def test_demo_smoke_and_a_quiet_console(tmp_path: Path) -> None:
     assert list(run["stages"]) == ["build", "refine", "evaluate", "qa/baseline"]
     assert set(run["qa"]["qa/baseline"]) == {"hits_at_1", "macro_f1", "micro_f1"}
     assert run["console_has_stage_table"] and run["console_noise"] == [] and run["console_noise_lines"] == 0
+    assert run["log_noise_lines"] > 0  # Ray's lines went to the run's log file
 
 
 def test_read_stage_smoke(tmp_path: Path) -> None:
