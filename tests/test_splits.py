@@ -12,6 +12,7 @@ from rg.config import ConfigError, validate_config
 from rg.data.rog import read_rog_selected, write_rog_parquet
 from rg.data.sample import Sample
 from rg.data.splits import (
+    DuplicateIdError,
     SplitConfig,
     load_split_samples,
     read_question_split,
@@ -53,7 +54,7 @@ def test_seeded_split_is_seeded_and_disjoint():
     assert len(val) == 2 and len(train) == 8 and not train & val
     assert seeded_split(list(reversed(ids)), 0.2, 0) == (train, val)
     assert seeded_split(ids, 0.2, 1) != (train, val)
-    with pytest.raises(ValueError, match="unique"):
+    with pytest.raises(DuplicateIdError, match=r"question ids repeat in the input: 'a'\. Fix: give every question a unique id"):
         seeded_split(["a", "a", "b"], 0.2, 0)
 
 

@@ -88,17 +88,32 @@ def read_question_split(path: str | Path) -> QuestionSplit:
     return QuestionSplit(side=side, group=group)
 
 
+class DuplicateIdError(ValueError):
+    """Question ids repeat in an input; every question needs a unique id (the split and the scores key on it)."""
+
+    def __init__(self, ids: Sequence[str], where: str = "the input") -> None:
+        counts: dict[str, int] = defaultdict(int)
+        for question_id in ids:
+            counts[question_id] += 1
+        repeated = sorted(i for i, n in counts.items() if n > 1)
+        shown = ", ".join(repr(i) for i in repeated[:5]) + (f" and {len(repeated) - 5} more" if len(repeated) > 5 else "")
+        super().__init__(f"question ids repeat in {where}: {shown}. Fix: give every question a unique id "
+                         "(or deduplicate the input)")
+        self.repeated = repeated
+
+
 def seeded_split(ids: Sequence[str], val_fraction: float, seed: int) -> tuple[set[str], set[str]]:
     """Split question ids into (train, val) by a seeded shuffle of the sorted ids.
 
     Each side gets at least one id when there are two or more.
 
     Raises:
-        ValueError: for fewer than two ids or duplicate ids.
+        DuplicateIdError: for repeated ids.
+        ValueError: for fewer than two ids.
     """
     unique = sorted(set(ids))
     if len(unique) != len(ids):
-        raise ValueError("question ids must be unique; deduplicate the input")
+        raise DuplicateIdError(ids)
     if len(unique) < 2:
         raise ValueError(f"need at least 2 questions to split into train and validation, got {len(unique)}")
     random.Random(f"rg-train-split:{seed}").shuffle(unique)

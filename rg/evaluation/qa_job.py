@@ -34,7 +34,7 @@ from rg.data.records import BadRow
 from rg.data.rog import sample_from_row
 from rg.data.sample import Sample
 from rg.data.streaming import INPUT_CPUS, read_input
-from rg.data.splits import QuestionSetConfig, load_split_samples
+from rg.data.splits import DuplicateIdError, QuestionSetConfig, load_split_samples
 from rg.evaluation.job import ENCODER_KINDS, MethodConfig, build_scorer
 from rg.evaluation.qa import (
     Prediction,
@@ -463,7 +463,8 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     ones included), and ``llm_usage_all_runs_by_side`` (``hand`` / ``brain``).
 
     Raises:
-        ValueError: when the side holds no question, ids repeat, or the actor pool does not fit.
+        DuplicateIdError: when question ids repeat.
+        ValueError: when the side holds no question, or the actor pool does not fit.
         EndpointDownError: the LLM reader's or the LLM Brain's endpoint did not answer the preflight
             probe (before any Ray work).
     """
@@ -475,7 +476,7 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     gold = {s.id: Gold.of(s) for s in samples}  # stays on the driver: the evaluation side
     mismatch = reader_evidence_mismatch(cfg)
     if len(gold) != len(samples):
-        raise ValueError(f"question ids repeat in {cfg.input}; every question needs a unique id")
+        raise DuplicateIdError([s.id for s in samples], str(cfg.input))
     brain = cfg.dualtower.brain.llm if cfg.reasoner == "dualtower" and cfg.dualtower is not None else None
     probe_endpoints({"reader.llm": getattr(cfg.reader, "llm", None), "dualtower.brain.llm": brain})  # before Ray
     if cfg.reasoner == "dualtower" and cfg.dualtower is not None:

@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 from rg.config import Config, ConfigError, apply_overrides, read_yaml, validate_config
 from rg.console import user_stream
 from rg.data.sample import Sample
-from rg.data.splits import load_split_samples
+from rg.data.splits import DuplicateIdError, load_split_samples
 from rg.data.storage import resolve_mapping, submitted_job
 from rg.evaluation.qa import answer_questions, build_reader, inference_view
 from rg.evaluation.qa_job import QAEvaluateConfig, build_qa_scorer
@@ -153,7 +153,7 @@ class SweepData:
             raise ValueError(f"no questions on side {base.side!r} of {base.input}; check `base` input, split and side")
         ids = [s.id for s in samples]
         if len(set(ids)) != len(ids):
-            raise ValueError(f"question ids repeat in {base.input}; every question needs a unique id")
+            raise DuplicateIdError(ids, str(base.input))
         if base.reasoner == "dualtower":  # the controller answers each point; there are no scores to cache
             return cls(samples=tuple(inference_view(s) for s in samples), gold={s.id: Gold.of(s) for s in samples},
                        scorer=None)
