@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import sys
 import time
@@ -40,6 +38,7 @@ from typing import Any
 
 import torch
 
+from bench.machine import RunRecord, write_report
 from rg.data.sample import Sample
 from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
@@ -244,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="Folder with the KG-wide privacy_schema.json (jobs.privacy_report on MetaQA).")
     parser.add_argument("--out", default="bench/results/dualtower.json")
     args = parser.parse_args(argv)
+    record = RunRecord("bench.dualtower", argv)
     if args.metaqa_subgraphs is not None:
         needed = {"--metaqa-planner": args.metaqa_planner, "--metaqa-privacy-planner": args.metaqa_privacy_planner,
                   "--metaqa-schema": args.metaqa_schema}
@@ -254,7 +254,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         args.questions, args.train, args.epochs, args.llm_questions, args.multi_topic = 20, 120, 8, 3, 6
     started = time.perf_counter()
-    load_before = os.getloadavg()
     pool, schema = samples(args.questions + args.train, args.seed)
     random.Random(args.seed).shuffle(pool)
     test, train_set = pool[: args.questions], pool[args.questions:]
@@ -287,13 +286,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "questions_per_s": by_mode["utility"]["questions_per_s"],
         "modes": modes, "anchors": ANCHORS, "multi_topic": multi_topic(raw, schema, several),
         "llm_brain_tokens": llm_tokens(schema, test[: args.llm_questions]),
-        "seconds": time.perf_counter() - started, "python": platform.python_version(),
-        "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-        "load_average_before_after": [load_before[0], os.getloadavg()[0]],
+        "seconds": time.perf_counter() - started,
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(out, result, record)
     print(f"dualtower: Hits@1 plaintext {result['hits1_plaintext']:.2f} utility {result['hits1_utility']:.2f} "
           f"privacy {result['hits1_privacy']:.2f} privacy+sanitised {result['hits1_privacy_sanitised']:.2f}; "
           f"{result['brain_calls_per_question']:.2f} Brain calls/question (PrivGemo 4.6-6.5, ToG 13.5-21.7); "
