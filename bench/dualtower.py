@@ -27,6 +27,7 @@ tokens per side of the real prompts (the server counts whitespace tokens). ``--s
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import random
 import sys
@@ -253,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "configs/dualtower_metaqa.yaml)")
     if args.quick:
         args.questions, args.train, args.epochs, args.llm_questions, args.multi_topic = 20, 120, 8, 3, 6
-    started = time.perf_counter()
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
     pool, schema = samples(args.questions + args.train, args.seed)
     random.Random(args.seed).shuffle(pool)
     test, train_set = pool[: args.questions], pool[args.questions:]
@@ -287,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "modes": modes, "anchors": ANCHORS, "multi_topic": multi_topic(raw, schema, several),
         "llm_brain_tokens": llm_tokens(schema, test[: args.llm_questions]),
         "seconds": time.perf_counter() - started,
+        "cpus": os.cpu_count(), "load_average_before_after": [load_before, os.getloadavg()[0]],
     }
     out = Path(args.out)
     write_report(out, result, record)

@@ -242,7 +242,7 @@ def split_summary(split: WordingSplit) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class PlannerRun:
-    """Sizes of one planner comparison (``bench.models`` flags; :data:`QUICK` shrinks them)."""
+    """Sizes of one planner comparison (``bench.planner_bases`` flags; :data:`QUICK` shrinks them)."""
 
     synthetic_questions: int = 200
     metaqa_per_hop: int = 400
