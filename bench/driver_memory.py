@@ -35,6 +35,8 @@ from typing import Any
 
 import yaml
 
+from bench.machine import RunRecord, write_report
+
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "driver_memory"
 
@@ -51,7 +53,6 @@ FLOOR_CHILD = """
 import json, resource, sys
 import ray
 import jobs.train
-from bench.machine import RunRecord, write_report
 from rg.config import load_config, read_yaml
 from rg.runtime import init_ray
 from rg.training.planner_ray import PlannerTrainConfig

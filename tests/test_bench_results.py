@@ -98,7 +98,7 @@ WRITERS: dict[str, Writer] = {
     "planner.json": Writer("bench.planner", "python -m bench.planner",
                            sources=("rg.retrievers.planner.evaluate", "rg.training.planner_data"),
                            data_keys=("speed_ratio_constrained_over_unconstrained",)),
-    "planner_bases.json": Writer("bench.planner_bases", "python -m bench.planner_bases --quick",
+    "planner_bases.json": Writer("bench.planner_bases", "python -m bench.planner_bases --quick --threads 1",
                                  sources=("rg.retrievers.planner.config",), data_keys=PLANNER_BASES_DATA),
     "planner_decode.json": Writer("bench.planner_decode", "python -m bench.planner_decode --questions 32",
                                   data_keys=("bases",)),
