@@ -7,7 +7,9 @@
    the concatenated [e_Q, e_I] keys, buffer merge and ranking; embedding excluded) at 1k and 10k
    records, and 100k in the full run (past ``exact_max`` the index is HNSW). Keys are random unit
    vectors of the sentence encoder's size (384). ``--quick`` stops at 10k and says so
-   (``retrieval_largest``).
+   (``retrieval_largest``). The baseline, timed alternately in the same loop, is an exact
+   inner-product search over the same records' keys: ``retrieval_over_exact_p50_100k`` (the pool's
+   p50 ÷ the exact search's) is the target, the milliseconds are beside it.
 2. **Write throughput**: traces remembered per second into a sealed pool (AES-GCM + fsync per
    record), and bulk records per second (one fsync).
 3. **Replay** (ReMindRAG's edge memory): seconds per question against subgraph size, with a

@@ -47,9 +47,9 @@ import argparse
 import json
 import tempfile
 import time
+from collections.abc import Sequence
 from itertools import islice
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any, Callable, get_args
 
 import numba
