@@ -109,6 +109,7 @@ WRITERS: dict[str, Writer] = {
     "read_stage.json": Writer("bench.read_stage", "python -m bench.read_stage --isa avx2",
                               sources=("bench.demo",), data_keys=("isa_env",)),
     "reader_tuned.json": Writer("bench.reader_tuned", "python -m bench.reader_tuned --quick --demo DIR",
+                                sources=("rg.training.reader_loop",),
                                 data_keys=("reader_quick_run.*.hits1_per_hop", "reader_quick_run.*.hit_per_hop",
                                            "reader_quick_run.*.n_per_hop", "reader_quick_run.ceiling.*",
                                            "reader_hits1_metaqa", "reader_hits1_metaqa_retriever_scores",
