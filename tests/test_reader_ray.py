@@ -16,7 +16,7 @@ from rg.evaluation.scorers import HopDistanceScorer
 from rg.evidence import EvidenceConfig
 from rg.graph import KnowledgeGraph
 from rg.models import REGISTRY, ModelNotAvailableError
-from rg.training.reader_ray import REPORT_FILE, ReaderTrainConfig, train_reader
+from rg.training.reader_ray import REPORT_FILE, ReaderTrainConfig, fit_depth, train_reader
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +42,24 @@ def config(parquet, tmp_path, epochs: int) -> ReaderTrainConfig:
         "num_workers": 2, "run_name": "test_reader", "storage_path": str(tmp_path / "ray_results"),
         "output_dir": str(tmp_path / "out"), "ray": {"num_cpus": 2},
     })
+
+
+def test_the_depth_predictor_is_fitted_on_the_training_side_and_scored_on_the_validation_side(synthetic_parquet,
+                                                                                          tmp_path):
+    from rg.data.splits import load_split_samples
+    from rg.reasoning.dualtower.template import topic_template
+    from rg.reasoning.hops import HopPredictor
+    from rg.text import TextEncoder
+
+    cfg = config(synthetic_parquet, tmp_path, epochs=1)
+    report = fit_depth(cfg, tmp_path / "hops")
+    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=False)
+    assert (report["train_questions"], report["val_questions"]) == (len(sides["train"]), len(sides["val"]))
+    predictor = HopPredictor.load(tmp_path / "hops")
+    assert sorted(predictor.hops.tolist()) == sorted(s.hops for s in sides["train"])
+    val = sides["val"]
+    predicted = predictor.predict([topic_template(s.question, s.q_entities) for s in val], TextEncoder(cfg.encoder))
+    assert report["val_accuracy"] == sum(p == s.hops for p, s in zip(predicted, val)) / len(val)
 
 
 @pytest.mark.slow  # two Ray Train runs; the README's main command (the demo) trains the reader on Ray Train too
