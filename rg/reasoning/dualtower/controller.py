@@ -81,7 +81,7 @@ from rg.reasoning.dualtower.phases import (
 from rg.reasoning.dualtower.prune import PruneScorer, agreeing, fuzzy_top
 from rg.reasoning.dualtower.result import BrainFault, DualTowerResult
 from rg.reasoning.dualtower.similarity import Similarity
-from rg.reasoning.dualtower.template import tag_topics, topic_template
+from rg.reasoning.dualtower.template import reader_question, tag_topics, topic_template
 from rg.reasoning.dualtower.tree import ReasoningTree, TreeNode, next_step
 from rg.reasoning.dualtower.reading import LOCAL_FALLBACK, HandReader, TunedHand
 from rg.retrievers.planner.model import PlannerModel
@@ -282,7 +282,7 @@ class DualTowerController:
         # without one, the verified walks' length, else the Brain's predicted depth)
         hops = max((len(w) for g in verified for w in g.walks), default=analysis.depth) if triples is None else None
         reading, hand_fault = await self.reader.read(
-            q.question, evidence, q.ledger, raw=q.names.display_triples(raw), topics=[q.names.display(t) for t in topics],
+            reader_question(q.question, topics, q.names), evidence, q.ledger, raw=q.names.display_triples(raw), topics=[q.names.display(t) for t in topics],
             verified=q.names.display_triples(kg.triple(t) for t in sorted(walked)), hops=hops, template=template)
         if hand_fault is not None:
             q.faults.append(BrainFault("hand_read", hand_fault, reading.usage.calls, LOCAL_FALLBACK))

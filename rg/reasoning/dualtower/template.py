@@ -35,3 +35,22 @@ def topic_template(text: str, topics: Sequence[str], names: NameBook | None = No
     for form, i in _topic_forms(topics, names):
         text = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", f"TE_{i + 1}", text, flags=re.IGNORECASE)
     return text
+
+
+def reader_question(text: str, topics: Sequence[str], names: NameBook | None = None) -> str:
+    """The question as the Hand's tuned reader reads it: each topic mention written as the KG names the topic
+    (one pass, longer forms first), the first letter upper-case, and a question mark when it ends without a
+    stop. The reader learnt on questions written that way; a question typed in lower case without its mark
+    asks the same thing (the question as asked is what the Brain's side and the memory see)."""
+    book = names if names is not None else NameBook()
+    forms = _topic_forms(topics, names)
+    if forms:
+        index = {form.lower(): i for form, i in reversed(forms)}  # the longest form's topic wins a tie
+        pattern = "|".join(re.escape(form) for form, _ in forms)
+        text = re.sub(rf"(?<!\w)(?:{pattern})(?!\w)", lambda m: book.display(topics[index[m.group(0).lower()]]), text,
+                      flags=re.IGNORECASE)
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text[-1] in ".?!" else text + "?"
