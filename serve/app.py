@@ -159,7 +159,7 @@ class Ingress:
         result = await self._answer(body.question, body.topics, response)
         out = {
             "question": result["question"], "answers": result["answers"], "evidence": result["evidence"],
-            "topics": result["topics"], "fallback": result["fallback"],
+            "support": result["support"], "topics": result["topics"], "fallback": result["fallback"],
             "brain": result["brain_status"], "brain_name": result["brain"], "brain_calls": result["brain_calls"],
             "brain_saw": [json.loads(p) for p in result["brain_payloads"]],
             "usage": result["usage_by_side"], "usage_ledger": result["usage"], "exposure": result["exposure"],

@@ -187,6 +187,8 @@ def test_answer_with_evidence_what_the_brain_saw_and_usage_per_side(client, scri
     assert body["answers"] == ["Martin Scorsese"]
     assert body["brain"] == "ok" and body["faults"] == [] and body["brain_name"] == "proxy:llm"
     assert any("Casino" in line and "Martin Scorsese" in line for line in body["evidence"])
+    # why the answer: the lines its reader read that end at it (raw names, Hand side only)
+    assert body["support"] == {"Martin Scorsese": ["Casino → [directed_by] → Martin Scorsese"]}
     # what the Brain saw is exactly what reached the Brain's endpoint, with no raw entity name in it
     sent = [r.body for r in scripted_brain.chat_requests[before:]]
     assert len(body["brain_saw"]) == len(sent) == body["brain_calls"] == body["usage"]["brain"]["calls"] >= 1
@@ -329,6 +331,8 @@ def test_the_page_shows_the_answer_and_what_the_brain_saw(endpoint, tmp_path):
         assert driver.find_element(By.ID, "brain").text.startswith("brain: ok")
         chains = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#evidence li")]
         assert any("Casino" in c and "Martin Scorsese" in c for c in chains)
+        assert [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#support dt, #support dd")] == \
+            ["Martin Scorsese", "Casino → [directed_by] → Martin Scorsese"]
         shown = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#brain-saw pre.payload")]
         assert shown and '"kind": "analysis"' in shown[0] and "TE_1" in shown[0]
         assert [leaks(text, RAW_ENTITIES) for text in shown] == [[]] * len(shown)  # the anonymised view

@@ -290,7 +290,8 @@ class DualTowerController:
         fallback = None if verified else "unverified"
         lines = tuple(c.render() for c in evidence.chains())
         await self._write_back(q, tree, analysis, verified, template, topics, kg, reading.answers, replay, qvec)
-        return self._result(q, reading.answers, lines, tuple(tree.to_dict()), fallback, topics)
+        support = {a.text: tuple(dict.fromkeys(c.render() for c in a.chains)) for a in reading.selected}
+        return self._result(q, reading.answers, lines, tuple(tree.to_dict()), fallback, topics, support)
 
     # ------------------------------------------------------------------------------ memory
     async def _recall(self, q: _Question, template: str, raw: Sequence[Triple], topics: Sequence[str]):
@@ -633,10 +634,10 @@ class DualTowerController:
             q.timed("brain", started)
 
     def _result(self, q: _Question, answers, evidence, tree, fallback: str | None,
-                topics: Sequence[str]) -> DualTowerResult:
+                topics: Sequence[str], support: dict[str, tuple[str, ...]] | None = None) -> DualTowerResult:
         return DualTowerResult(
             question=q.question, answers=tuple(answers), evidence=tuple(evidence), brain_payloads=tuple(q.payloads),
             brain=self.brains.name, brain_calls=q.ledger.by_side().get("brain", Usage()).calls, usage=q.ledger.to_dict(),
             exposure=q.session.exposure.to_dict(), faults=tuple(q.faults), tree=tuple(tree),
             timings=dict(q.timings), fallback=fallback, topics=tuple(topics), memory=dict(q.memory),
-            indicator_selections=q.indicator_selections)
+            indicator_selections=q.indicator_selections, support=dict(support or {}))
