@@ -23,6 +23,7 @@ that and reduces it, on the anonymised working subgraph (view triples from
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import re
 from collections import Counter, defaultdict, deque
@@ -144,19 +145,15 @@ class _Graph:
     """A view as integer arrays: node labels, and edges (head, relation id, tail)."""
 
     def __init__(self, triples: Iterable[Triple], extra: Iterable[str] = ()) -> None:
-        self.index: dict[str, int] = {}
-        relations: dict[str, int] = {}
-        heads, rels, tails = [], [], []
-        for h, r, t in dict.fromkeys(triples):
-            heads.append(self.index.setdefault(h, len(self.index)))
-            rels.append(relations.setdefault(r, len(relations)))
-            tails.append(self.index.setdefault(t, len(self.index)))
-        for node in extra:
-            self.index.setdefault(node, len(self.index))
-        self.names = list(self.index)
-        self.heads = np.asarray(heads, dtype=np.int64)
-        self.rels = np.asarray(rels, dtype=np.int64)
-        self.tails = np.asarray(tails, dtype=np.int64)
+        distinct = list(dict.fromkeys(triples))
+        heads, rels, tails = zip(*distinct) if distinct else ((), (), ())
+        # nodes numbered in order of first appearance (h1, t1, h2, t2, ...), then the extra ones
+        self.names = list(dict.fromkeys(itertools.chain(itertools.chain.from_iterable(zip(heads, tails)), extra)))
+        self.index: dict[str, int] = dict(zip(self.names, range(len(self.names))))
+        relations = dict(zip(dict.fromkeys(rels), itertools.count()))
+        self.heads = np.fromiter(map(self.index.__getitem__, heads), dtype=np.int64, count=len(heads))
+        self.rels = np.fromiter(map(relations.__getitem__, rels), dtype=np.int64, count=len(rels))
+        self.tails = np.fromiter(map(self.index.__getitem__, tails), dtype=np.int64, count=len(tails))
 
     def __len__(self) -> int:
         return len(self.names)
@@ -237,8 +234,7 @@ def personalised_pagerank(graph: _Graph, seeds: Sequence[int], restart: float, i
     score = jump.copy()
     share = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)
     for _ in range(iterations):
-        spread = np.zeros(n)
-        np.add.at(spread, dst, (score * share)[src])
+        spread = np.bincount(dst, weights=(score * share)[src], minlength=n)  # summed in edge order, as np.add.at
         score = restart * jump + (1.0 - restart) * spread
     return score
 
