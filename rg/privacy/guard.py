@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Literal, NamedTuple
 
 import ahocorasick
@@ -123,6 +123,8 @@ class GuardIndex:
         for string in strings:
             if string not in self._keys:
                 self._keys[string] = keys_of(string)
+        self.keys: Callable[[str], Keys | None] = self._keys.get
+        """The keys of a string if the index holds it, else None (a dict lookup: guards call it per string)."""
         self._plain = ahocorasick.Automaton()  # " key " → key: guardable plain keys and their spaced forms
         self._marked = ahocorasick.Automaton()  # marked key → key
         for keys in self._keys.values():
@@ -141,10 +143,6 @@ class GuardIndex:
 
     def __contains__(self, string: object) -> bool:
         return string in self._keys
-
-    def keys(self, string: str) -> Keys | None:
-        """The keys of ``string`` if the index holds it."""
-        return self._keys.get(string)
 
     def holds_plain(self, key: str) -> bool:
         """Whether the shared automaton finds the plain (or spaced) key ``key``."""

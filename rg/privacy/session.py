@@ -323,10 +323,11 @@ class PrivacySession:
             return
         pairs: list[tuple[str, str]] = []
         types, book_names, book_aliases = self.schema.types, self.names.names, self.names.aliases
+        viewed, every = self._views, self.config.ratio >= 1.0
         for raw in entities:
             kind = types.get(raw, UNKNOWN)
-            if kind in SCHEMA_KINDS or (raw, False) in self._views or not self._anonymised(raw):  # is_public
-                continue
+            if kind in SCHEMA_KINDS or (viewed and (raw, False) in viewed) or not (every or self._anonymised(raw)):
+                continue  # public (schema vocabulary), guarded when viewed, or left in the clear by the ratio
             if raw in book_names or raw in book_aliases:
                 pairs += self._guard_pairs(raw, kind)
             else:  # an id that is its own name: its one form (NameBook.forms), without building it
@@ -347,7 +348,8 @@ class PrivacySession:
         """
         self._live_key()
         distinct = list(dict.fromkeys(triples))
-        self.guard_entities({e for h, _, t in distinct for e in (h, t)})
+        heads, _, tails = zip(*distinct) if distinct else ((), (), ())
+        self.guard_entities(set(heads).union(tails))
         if self.config.mode == "privacy":
             self.guard.add("relation", {r for _, r, _ in distinct})
         kept = prune(distinct, frozenset(topics), sanitiser)

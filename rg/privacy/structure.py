@@ -302,25 +302,31 @@ def prune(triples: Sequence[Triple], anchors: frozenset[str], config: SanitiserC
     bounds = np.searchsorted(src[order], np.arange(len(graph) + 1))
     node_budget = math.inf if config.max_nodes is None else max(0, config.max_nodes - len(seeds))
     edge_budget = math.inf if config.max_edges is None else config.max_edges
-    kept = np.zeros(len(graph), dtype=bool)
-    kept[seeds] = True
+    # the best-first growth runs in Python over plain lists: numpy's per-element indexing costs more than the work
+    neighbours, vias, starts = dst.tolist(), edge.tolist(), bounds.tolist()
+    negative_score = (-score).tolist()
+    kept_nodes = bytearray(len(graph))
+    for seed in seeds:
+        kept_nodes[seed] = 1
     tree: list[int] = []
     frontier: list[tuple[float, int, int]] = []
 
     def reach(node: int) -> None:
-        for other, via in zip(dst[bounds[node]:bounds[node + 1]].tolist(), edge[bounds[node]:bounds[node + 1]].tolist()):
-            if not kept[other]:
-                heapq.heappush(frontier, (-score[other], other, via))
+        for i in range(starts[node], starts[node + 1]):
+            other = neighbours[i]
+            if not kept_nodes[other]:
+                heapq.heappush(frontier, (negative_score[other], other, vias[i]))
 
     for seed in seeds:
         reach(seed)
     while frontier and len(tree) < min(node_budget, edge_budget):
         _, node, via = heapq.heappop(frontier)
-        if kept[node]:
+        if kept_nodes[node]:
             continue
-        kept[node] = True
+        kept_nodes[node] = 1
         tree.append(via)
         reach(node)
+    kept = np.frombuffer(bytes(kept_nodes), dtype=np.uint8).astype(bool)
     others = np.flatnonzero(kept[graph.heads] & kept[graph.tails])
     others = others[~np.isin(others, tree)]
     room = len(others) if math.isinf(edge_budget) else max(0, int(edge_budget) - len(tree))
