@@ -545,7 +545,7 @@ def test_serve_quality_smoke(tmp_path: Path, ray_local) -> None:
                 for q in questions]
         (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     with ScriptedServer(Script.always(Respond(relation_brain))) as brain:
-        args = {"kg": {"synthetic": {"seed": 0, "questions": 200}},
+        args = {"kg": {"synthetic": {"seed": 0, "questions": 200}}, "auth": {"mode": "off"},
                 "linking": {"index_dir": str(tmp_path / "index"), "dense": "off"},
                 "dualtower": {"similarity": "lexical", "brain": {"kind": "llm", "llm": {
                     "base_url": brain.base_url, "model": "scripted", "side": "brain"}}}}

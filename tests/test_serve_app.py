@@ -64,7 +64,7 @@ def app_config(folder: Path, brain_url: str, **overrides) -> dict:
                                 "llm": {"base_url": brain_url, "model": "scripted", "side": "brain",
                                         "max_retries": 0, "backoff_s": 0.0, "max_backoff_s": 0.0,
                                         "timeout_s": 5.0}}},
-        "max_body_bytes": 2048, "request_timeout_s": 30.0, "brain_timeout_s": 10.0,
+        "max_body_bytes": 2048, "request_timeout_s": 30.0, "brain_timeout_s": 10.0, "auth": {"mode": "off"},
         "ingress": ZERO_CPU, "hand": ZERO_CPU, "brain": ZERO_CPU, **overrides,
     }
 

@@ -65,3 +65,16 @@ class KGEditor:
 
     def close(self) -> None:
         self.log.close()
+
+
+def editable_store(store, writer: bool = True) -> EditableStore:
+    """The store edits are applied to: a versioned copy of an in-memory KG (each process holds its own), or the
+    SPARQL store itself (one shared store: ``writer`` runs the updates, the others follow the version)."""
+    from rg.kgedits.versioned import VersionedStore
+    from rg.stores.memory import MemoryStore
+
+    if isinstance(store, MemoryStore):
+        return VersionedStore(store)
+    from rg.kgedits.sparql import SparqlEditTarget
+
+    return SparqlEditTarget(store, writer=writer)
