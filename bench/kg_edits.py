@@ -241,6 +241,7 @@ def run(seconds: float, edit_period_s: float, edit_count: int, out: Path) -> dic
     folder = Path(tempfile.mkdtemp(prefix="bench_kg_edits_"))
     kb = folder / "kg.tsv"
     kb.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in TRIPLES), encoding="utf-8")
+    (folder / "schema").mkdir()
     schema().save(folder / "schema")
     token = secrets.token_urlsafe(24)
     os.environ[TOKEN_ENV] = token  # read by the Ingress replica (a child of this process's Ray)

@@ -175,6 +175,7 @@ class Ingress:
             "exposure_totals": result["exposure_totals"],
             "faults": result["faults"], "memory": result["memory"],
             "kg_version": result["kg_version"], "kg_sync": result["kg_sync"],
+            "answer_touches_edits": result["answer_touches_edits"],
         }
         if body.options.include_timings:
             out["timings"] = result["timings"]

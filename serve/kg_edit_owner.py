@@ -69,8 +69,12 @@ class KGEditOwner:
     def status(self) -> dict[str, Any]:
         """The version, the records replayed when this replica opened the log and a torn tail it cut, if any."""
         torn = self.editor.log.report.torn
+        records = self.editor.log.records
         return {"version": self.editor.version, "replayed": self.editor.replayed,
-                "torn": torn.describe() if torn is not None else None}
+                "torn": torn.describe() if torn is not None else None,
+                "added_since_base": sum(len(r.adds) for r in records),
+                "deleted_since_base": sum(len(r.deletes) for r in records),
+                "new_entities_since_base": sum(len(r.new_entities) for r in records)}
 
     def __del__(self) -> None:
         editor = getattr(self, "editor", None)

@@ -93,7 +93,7 @@ def test_every_data_route_needs_a_token_with_its_scope(client):
 
 def test_add_change_delete_then_ask_never_gives_a_stale_answer(client):
     first = ask(client, "who wrote Casino", ["Casino"])
-    assert first["answers"] == ["Nicholas Pileggi"]
+    assert first["answers"] == ["Nicholas Pileggi"] and first["answer_touches_edits"] is False
     assert ask(client, "who wrote Casino", ["Casino"])["memory"]["analysis"] in {"experience", "replay"}
     changed = edit(client, ("delete", "Casino", "written_by", "Nicholas Pileggi"),
                    ("add", "Casino", "written_by", "Ann Newwriter"))
@@ -104,6 +104,7 @@ def test_add_change_delete_then_ask_never_gives_a_stale_answer(client):
     for _ in range(6):  # both Hand replicas, remembered or not
         after = ask(client, "who wrote Casino", ["Casino"])
         assert after["kg_version"] >= reply["version"] and after["answers"] == ["Ann Newwriter"], after
+        assert after["answer_touches_edits"] is True  # drift: an answer resting on an added fact
     gone = edit(client, ("delete", "Casino", "written_by", "Ann Newwriter")).json()
     for _ in range(6):
         last = ask(client, "who wrote Casino", ["Casino"])

@@ -33,10 +33,23 @@ class EditOrderError(RuntimeError):
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One version of the KG."""
+    """One version of the KG; ``added`` holds the triples edits added since version 0 that it still has (what
+    drift is measured by: answers resting on facts the retrievers were not trained on)."""
 
     version: int
     store: MemoryStore
+    added: frozenset = frozenset()
+
+    def added_names(self) -> frozenset[str]:
+        """Names of the entities at either end of :attr:`added` (computed once per snapshot)."""
+        cached = self.__dict__.get("_added_names")
+        if not self.added:
+            return frozenset()
+        if cached is None:
+            ids = sorted({e for h, _, t in self.added for e in (h, t)})
+            cached = frozenset(n for n in self.store.entity_names(ids).values() if n is not None)
+            object.__setattr__(self, "_added_names", cached)
+        return cached
 
 
 def apply_record(store: MemoryStore, record: EditRecord) -> MemoryStore:
@@ -129,7 +142,8 @@ class VersionedStore:
                 raise EditOrderError(f"edit record version {record.version} does not follow this store's "
                                      f"{current.version}. Fix: apply versions {current.version + 1}.."
                                      f"{record.version - 1} first (replay the log in order)")
-            self._current = Snapshot(record.version, apply_record(current.store, record))
+            added = (current.added - set(record.deletes)) | set(record.adds)
+            self._current = Snapshot(record.version, apply_record(current.store, record), frozenset(added))
             return True
 
     def apply_all(self, records: Sequence[EditRecord]) -> int:
