@@ -12,8 +12,9 @@ KGEditOwner with its edit log, and bearer tokens. Measured in one run:
 - **under edits**: the same client while a steady stream changes the films' writers (each batch deletes
   the old writer and adds a new, uniquely named one) → ``p50_under_edits_ms`` and
   ``latency_ratio_under_edits`` (the same run's baseline is the denominator);
-- **visibility**: after each edit's reply, the writer thread asks about the film until two answers in a row
-  (Serve spreads them over the two Hand replicas) name the new writer → ``visible_p95_s``;
+- **visibility**: a third phase: after each edit's reply, the writer thread asks about the film until two
+  answers in a row (Serve spreads them over the two Hand replicas) name the new writer → ``visible_p95_s``
+  (so it includes two question round trips: ``question_p50_during_visibility_ms``);
 - **stale answers**: every answer of the run about a film's writer is checked against the edit history: one
   naming a writer whose deletion was acknowledged before the question was sent is stale → ``stale_answers``
   (the questions repeat, so most are answered from memory);
@@ -125,7 +126,9 @@ def ask_loop(client: Client, history: History, stop: threading.Event, out: list[
 
 
 def edit_loop(client: Client, history: History, stop: threading.Event, period_s: float, tag: str,
-              visible: list[float], statuses: list[int]) -> None:
+              statuses: list[int], visible: list[float] | None = None) -> None:
+    """A steady stream of writer changes; with ``visible``, after each reply ask about the film until two answers
+    in a row (Serve spreads them over the Hand replicas) name the new writer, and record how long that took."""
     n = 0
     while not stop.is_set():
         started = time.perf_counter()
@@ -133,7 +136,7 @@ def edit_loop(client: Client, history: History, stop: threading.Event, period_s:
         new = f"Writer {tag}{n}"
         status, acked, _ = history.change(client, film, new)
         statuses.append(status)
-        if status == 200:
+        if status == 200 and visible is not None:
             streak, deadline = 0, acked + 30.0
             while streak < 2 and time.perf_counter() < deadline:
                 code, reply = client.ask(f"who wrote {film}", [film])
@@ -159,11 +162,13 @@ def edits_per_s(client: Client, count: int, clients: int) -> float:
 
 
 def app_pids(app: str, only: str | None = None) -> list[int]:
-    from ray.util.state import list_actors
+    """PIDs of the app's replica processes (``only``: one deployment's), each asked of the replica's actor."""
+    import ray
 
-    actors = list_actors(filters=[("state", "=", "ALIVE")], limit=1000, detail=True)
-    return [a["pid"] for a in actors if a["class_name"].startswith(f"ServeReplica:{app}:")
-            and (only is None or a["class_name"].endswith(f":{only}"))]
+    named = [a for a in ray.util.list_named_actors(all_namespaces=True)
+             if "SERVE_REPLICA" in a["name"] and f"{app}#" in a["name"] and (only is None or f"#{only}#" in a["name"])]
+    actors = [ray.get_actor(a["name"], namespace=a["namespace"]) for a in named]
+    return ray.get([actor.__ray_call__.remote(lambda _self: os.getpid()) for actor in actors], timeout=60)
 
 
 def kill_during_stream(client: Client, log_path: str, app: str, only: str | None, seconds: float) -> dict[str, Any]:
@@ -284,11 +289,10 @@ def run(seconds: float, edit_period_s: float, edit_count: int, out: Path) -> dic
 
         t = time.perf_counter()
         under: list[dict] = []
-        visible: list[float] = []
         statuses: list[int] = []
         stop = threading.Event()
         threads = [threading.Thread(target=ask_loop, args=(client, history, stop, under)),
-                   threading.Thread(target=edit_loop, args=(client, history, stop, edit_period_s, "s", visible, statuses))]
+                   threading.Thread(target=edit_loop, args=(client, history, stop, edit_period_s, "s", statuses))]
         for th in threads:
             th.start()
         time.sleep(seconds)
@@ -296,6 +300,21 @@ def run(seconds: float, edit_period_s: float, edit_count: int, out: Path) -> dic
         for th in threads:
             th.join()
         phases["under_edits"] = time.perf_counter() - t
+
+        t = time.perf_counter()  # visibility: edits, each followed by questions until both replicas show it
+        visible: list[float] = []
+        seen: list[dict] = []
+        stop = threading.Event()
+        threads = [threading.Thread(target=ask_loop, args=(client, history, stop, seen)),
+                   threading.Thread(target=edit_loop, args=(client, history, stop, edit_period_s, "v", statuses,
+                                                            visible))]
+        for th in threads:
+            th.start()
+        time.sleep(seconds)
+        stop.set()
+        for th in threads:
+            th.join()
+        phases["visibility"] = time.perf_counter() - t
         p50_base = statistics.median(r["ms"] for r in base if r["status"] == 200)
         p50_under = statistics.median(r["ms"] for r in under if r["status"] == 200)
         result.update({
@@ -304,8 +323,11 @@ def run(seconds: float, edit_period_s: float, edit_count: int, out: Path) -> dic
             "latency_ratio_under_edits": round(p50_under / p50_base, 3),
             "edits_in_stream": len(statuses), "edit_statuses": {str(s): statuses.count(s) for s in set(statuses)},
             "visible_p50_s": p(visible, 0.5), "visible_p95_s": p(visible, 0.95), "visible_max_s": max(visible, default=None),
-            "stale_answers": sum(r["stale"] for r in base + under),
-            "non_200_answers": sum(r["status"] != 200 for r in base + under),
+            "visibility_edits": len(visible),
+            "question_p50_during_visibility_ms": round(statistics.median(r["ms"] for r in seen), 1) if seen else None,
+            "stale_answers": sum(r["stale"] for r in base + under + seen),
+            "answers_checked_for_staleness": len(base + under + seen),
+            "non_200_answers": sum(r["status"] != 200 for r in base + under + seen),
         })
 
         t = time.perf_counter()

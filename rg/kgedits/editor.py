@@ -60,8 +60,12 @@ class KGEditor:
             return record
 
     def since(self, version: int) -> Sequence[EditRecord]:
-        """Records after ``version``, in order (what a replica that is at ``version`` applies)."""
-        return self.log.records_since(version)
+        """Records after ``version`` that are applied to the store, in order (what a replica at ``version`` applies).
+
+        A record is logged before it is applied; a replica reading a shared triple store must not move to its
+        version before the update has landed there.
+        """
+        return self.log.records_since(version)[: max(0, self.store.version - version)]
 
     def close(self) -> None:
         self.log.close()
