@@ -14,7 +14,7 @@ from tests.stores_virtuoso import load_graph
 
 TINY = [("a", "r", "b"), ("b", "s", "c"), ("a", "q", "c"), ("c", "r", "a")]
 """Exported ids: m.00 (a), m.01 (b), m.02 (c)."""
-NASTY = 'Zoë "quoted" {x} <y> \\ line\nbreak" . } ; DROP ALL ; INSERT DATA { <a> <b> "'
+NASTY = 'Zoë "quoted" {x} <y> \\ 漢字 " . } ; DROP ALL ; INSERT DATA { <a> <b> "'
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def test_edits_reach_the_triple_store_and_replay_idempotently(store, virtuoso, t
 
     with pytest.raises(EditRejected) as err:  # validation asks the endpoint
         with EditLog.open(cfg.log_path) as log:
-            KGEditor(SparqlEditTarget(store), log, cfg).edit(batch(("delete", "a", "q", "c"),
+            KGEditor(SparqlEditTarget(store), log, cfg).edit(batch(("delete", "b", "r", "c"),
                                                                    ("add", "a", "nope", "b")))
     assert [p.reason for p in err.value.problems] == ["no_such_triple", "unknown_relation"]
 
