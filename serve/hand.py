@@ -130,7 +130,7 @@ class HandServer:
         by_side = {side: sides.get(side, Usage()).to_dict() for side in SIDES}
         # drift: an answer that is an end of a triple added since version 0 may rest on a fact the retrievers and
         # the planner never saw (an upper bound: that entity may also be answered through an old fact)
-        added = snapshot.added_names() if snapshot is not None and hasattr(snapshot, "added_names") else frozenset()
+        added = snapshot.added_names if snapshot is not None else frozenset()
         return {**result.to_dict(), "brain_status": brain_status(result), "usage_by_side": by_side,
                 "kg_version": snapshot.version if snapshot is not None else 0, "kg_sync": sync,
                 "answer_touches_edits": any(a in added for a in result.answers)}

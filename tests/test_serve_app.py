@@ -264,6 +264,16 @@ def test_health_readiness_and_the_page(client):
     assert "/v1/answer" in client.get("/ok/openapi.json").json()["paths"]
 
 
+def test_kg_edits_are_off_unless_configured(client):
+    """Without `kg_edits` the KG is read-only: the edit route is a 404 naming the key; answers are on version 0."""
+    edit = client.post("/ok/v1/kg/edits", json={"edits": [{"op": "add", "head": "Heat", "relation": "release_year",
+                                                           "tail": "1996"}]})
+    assert edit.status_code == 404 and "kg_edits" in edit.json()["detail"]
+    assert client.get("/ok/v1/kg/version").json() == {"version": 0, "edits": "off"}
+    answer = client.post("/ok/v1/answer", json={"question": "when was Heat released", "topics": ["Heat"]}).json()
+    assert answer["answers"] == ["1995"] and answer["kg_version"] == 0 and answer["kg_sync"] == "static"
+
+
 @pytest.mark.slow  # redeploys the /ok app's replicas (~40 s here)
 def test_tunables_reach_the_running_hand_as_its_user_config(endpoint, client, ok_config):
     """serve.run from Python redeploys the replicas (Serve gives each run a new code version); with

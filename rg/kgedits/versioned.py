@@ -16,6 +16,7 @@ import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -40,16 +41,13 @@ class Snapshot:
     store: MemoryStore
     added: frozenset = frozenset()
 
+    @cached_property
     def added_names(self) -> frozenset[str]:
         """Names of the entities at either end of :attr:`added` (computed once per snapshot)."""
-        cached = self.__dict__.get("_added_names")
         if not self.added:
             return frozenset()
-        if cached is None:
-            ids = sorted({e for h, _, t in self.added for e in (h, t)})
-            cached = frozenset(n for n in self.store.entity_names(ids).values() if n is not None)
-            object.__setattr__(self, "_added_names", cached)
-        return cached
+        ids = sorted({e for h, _, t in self.added for e in (h, t)})
+        return frozenset(n for n in self.store.entity_names(ids).values() if n is not None)
 
 
 def apply_record(store: MemoryStore, record: EditRecord) -> MemoryStore:
