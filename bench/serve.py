@@ -88,7 +88,7 @@ def app_args(brain_url: str, questions: int) -> dict[str, Any]:
         "dualtower": {"privacy": {"mode": "utility"}, "similarity": "lexical",
                       "brain": {"kind": "llm", "llm": {"base_url": brain_url, "model": "scripted", "side": "brain",
                                                        "max_retries": 0, "timeout_s": 10.0}}},
-        "request_timeout_s": 60.0, "brain_timeout_s": 30.0,
+        "request_timeout_s": 60.0, "brain_timeout_s": 30.0, "auth": {"mode": "off"},
         "ingress": {"max_ongoing_requests": 256, "max_queued_requests": 256, "num_cpus": 0.1},
         "hand": HAND, "brain": {"max_ongoing_requests": 16, "max_queued_requests": 64, "num_cpus": 0.25},
     }

@@ -64,7 +64,7 @@ def app_config(folder: Path, brain_url: str, **overrides) -> dict:
                                 "llm": {"base_url": brain_url, "model": "scripted", "side": "brain",
                                         "max_retries": 0, "backoff_s": 0.0, "max_backoff_s": 0.0,
                                         "timeout_s": 5.0}}},
-        "max_body_bytes": 2048, "request_timeout_s": 30.0, "brain_timeout_s": 10.0,
+        "max_body_bytes": 2048, "request_timeout_s": 30.0, "brain_timeout_s": 10.0, "auth": {"mode": "off"},
         "ingress": ZERO_CPU, "hand": ZERO_CPU, "brain": ZERO_CPU, **overrides,
     }
 
@@ -264,6 +264,16 @@ def test_health_readiness_and_the_page(client):
     page = client.get("/ok/")
     assert page.status_code == 200 and 'id="brain-saw"' in page.text
     assert "/v1/answer" in client.get("/ok/openapi.json").json()["paths"]
+
+
+def test_kg_edits_are_off_unless_configured(client):
+    """Without `kg_edits` the KG is read-only: the edit route is a 404 naming the key; answers are on version 0."""
+    edit = client.post("/ok/v1/kg/edits", json={"edits": [{"op": "add", "head": "Heat", "relation": "release_year",
+                                                           "tail": "1996"}]})
+    assert edit.status_code == 404 and "kg_edits" in edit.json()["detail"]
+    assert client.get("/ok/v1/kg/version").json() == {"version": 0, "edits": "off"}
+    answer = client.post("/ok/v1/answer", json={"question": "when was Heat released", "topics": ["Heat"]}).json()
+    assert answer["answers"] == ["1995"] and answer["kg_version"] == 0 and answer["kg_sync"] == "static"
 
 
 @pytest.mark.slow  # redeploys the /ok app's replicas (~40 s here)

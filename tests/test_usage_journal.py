@@ -268,7 +268,7 @@ def test_brain_proxy_books_each_brain_call_in_the_serve_journal(tmp_path, monkey
     from serve.config import ServeConfig
 
     monkeypatch.chdir(tmp_path)
-    cfg = validate_config({"kg": {"synthetic": {}}, "usage_journal": "usage/brain.jsonl"}, ServeConfig)
+    cfg = validate_config({"kg": {"synthetic": {}}, "auth": {"mode": "off"}, "usage_journal": "usage/brain.jsonl"}, ServeConfig)
     assert cfg.usage_journal == str(tmp_path / "usage" / "brain.jsonl")  # absolute where the app is built
     payload = AnalysisPayload(question="who directed TE_1", topics=(TopicView(tag="TE_1", node="ent_1 (film)"),),
                               max_depth=2)
