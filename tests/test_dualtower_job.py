@@ -109,7 +109,7 @@ def test_the_job_report_totals_what_the_brain_endpoint_received(ray_local, tmp_p
     from rg.data.rog import write_rog_parquet
     from rg.data.sample import Sample
     from rg.evaluation.qa_job import evaluate_qa
-    from rg.llm.scripted_server import Respond, Script, ScriptedServer
+    from tests.scripted_server import Respond, Script, ScriptedServer
     from tests.test_dualtower_wire import brain
 
     samples = [Sample(f"q{i}", q, (a,), topics, (a,), TRIPLES) for i, (q, topics, a) in enumerate(QUESTIONS)]

@@ -20,10 +20,10 @@ from rg.data.rog import read_rog, write_rog_parquet
 from rg.data.subgraphs import SubgraphConfig, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer
 from rg.supervision.job import EndpointWatch, RefineConfig, _SelectorActor, refine
 from rg.supervision.labels import read_labels
 from rg.supervision.refine import prepare_question
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[1]
 

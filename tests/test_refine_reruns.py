@@ -18,10 +18,10 @@ from rg.data.subgraphs import SubgraphConfig, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.llm.journal import read_journal
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from rg.supervision import job as refine_module
 from rg.supervision.job import JOURNAL_FILE, RefineConfig, refine
 from rg.supervision.labels import read_labels
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 
 
 @pytest.fixture(scope="module")

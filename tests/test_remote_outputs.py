@@ -26,9 +26,9 @@ from rg.data.rog import write_rog_parquet
 from rg.data.storage import JOB_ENV, StorageRootError
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.locks import OutputLockedError
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer
 from rg.supervision.job import RefineConfig
 from rg.supervision.labels import read_labels
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer
 from tests.test_refine_job import samples_file, slow_llm_config  # noqa: F401 — fixture
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -28,13 +28,13 @@ from rg.graph import KnowledgeGraph
 from rg.llm.client import LLMError, OpenAICompatibleClient
 from rg.llm.config import LLMConfig
 from rg.llm.journal import JOURNAL_FILE, UsageJournal, read_journal, usage_by_side
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from rg.llm.usage import Usage
 from rg.privacy import brain_client
 from rg.privacy.config import PrivacyConfig
 from rg.privacy.session import PrivacySession
 from rg.reasoning.dualtower.payload import AnalysisPayload, TopicView
 from tests.dualtower_world import QUESTIONS, TRIPLES, schema
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from tests.test_dualtower_wire import brain as scripted_brain
 
 ROOT = Path(__file__).resolve().parents[1]
