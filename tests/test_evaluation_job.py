@@ -8,24 +8,19 @@ import numpy as np
 import pytest
 
 from rg.config import ConfigError, validate_config
-from rg.data.rog import read_rog, write_rog_parquet
-from rg.data.subgraphs import SubgraphConfig, build_sample
-from rg.data.synthetic import SyntheticConfig, generate
+from rg.data.rog import read_rog
 from rg.evaluation.job import EvaluateConfig, evaluate
 from rg.evaluation.retriever_scorer import RetrieverScorer
-from rg.graph import KnowledgeGraph
 from rg.retrievers.base import CheckpointMeta
 from rg.retrievers.registry import build_retriever
 from rg.text.encoder import EncoderConfig, TextEncoder
+from tests.synthetic_data import write_synthetic_parquet
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("evaluate")
-    data = generate(SyntheticConfig(questions=30))
-    kg = KnowledgeGraph.from_triples(data.triples)
-    samples = [build_sample(kg, q, SubgraphConfig(max_triples=150)).sample for q in data.questions]
-    write_rog_parquet(samples, tmp / "samples.parquet")
+    write_synthetic_parquet(tmp / "samples.parquet", questions=30, max_triples=150)
     encoder_cfg = EncoderConfig(cache_dir=str(tmp / "cache"))
     encoder = TextEncoder(encoder_cfg)
     model = build_retriever("mlp", {"kind": "mlp", "hidden": 8})
