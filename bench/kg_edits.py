@@ -43,7 +43,7 @@ from typing import Any
 from bench.machine import machine
 from bench.serve import free_port
 from rg.kgedits import read_log
-from rg.llm.scripted_server import Respond, Script, ScriptedServer
+from tests.scripted_server import Respond, Script, ScriptedServer
 
 FILMS = ("Heat", "Collateral", "The Irishman", "Casino", "Top Gun")
 TOKEN_ENV = "RG_BENCH_KG_TOKEN"

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 from bench.machine import machine
 from rg.data.synthetic import SyntheticConfig, generate
-from rg.llm.scripted_server import Respond, Script, ScriptedServer
+from tests.scripted_server import Respond, Script, ScriptedServer
 
 DEFAULT_OUT = Path("bench/results/privacy_stores.json")
 GRAPH = "http://rg.local/synthetic"

@@ -55,7 +55,7 @@ from typing import Any
 import aiohttp
 
 from rg.data.synthetic import SyntheticConfig, generate
-from rg.llm.scripted_server import Respond, Script, ScriptedServer
+from tests.scripted_server import Respond, Script, ScriptedServer
 
 HAND = {"min_replicas": 1, "max_replicas": 3, "target_ongoing_requests": 1, "max_ongoing_requests": 2,
         "max_queued_requests": 4, "num_cpus": 0.5, "upscale_delay_s": 1.0, "downscale_delay_s": 4.0,

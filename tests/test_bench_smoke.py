@@ -535,7 +535,7 @@ def test_serve_quality_smoke(tmp_path: Path, ray_local) -> None:
     from bench import serve_quality
     from bench.privacy_stores import relation_brain
     from rg.data.synthetic import SyntheticConfig, generate
-    from rg.llm.scripted_server import Respond, Script, ScriptedServer
+    from tests.scripted_server import Respond, Script, ScriptedServer
 
     questions = generate(SyntheticConfig(seed=0, questions=200)).questions[:3]
     for stage in ("dualtower", "tuned"):

@@ -14,11 +14,11 @@ from rg.evaluation.dualtower_qa import prediction
 from rg.evaluation.qa import Prediction
 from rg.graph import KnowledgeGraph
 from rg.llm.journal import UsageJournal, read_journal
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from rg.reasoning.dualtower import DualTowerConfig, build_controller
 from rg.reasoning.dualtower.result import DualTowerResult
 from rg.stores.memory import MemoryStore
 from tests.dualtower_world import TRIPLES, schema
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from tests.test_dualtower_wire import RAW_ENTITIES, brain, leaks
 
 FAST = {"max_retries": 0, "backoff_s": 0.0, "max_backoff_s": 0.0, "timeout_s": 5.0}

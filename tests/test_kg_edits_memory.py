@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rg.graph import KnowledgeGraph
-from rg.llm.scripted_server import Respond, Script, ScriptedServer
+from tests.scripted_server import Respond, Script, ScriptedServer
 from rg.kgedits import EditBatch, KGEditsConfig, VersionedStore, affected, resolve_batch
 from rg.memory import EdgeMemory, EdgeMemoryConfig, ExperienceConfig, ExperiencePool, PoolMemory, SealedLog
 from rg.memory.embed import HashingEmbedder

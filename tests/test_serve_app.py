@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import pytest
 
 from rg.config import ConfigError
-from rg.llm.scripted_server import Respond, Script, ScriptedServer
 from tests.dualtower_world import TRIPLES, schema
+from tests.scripted_server import Respond, Script, ScriptedServer
 from tests.test_dualtower_wire import RAW_ENTITIES, leaks, payload_of
 
 ZERO_CPU = {"num_cpus": 0, "min_replicas": 1, "max_replicas": 1}

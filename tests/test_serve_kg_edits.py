@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from rg.llm.scripted_server import Respond, Script, ScriptedServer
+from tests.scripted_server import Respond, Script, ScriptedServer
 from tests.test_serve_app import Http, app_config, free_port, reading_brain
 
 pytestmark = pytest.mark.slow  # starts its own Serve app (five deployments: minutes on the shared 2-core machine)
