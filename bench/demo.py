@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from bench.machine import cpu_facts, machine
+from bench.machine import RunRecord, cpu_facts, write_report
 
 NOISE = re.compile(r"\b(INFO|WARNING|DEBUG)\b|Warning:|Traceback|core_worker|streaming_executor|\(pid=\d+|"
                    r"Progress bars disabled")
@@ -123,8 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--checkout", type=Path, default=None, help="a second rg checkout to run as the baseline")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / f"{NAME}.json")
     args = parser.parse_args(argv)
+    record = RunRecord("bench.demo", argv)
     overrides = [*(QUICK_SETS if args.quick else ()), *args.overrides]
-    result: dict[str, Any] = {"machine": machine(), "isa": args.isa, "config": str(args.config), "quick": args.quick,
+    result: dict[str, Any] = {"isa": args.isa, "config": str(args.config), "quick": args.quick,
                               "overrides": overrides, "isa_env": AVX2_ENV if args.isa == "avx2" else {}}
     with tempfile.TemporaryDirectory(prefix="rg-bench-demo-") as tmp:
         baseline = None
@@ -132,9 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             baseline = run_pipeline(args.config, overrides, args.checkout.resolve(), Path(tmp) / "baseline", args.isa)
         run = run_pipeline(args.config, overrides, ROOT, Path(tmp) / "rg", args.isa)
     result.update({"run": run, **({"baseline_run": baseline} if baseline else {}), **compare(run, baseline)})
-    result["machine"]["load_1min_after"] = round(os.getloadavg()[0], 2)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(args.out, result, record)
     slowest = sorted(run["stages"].items(), key=lambda kv: -kv[1]["seconds"])[:3]
     cpu = cpu_facts()["cpu_flags"]
     print(f"pipeline {run['pipeline_seconds']:.0f} s (wall {run['wall_seconds']:.0f} s, isa {args.isa}, "

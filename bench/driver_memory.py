@@ -35,6 +35,8 @@ from typing import Any
 
 import yaml
 
+from bench.machine import RunRecord, write_report
+
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "driver_memory"
 
@@ -80,14 +82,15 @@ def _commit(checkout: Path) -> str | None:
     return done.stdout.strip() or None
 
 
-def _quick_config(folder: Path, kind: str = "train") -> Path:
-    """A one-epoch training config (MLP retriever, or planner for ``kind: train_planner``) on 60 synthetic questions."""
+def _quick_config(folder: Path, kind: str = "train", questions: int = 60) -> Path:
+    """A one-epoch training config (MLP retriever, or planner for ``kind: train_planner``) on ``questions`` synthetic
+    questions."""
     from rg.data.rog import write_rog_parquet
     from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
     from rg.data.synthetic import SyntheticConfig, generate
     from rg.graph.kg import KnowledgeGraph
 
-    syn = generate(SyntheticConfig(questions=60))
+    syn = generate(SyntheticConfig(questions=questions))
     kg = KnowledgeGraph.from_triples(syn.triples)
     samples = []
     for question in syn.questions:
@@ -173,6 +176,7 @@ def measure(config: Path, overrides: list[str], checkout: Path, before: list[str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.driver_memory", description=__doc__.strip().split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one epoch on 60 synthetic questions")
+    parser.add_argument("--questions", type=int, default=60, help="synthetic questions of the --quick job")
     parser.add_argument("--kind", choices=("train", "train_planner"), default="train", help="the --quick job's kind")
     parser.add_argument("--config", type=Path, help="a jobs.train config (not with --quick)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -181,16 +185,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkout", type=Path, default=ROOT, help="the rg checkout whose code runs (default: this one)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / f"{NAME}.json")
     args = parser.parse_args(argv)
+    record = RunRecord("bench.driver_memory", argv)
     if args.quick == (args.config is not None):
         parser.error("give exactly one of --quick and --config")
     if args.kind != "train" and not args.quick:
         parser.error("--kind names the --quick job; a --config names its own kind")
     with tempfile.TemporaryDirectory() as tmp:
-        config = _quick_config(Path(tmp), args.kind) if args.quick else args.config
+        config = _quick_config(Path(tmp), args.kind, args.questions) if args.quick else args.config
         result = measure(config, args.overrides, args.checkout.resolve(), args.before, Path(tmp) / "runs")
     result["quick"] = args.quick
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(args.out, result, record)
     summary = (f"driver peak RSS {result['driver_peak_rss_mb']:.0f} MB (floor {result['floor_peak_rss_mb']:.0f} MB, "
                f"{result['peak_over_floor']:.2f}x)")
     if "before" in result:

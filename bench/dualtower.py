@@ -27,9 +27,8 @@ tokens per side of the real prompts (the server counts whitespace tokens). ``--s
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
+import json
 import random
 import sys
 import time
@@ -40,6 +39,7 @@ from typing import Any
 
 import torch
 
+from bench.machine import RunRecord, write_report
 from rg.data.sample import Sample
 from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
@@ -244,6 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="Folder with the KG-wide privacy_schema.json (jobs.privacy_report on MetaQA).")
     parser.add_argument("--out", default="bench/results/dualtower.json")
     args = parser.parse_args(argv)
+    record = RunRecord("bench.dualtower", argv)
     if args.metaqa_subgraphs is not None:
         needed = {"--metaqa-planner": args.metaqa_planner, "--metaqa-privacy-planner": args.metaqa_privacy_planner,
                   "--metaqa-schema": args.metaqa_schema}
@@ -253,8 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "configs/dualtower_metaqa.yaml)")
     if args.quick:
         args.questions, args.train, args.epochs, args.llm_questions, args.multi_topic = 20, 120, 8, 3, 6
-    started = time.perf_counter()
-    load_before = os.getloadavg()
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
     pool, schema = samples(args.questions + args.train, args.seed)
     random.Random(args.seed).shuffle(pool)
     test, train_set = pool[: args.questions], pool[args.questions:]
@@ -287,13 +287,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "questions_per_s": by_mode["utility"]["questions_per_s"],
         "modes": modes, "anchors": ANCHORS, "multi_topic": multi_topic(raw, schema, several),
         "llm_brain_tokens": llm_tokens(schema, test[: args.llm_questions]),
-        "seconds": time.perf_counter() - started, "python": platform.python_version(),
-        "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-        "load_average_before_after": [load_before[0], os.getloadavg()[0]],
+        "seconds": time.perf_counter() - started,
+        "cpus": os.cpu_count(), "load_average_before_after": [load_before, os.getloadavg()[0]],
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(out, result, record)
     print(f"dualtower: Hits@1 plaintext {result['hits1_plaintext']:.2f} utility {result['hits1_utility']:.2f} "
           f"privacy {result['hits1_privacy']:.2f} privacy+sanitised {result['hits1_privacy_sanitised']:.2f}; "
           f"{result['brain_calls_per_question']:.2f} Brain calls/question (PrivGemo 4.6-6.5, ToG 13.5-21.7); "

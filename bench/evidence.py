@@ -31,6 +31,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from bench.machine import RunRecord, write_report
 from rg.data.records import BadRow
 from rg.data.rog import rog_files, sample_from_row
 from rg.data.sample import Sample
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="time each build this many times, keep the best")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    record = RunRecord("bench.evidence", argv)
     folders = {name: args.input / name for name in HOP_SETS}
     missing = [str(p) for p in folders.values() if not p.is_dir()]
     if missing:
@@ -211,8 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeat": args.repeat,
         "timing": "best of `repeat` perf_counter timings per build_evidence call, gc disabled during the call",
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    write_report(args.out, result, record)
     first, last = ks[0], ks[-1]
     span = overall_growth[-1]
     print(

@@ -38,6 +38,7 @@ import networkx as nx
 import numpy as np
 from tqdm import tqdm
 
+from bench.machine import RunRecord, write_report
 from rg.data.metaqa import read_metaqa_kb, read_metaqa_questions
 from rg.data.paths import require_shared_data
 from rg.data.sample import Question, Triple
@@ -437,11 +438,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    record = RunRecord("bench.graph_ops", argv)
     per_hop = args.questions or (40 if args.quick else 300)
     answers = args.answers or (1 if args.quick else 5)
     report = run(per_hop, answers, args.seed, args.quick)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_report(args.out, report, record)
     print(summary_line(report))
     return report
 

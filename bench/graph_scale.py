@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.machine import RunRecord, write_report
+
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "graph_scale.json"
 BASELINE = "networkx MultiDiGraph"
 
@@ -108,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    record = RunRecord("bench.graph_scale", argv)
     n = 300_000 if args.quick else args.triples
     queries = 50 if args.quick else args.queries
     rg_s, rg_mb, rg_peak = measure_build("rg", n, args.seed)
@@ -119,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         "rg_bytes_per_triple": rg_mb * 2**20 / n, "memory_ratio": nx_mb / rg_mb if rg_mb > 0 else None,
         "build_speedup": nx_s / rg_s, **measure_queries(n, args.seed, queries),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    write_report(args.out, result, record)
     print(
         f"graph_scale: {n:,} triples: rg {rg_mb:.0f} MB / {rg_s:.1f} s vs networkx {nx_mb:.0f} MB / {nx_s:.1f} s "
         f"(memory {result['memory_ratio']:.1f}x less); 2-hop k-hop {result['khop_ms']:.2f} ms, "

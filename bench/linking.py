@@ -29,6 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
+from bench.machine import RunRecord, write_report
 from rg.data.metaqa import read_metaqa_questions
 from rg.data.paths import require_shared_data, shared_data_dir
 from rg.data.rog import read_rog
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-webqsp", action="store_true", help="skip the WebQSP evidence questions")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON path (default bench/results/linking.json)")
     args = parser.parse_args(argv)
+    record = RunRecord("bench.linking", argv)
     n = 60 if args.quick else args.questions
     cfg = LinkingConfig(dense="off" if args.quick else args.dense, threshold=args.threshold,
                         encoder=EncoderConfig(cache_dir=args.cache_dir))
@@ -155,8 +157,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "metaqa": metaqa, "webqsp": webqsp if webqsp is not None else {"skipped": f"{WEBQSP} not found"},
         "versions": {"python": platform.python_version()}, "wall_seconds": round(time.perf_counter() - wall, 2),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_report(args.out, report, record)
     hops = ", ".join(f"{h} {v['accuracy']:.3f}" for h, v in metaqa["by_hop"].items())
     web = f"; WebQSP {webqsp['accuracy']:.3f}" if webqsp else ""
     print(f"linking: MetaQA accuracy {metaqa['accuracy']:.3f} ({hops}){web}; {metaqa['questions_per_s']:.0f} q/s; "

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from bench.machine import RunRecord, write_report
 from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    record = RunRecord("bench.planner", argv)
     questions, epochs, repeats = (120, 12, 2) if args.quick else (args.questions, args.epochs, args.repeats)
     started = time.perf_counter()
     load_before = list(os.getloadavg())
@@ -118,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_before_after": [load_before, list(os.getloadavg())],
         "wall_seconds": time.perf_counter() - started,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    write_report(args.out, result, record)
     print("planner: " + ", ".join(
         f"k={k}: {by[('constrained', k)]['questions_per_s']:.0f} vs {by[('unconstrained', k)]['questions_per_s']:.0f} q/s, "
         f"groundable {by[('constrained', k)]['groundable_fraction']:.2f} vs {by[('unconstrained', k)]['groundable_fraction']:.2f}"

@@ -1,6 +1,10 @@
 """The relation-path planner on the tiny random base vs the pretrained base, on held-out and paraphrased questions.
 
-Called by ``python -m bench.models`` (its planner part; ``--planner-only`` runs nothing else).
+    python -m bench.planner_bases --quick   # the synthetic KG, 16 training and 6 test questions (wiring only)
+    python -m bench.planner_bases [--metaqa-subgraphs DIR] [--bases tiny,pretrained] [--out PATH]
+
+Writes ``bench/results/planner_bases.json`` whole: every dataset of the run (the synthetic KG always,
+MetaQA with ``--metaqa-subgraphs``) in one command.
 Both bases are trained on the same training questions and the same target paths (the weak
 relation paths of :func:`rg.training.planner_data.candidate_targets`, ties resolved by template
 consensus as the demo's ``target_consensus: true``), with the demo's planner settings (``mask_topics: true``, path length 3,
@@ -31,6 +35,7 @@ epoch, no validation pass; one process, ``torch.set_num_threads`` as set by the 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import random
 import statistics
@@ -43,7 +48,9 @@ from typing import Any
 
 import torch
 
+from bench.machine import RunRecord, write_report
 from rg.data.paraphrase import TemplateBank, metaqa_bank, synthetic_bank
+from rg.data.paths import shared_data_dir
 from rg.data.sample import Sample
 from rg.data.splits import seeded_split
 from rg.evaluation.qa import answer_questions, inference_view
@@ -57,6 +64,7 @@ from rg.retrievers.planner.scorer import PlannerScorer
 from rg.training.planner_data import TemplateConsensus, candidate_targets, select_targets, target_rows
 from rg.training.planner_loop import PlannerFitConfig, fit_planner
 
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "planner_bases.json"
 SHARED = {"lora": {"rank": 8, "alpha": 16, "dropout": 0.05}, "max_path_len": 3, "mask_topics": True}
 BASES: dict[str, dict[str, Any]] = {
     "tiny": {"planner": {**SHARED, "tiny": {"layers": 2, "hidden": 64, "heads": 4, "max_positions": 96},
@@ -234,7 +242,7 @@ def split_summary(split: WordingSplit) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class PlannerRun:
-    """Sizes of one planner comparison (``bench.models`` flags; :data:`QUICK` shrinks them)."""
+    """Sizes of one planner comparison (``bench.planner_bases`` flags; :data:`QUICK` shrinks them)."""
 
     synthetic_questions: int = 200
     metaqa_per_hop: int = 400
@@ -267,11 +275,11 @@ def _pooled(datasets: dict[str, dict[str, Any]], base: str, part: str, metric: s
     return round(sum(r[metric] * r["questions"] for r in rows) / total, 4) if total else None
 
 
-def planner_keys(datasets: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The flat keys of ``bench/results/models.json`` from the per-dataset results, and the
+def planner_keys(datasets: dict[str, dict[str, Any]], bases: Sequence[str] = tuple(BASES)) -> dict[str, Any]:
+    """The flat keys of ``bench/results/planner_bases.json`` from the per-dataset results, and the
     results themselves under ``planner.datasets``."""
     flat: dict[str, Any] = {}
-    for base in BASES:
+    for base in bases:
         flat[f"planner_hits1_paraphrase_{base}"] = _pooled(datasets, base, "paraphrase", "hits1")
         flat[f"planner_hits1_seen_{base}"] = _pooled(datasets, base, "seen", "hits1")
         flat[f"planner_exact_match_paraphrase_{base}"] = _pooled(datasets, base, "paraphrase", "path_exact_match")
@@ -279,12 +287,13 @@ def planner_keys(datasets: dict[str, dict[str, Any]]) -> dict[str, Any]:
         for name, result in sorted(datasets.items()):
             flat[f"planner_hits1_paraphrase_{base}_{name}"] = result[base]["paraphrase"]["hits1"]
             flat[f"planner_seconds_per_epoch_{base}_{name}"] = result[base]["training"]["seconds_per_epoch"]
-    flat["planner"] = {"bases": {name: {"planner": BASES[name]["planner"], "fit": BASES[name]["fit"]} for name in BASES},
+    flat["planner"] = {"bases": {name: {"planner": BASES[name]["planner"], "fit": BASES[name]["fit"]} for name in bases},
                        "beams": BEAMS, "datasets": datasets}
     return flat
 
 
-def run_dataset(name: str, run: PlannerRun, metaqa_subgraphs: Path | None, metaqa_data: Path | None) -> dict[str, Any]:
+def run_dataset(name: str, run: PlannerRun, metaqa_subgraphs: Path | None, metaqa_data: Path | None,
+                bases: Sequence[str] = tuple(BASES)) -> dict[str, Any]:
     """The comparison on one dataset (``synthetic`` or ``metaqa``): split sizes, the run's sizes
     and per base its training and scores."""
     if name == "synthetic":
@@ -298,4 +307,53 @@ def run_dataset(name: str, run: PlannerRun, metaqa_subgraphs: Path | None, metaq
         raise ValueError(f"unknown planner dataset {name!r}; use synthetic or metaqa")
     split = _cut(split, run)
     epochs = {"tiny": run.tiny_epochs, "pretrained": run.pretrained_epochs}
-    return {**split_summary(split), "run": asdict(run), **compare_bases(split, tuple(BASES), epochs)}
+    return {**split_summary(split), "run": asdict(run), **compare_bases(split, tuple(bases), epochs)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.planner_bases", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="the synthetic KG only, 16 training and 6 test questions, 2 tiny epochs, 1 smollm2 epoch")
+    parser.add_argument("--bases", default=",".join(BASES),
+                        help=f"comma-separated bases to train and score (of {', '.join(BASES)})")
+    parser.add_argument("--metaqa-subgraphs", type=Path, default=None,
+                        help="folder with {1,2,3}hop-test subgraph shards of MetaQA (omit: the synthetic KG only)")
+    parser.add_argument("--metaqa-data", type=Path, default=None,
+                        help="MetaQA folder with qa_test_*hop(_qtype).txt.gz (default: $RG_SHARED_DATA/metaqa)")
+    parser.add_argument("--metaqa-per-hop", type=int, default=400,
+                        help="MetaQA rows read per hop (about half kept, half of those tested)")
+    parser.add_argument("--planner-questions", type=int, default=200, help="synthetic questions (80%% train)")
+    parser.add_argument("--tiny-epochs", type=int, default=20, help="epochs of the tiny planner")
+    parser.add_argument("--pretrained-epochs", type=int, default=3, help="epochs of the smollm2 planner")
+    parser.add_argument("--threads", type=int, default=2, choices=(1, 2), help="torch threads")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    record = RunRecord("bench.planner_bases", argv)
+    bases = [b for b in args.bases.split(",") if b]
+    unknown = sorted(set(bases) - set(BASES))
+    if unknown or not bases:
+        parser.error(f"--bases {args.bases}: use some of {', '.join(BASES)}")
+    if args.quick and args.metaqa_subgraphs is not None:
+        parser.error("--quick runs the synthetic KG only; drop --metaqa-subgraphs")
+    torch.set_num_threads(args.threads)
+    run = QUICK if args.quick else PlannerRun(
+        synthetic_questions=args.planner_questions, metaqa_per_hop=args.metaqa_per_hop,
+        tiny_epochs=args.tiny_epochs, pretrained_epochs=args.pretrained_epochs)
+    data = args.metaqa_data
+    if data is None and shared_data_dir() is not None:
+        data = shared_data_dir() / "metaqa"
+    datasets, seconds = {}, {}
+    for name in ["synthetic", *(["metaqa"] if args.metaqa_subgraphs is not None else [])]:
+        began = time.perf_counter()
+        datasets[name] = run_dataset(name, run, args.metaqa_subgraphs, data, bases)
+        seconds[name] = round(time.perf_counter() - began, 1)
+    result = {"baseline": "the tiny random base (the demo's planner)", "quick": args.quick,
+              **planner_keys(datasets, bases), "seconds_by_dataset": seconds}
+    write_report(args.out, result, record)
+    pooled = ", ".join(f"{b} {result[f'planner_hits1_paraphrase_{b}']}" for b in bases)
+    print(f"planner_bases: Hits@1 on paraphrases {pooled} ({', '.join(datasets)}) -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

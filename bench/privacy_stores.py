@@ -33,7 +33,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Sequence
 
-from bench.machine import machine
+from bench.machine import RunRecord, machine, write_report
 from rg.data.synthetic import SyntheticConfig, generate
 from tests.scripted_server import Respond, Script, ScriptedServer
 
@@ -159,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the demo's planner for the local Brain (skipped when absent)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    record = RunRecord("bench.privacy_stores", argv)
     n = 20 if args.quick else args.questions
     started = time.perf_counter()
     before = machine()
@@ -215,8 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             virtuoso.stop()
     result["machine_after"] = machine()
     result["seconds"] = round(time.perf_counter() - started, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(args.out, result, record)
     llm = result["llm"]
     local = result["local"]
     print(f"privacy_stores: {n} questions; llm Brain same answers {llm['same_answers']}/{n}, leaking bodies "

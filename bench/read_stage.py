@@ -153,19 +153,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return done
     import torch
 
-    from bench.machine import machine
+    from bench.machine import RunRecord, write_report
 
     torch.set_num_threads(args.threads)
-    info = machine()
+    record = RunRecord("bench.read_stage", argv)
     model, examples, reader, val_items, facts = _tiny_setup() if args.quick else _demo_setup(args.config)
     batch_size, epochs = facts.get("batch_size", 2), facts.get("epochs", 2)
-    result = {"machine": info, "isa": args.isa, "isa_env": {k: os.environ.get(k) for k in AVX2_ENV},
+    result = {"isa": args.isa, "isa_env": {k: os.environ.get(k) for k in AVX2_ENV},
               "quick": args.quick, "config": None if args.quick else str(args.config),
               "baseline": "the same steps with every layer recomputed (full)", **facts,
               **measure(model, examples, reader, val_items, args.steps, batch_size, epochs)}
-    result["machine"]["load_1min_after"] = round(os.getloadavg()[0], 2)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(args.out, result, record)
     print(f"read stage ({result['dtype']}, isa {args.isa}): step {result['full_step_s']:.2f} s full, "
           f"{result['cached_step_s']:.2f} s cached ({result['cached_over_full']:.2f}x), prefix "
           f"{result['prefix_s_per_example']:.2f} s/example; 2 epochs projected {result['projected_train_s_full']:.0f} -> "

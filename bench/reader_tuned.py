@@ -1,7 +1,11 @@
 """The LoRA-tuned local reader vs the ``retriever_scores`` reader on the same MLP evidence chains.
 
-Called by ``python -m bench.models`` (its reader part; ``--reader-only`` runs nothing else).
-The steps are the documented jobs, run in this process with the repository's configs:
+    python -m bench.reader_tuned --quick   # a tiny synthetic set in this process (wiring only)
+    python -m bench.reader_tuned --metaqa-subgraphs DIR [--mlp RETRIEVER] [--reader READER] [--demo DIR] [--out PATH]
+    python -m bench.reader_tuned --demo DIR   # the demo pipeline's qa/tuned vs qa/chains only
+
+Writes ``bench/results/reader_tuned.json`` whole. The steps are the documented jobs, run in this
+process with the repository's configs:
 
 1. the MetaQA MLP (``configs/train_metaqa_mlp.yaml``; skipped with ``--mlp``),
 2. the tuned reader on that MLP's chains of training-side questions
@@ -20,6 +24,7 @@ the wiring is checked in seconds; its figures mean nothing.
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 import time
 from collections import defaultdict
@@ -27,8 +32,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.machine import RunRecord, write_report
 from rg.config import load_config
 
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "reader_tuned.json"
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 HOPS = (1, 2, 3)
 
@@ -261,7 +268,7 @@ def demo_figures(demo: Path) -> dict[str, Any]:
 
 def reader_keys(metaqa_result: dict[str, Any] | None, demo: dict[str, Any] | None, demo_source: str | None,
                 quick_result: dict[str, Any] | None) -> dict[str, Any]:
-    """The ``reader_*`` keys of ``bench/results/models.json``."""
+    """The ``reader_*`` keys of ``bench/results/reader_tuned.json``."""
     keys: dict[str, Any] = {}
     if metaqa_result is not None:
         keys["reader_hits1_metaqa"] = metaqa_result["tuned"]["hits1_per_hop"]
@@ -283,7 +290,7 @@ def reader_keys(metaqa_result: dict[str, Any] | None, demo: dict[str, Any] | Non
 
 def reader_part(subgraphs: Path | None, per_hop: int, mlp: Path | None, reader: Path | None,
                 encoder_cache: str | None, demo: Path | None, work: Path | None, quick_run: bool) -> dict[str, Any]:
-    """What ``bench.models``'s reader part writes; ``work`` holds what it trains and evaluates (a temporary
+    """The comparison's keys (:func:`reader_keys`); ``work`` holds what it trains and evaluates (a temporary
     folder when None)."""
     with tempfile.TemporaryDirectory(prefix="rg-bench-reader-") as tmp:
         folder = Path(work) if work is not None else Path(tmp)
@@ -294,3 +301,39 @@ def reader_part(subgraphs: Path | None, per_hop: int, mlp: Path | None, reader: 
         demo_result = demo_figures(demo) if demo is not None else None
         source = f"demo pipeline outputs at {demo} (qa/tuned vs qa/chains)" if demo is not None else None
         return reader_keys(metaqa_result, demo_result, source, quick_result)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.reader_tuned", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a tiny synthetic set in this process: hop-distance chains, one epoch (wiring only)")
+    parser.add_argument("--metaqa-subgraphs", type=Path, default=None,
+                        help="folder with {1,2,3}hop-test subgraph shards of MetaQA (jobs.build_subgraphs)")
+    parser.add_argument("--reader-per-hop", type=int, default=300, help="MetaQA test questions per hop")
+    parser.add_argument("--mlp", type=Path, default=None, help="trained MetaQA retriever folder (omit: train one)")
+    parser.add_argument("--reader", type=Path, default=None, help="trained MetaQA tuned reader folder (omit: train one)")
+    parser.add_argument("--demo", type=Path, default=None, help="demo pipeline output folder (reads qa/tuned, qa/chains)")
+    parser.add_argument("--encoder-cache", default=None, help="text encoder cache folder")
+    parser.add_argument("--reader-work", type=Path, default=None,
+                        help="folder for what is trained and evaluated (default: a temporary folder)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    if not (args.quick or args.metaqa_subgraphs or args.demo):
+        parser.error("give --metaqa-subgraphs, --demo or --quick (there is nothing to read otherwise)")
+    if args.quick and args.metaqa_subgraphs is not None:
+        parser.error("--quick reads a tiny synthetic set; drop --metaqa-subgraphs")
+    record = RunRecord("bench.reader_tuned", argv)
+    keys = reader_part(args.metaqa_subgraphs, args.reader_per_hop, args.mlp, args.reader, args.encoder_cache,
+                       args.demo, args.reader_work, args.quick)
+    result = {"baseline": "the retriever_scores reader on the same chains and questions", "quick": args.quick, **keys}
+    write_report(args.out, result, record)
+    for key in ("reader_hits1_metaqa", "reader_hits1_metaqa_retriever_scores", "reader_gold_in_shown_lines_metaqa",
+                "reader_hits1_demo", "reader_hits1_demo_retriever_scores"):
+        if key in result:
+            print(f"reader_tuned: {key} {result[key]}")
+    print(f"reader_tuned: -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench.machine import RunRecord, write_report
 from rg.data.rog import write_rog_parquet
 from rg.data.subgraphs import SubgraphConfig, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--waves", type=int, default=30, help="questions per run = waves × pool × concurrency")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    record = RunRecord("bench.refine", argv)
     latency = 0.2 if args.quick else args.latency
     waves = 10 if args.quick else args.waves
     pools = [int(p) for p in args.pools.split(",")]
@@ -89,8 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"baseline": "ideal pool × concurrency / latency", "quick": args.quick, "by_pool": rows,
               "min_efficiency": min(r["efficiency"] for r in rows),
               "load_average_before_after": [load_before, list(os.getloadavg())]}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    write_report(args.out, result, record)
     print("refine: " + ", ".join(
         f"pool {r['pool_size']}: {r['throughput_qps']:.1f}/{r['ideal_qps']:.1f} q/s (eff {r['efficiency']:.2f})" for r in rows
     ) + f" -> {args.out}")

@@ -47,6 +47,7 @@ import argparse
 import json
 import tempfile
 import time
+from collections.abc import Sequence
 from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, get_args
@@ -54,6 +55,7 @@ from typing import Any, Callable, get_args
 import numba
 import torch
 
+from bench.machine import RunRecord, write_report
 from rg.data.rog import read_rog, write_rog_parquet
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph, collate
 from rg.retrievers.mlp import MLPConfig, MLPRetriever, kernels
@@ -229,13 +231,17 @@ def walk_cost(
 
 
 def train_scaling(
-    samples_path: Path, workdir: Path, cache_dir: str, epochs: int, batch: int, batching: str
+    samples_path: Path, workdir: Path, cache_dir: str, epochs: int, batch: int, batching: str,
+    workers_tried: Sequence[int] = (1, 2),
 ) -> dict[str, Any]:
-    """1 vs 2 Ray Train workers on the same questions, epochs, ``batch`` questions per step and ``batching``."""
+    """1 vs 2 Ray Train workers on the same questions, epochs, ``batch`` questions per step and ``batching``.
+
+    ``workers_tried`` ``(1,)`` runs the one-worker baseline alone (the smoke test's cheap path): ``by_workers``
+    then holds one row and the ``*_speedup_2_workers`` ratios are not written."""
     from rg.training.ray_train import TrainJobConfig, train_retriever
 
     rows: dict[int, dict[str, Any]] = {}
-    for workers in (1, 2):
+    for workers in workers_tried:
         cfg = TrainJobConfig.model_validate(
             {
                 "input": str(samples_path),
@@ -260,11 +266,16 @@ def train_scaling(
             "train_questions": report["train_usable"],
             "epochs": epochs,
         }
-    one, two = rows[1]["train_seconds_by_epoch"], rows[2]["train_seconds_by_epoch"]
-    return {
+    result: dict[str, Any] = {
         "train_questions_per_batch": batch,
         "train_batching": batching,
-        "by_workers": [rows[1], rows[2]],
+        "by_workers": [rows[w] for w in workers_tried],
+    }
+    if not {1, 2} <= set(rows):
+        return result
+    one, two = rows[1]["train_seconds_by_epoch"], rows[2]["train_seconds_by_epoch"]
+    return {
+        **result,
         "train_speedup_2_workers": rows[1]["train_seconds"] / rows[2]["train_seconds"],
         "train_speedup_2_workers_after_first_epoch": sum(one[1:]) / sum(two[1:]) if epochs > 1 else None,
         "epoch_speedup_2_workers": rows[1]["epoch_seconds"] / rows[2]["epoch_seconds"],
@@ -289,9 +300,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="Timed repetitions (best kept).")
     parser.add_argument("--cache-dir", default="outputs/encoder_cache", help="Text encoder cache.")
     parser.add_argument("--no-train", action="store_true", help="Skip the Ray Train scaling runs.")
+    parser.add_argument("--workers", default="1,2", choices=("1,2", "1"),
+                        help="Ray Train runs: 1 and 2 workers (the ratio), or the 1-worker run alone (a smoke check).")
     parser.add_argument("--quick", action="store_true", help="100 questions, 1 epoch, 1 repetition.")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    record = RunRecord("bench.retriever", argv)
+    workers = tuple(int(w) for w in args.workers.split(","))
     if args.quick:
         args.questions, args.epochs, args.repeat = 100, 1, 1
     if not args.input.exists():
@@ -319,12 +334,12 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "samples.parquet"
             write_rog_parquet(samples, path)
-            result.update(train_scaling(path, Path(tmp), args.cache_dir, args.epochs, args.train_batch, args.train_batching))
+            result.update(train_scaling(path, Path(tmp), args.cache_dir, args.epochs, args.train_batch,
+                                        args.train_batching, workers))
             if not args.quick and args.train_batching != "shuffle":
-                plain = train_scaling(path, Path(tmp), args.cache_dir, args.epochs, args.train_batch, "shuffle")
+                plain = train_scaling(path, Path(tmp), args.cache_dir, args.epochs, args.train_batch, "shuffle", workers)
                 result.update({f"{key}_shuffle": value for key, value in plain.items()})
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(args.out, result, record)
     keys = ("scoring_triples_per_s", "per_question_loop_triples_per_s", "per_question_rg_forward_triples_per_s",
             "batched_speedup", "batching_speedup", "fused_forward_speedup", "mlp_gflops", "reference_mlp_gflops",
             "matmul_peak_gflops", "mlp_share_of_peak", "mlp_only_share_of_peak", "reference_share_of_peak",

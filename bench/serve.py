@@ -44,9 +44,7 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import socket
-import statistics
 import threading
 import time
 from pathlib import Path
@@ -54,6 +52,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.machine import RunRecord, write_report
 from rg.data.synthetic import SyntheticConfig, generate
 from tests.scripted_server import Respond, Script, ScriptedServer
 
@@ -357,16 +356,18 @@ def summary(results: list[tuple[int | None, float]], wall_s: float) -> dict[str,
 
 def run(requests: int, levels: list[int], overload_factor: int, out: Path,
         step: list[tuple[int, float]] | None = None, settle_s: float = 30.0,
-        batching_requests: int = 32, paired_questions: int | None = None) -> dict[str, Any]:
+        batching_requests: int = 32, paired_questions: int | None = None,
+        record: RunRecord | None = None) -> dict[str, Any]:
     """The whole benchmark (module docstring); ``step`` None skips the load step (``--quick``), ``settle_s`` bounds
     each wait for the Hand to be back at ``min_replicas``; ``batching_requests`` analyses measure the BrainProxy's
     batching (0 skips it); ``paired_questions`` are timed in-process and through the endpoint for the overhead
-    (default: ``requests``)."""
+    (default: ``requests``); ``record`` is the command's run record (made here when None)."""
     import ray
     from ray import serve
 
     from serve.app import build_app
 
+    record = record or RunRecord("bench.serve", [])
     bench_began = time.perf_counter()
     phases: dict[str, float] = {}  # seconds per part of the run, so a slow command says where its time went
     mark = [bench_began]
@@ -432,8 +433,10 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
     ones = next(row for row in load if row["concurrency"] == 1)
     non_503 = sum(1 for status, _ in overload if status not in (200, 503))
     report = {
-        "bench": "serve", "python": platform.python_version(), "cpus": 2, "requests_per_level": requests, "paired_questions": n_paired,
+        "bench": "serve", "cpus": 2, "requests_per_level": requests, "paired_questions": n_paired,
         "startup_s": round(startup_s, 1),
+        "overhead_share_of_question": round((percentile(served, 50) - percentile(baseline, 50))
+                                            / percentile(baseline, 50), 3),
         "in_process_p50_ms": round(1000 * percentile(baseline, 50), 1),
         "serve_p50_ms_paired": round(1000 * percentile(served, 50), 1),
         "overhead_p50_ms": round(1000 * (percentile(served, 50) - percentile(baseline, 50)), 1),
@@ -461,8 +464,7 @@ def run(requests: int, levels: list[int], overload_factor: int, out: Path,
     if step:
         report["step"]["plot"] = str(out.with_name(f"{out.stem}_replicas.png"))
         plot_replicas(report, Path(report["step"]["plot"]))
-    out.write_text(json.dumps(report, indent=2))
-    return report
+    return write_report(out, report, record)
 
 
 def min_again_s(samples: list[list[float]], high_end: float) -> float | None:
@@ -514,17 +516,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overload-factor", type=int, default=4, help="burst = factor × the Hand's capacity")
     parser.add_argument("--out", type=Path, default=Path("bench/results/serve.json"))
     ns = parser.parse_args(argv)
+    record = RunRecord("bench.serve", argv)
     if ns.throughput_optimized:  # read by every Serve process Ray starts from here on
         os.environ[THROUGHPUT_ENV] = "1"
     requests, levels = (8, [1, 4]) if ns.quick else (ns.requests, [int(x) for x in ns.levels.split(",")])
     report = run(requests, levels, ns.overload_factor, ns.out, None if ns.quick else STEP["full"],
                  settle_s=30.0 if ns.quick else 90.0, batching_requests=16 if ns.quick else 64,
-                 paired_questions=32 if ns.quick else None)
+                 paired_questions=32 if ns.quick else None, record=record)
     step = report["step"]
     scaled = (f"{step['max_replicas_running_or_starting']} running or starting in the step (back to "
               f"{HAND['min_replicas']} in {step['replicas_back_to_min_s']} s)" if step else "no load step (--quick)")
-    print(f"serve ({report['serve_mode']}): overhead p50 {report['overhead_p50_ms']} ms (in-process "
-          f"{report['in_process_p50_ms']} ms), p99 {report['p99_ms']} ms, max replicas {report['max_replicas_seen']} "
+    print(f"serve ({report['serve_mode']}): overhead p50 {report['overhead_p50_ms']} ms, "
+          f"{report['overhead_share_of_question']:.2f} of the in-process question time "
+          f"({report['in_process_p50_ms']} ms), p99 {report['p99_ms']} ms, max replicas {report['max_replicas_seen']} "
           f"running, {scaled}, overload {report['overload']['status']} (non-503 errors "
           f"{report['non_503_errors_under_overload']}, lost {report['lost_accepted_requests']}), Brain batching "
           f"{report['brain_batching_speedup']}× → {ns.out}")

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from bench.machine import machine
+from bench.machine import RunRecord, machine, write_report
 from bench.privacy_stores import post
 from rg.metrics import hits_at_1, precision_recall_f1
 
@@ -50,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=Path("configs/serve_demo.yaml"))
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    record = RunRecord("bench.serve_quality", argv)
     started = time.perf_counter()
     rows = {stage: [json.loads(line) for line in (args.pipeline_dir / "qa" / stage / "predictions.jsonl").open()]
             for stage in ("dualtower", "tuned")}
@@ -97,8 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["seconds_per_question_mean"] = round(sum(seconds) / max(len(seconds), 1), 3)
     result["machine_after"] = machine()
     result["seconds"] = round(time.perf_counter() - started, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(args.out, result, record)
     print(f"serve_quality: {len(questions)} questions through HTTP: Hits@1 as written "
           f"{result['served_as_written']['hits_at_1']}, typed {result['served_typed']['hits_at_1']}; pipeline "
           f"dualtower {result['pipeline_dualtower']['hits_at_1']}, tuned {baseline['hits_at_1']}; "

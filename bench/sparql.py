@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from bench.machine import RunRecord, write_report
 from rg.data.metaqa import read_metaqa_kb, read_metaqa_questions
 from rg.data.paths import require_shared_data
 from rg.graph import KnowledgeGraph
@@ -102,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    record = RunRecord("bench.sparql", argv)
     n, n_single = (20, 10) if args.quick else (args.questions, args.per_entity)
     wall = time.perf_counter()
     triples = read_metaqa_kb(require_shared_data("metaqa/kb_reconstructed.txt.gz"))
@@ -129,8 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "baseline": "per-entity SPARQL queries (batching); rg in-memory engine (vs_memory_ratio)",
         "versions": {"python": platform.python_version()}, "wall_seconds": round(time.perf_counter() - wall, 1),
     })
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    write_report(args.out, report, record, indent=1)
     c = report["comparisons"]
     print(f"bench.sparql: 2-hop batching {report['batching_speedup']}x vs one query per entity, "
           f"{report['vs_memory_ratio']}x the in-memory time; {c['total']} comparisons, {c['mismatches']} mismatches "

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from bench.machine import RunRecord, write_report
 from rg.data.metaqa import read_metaqa_kb, read_metaqa_questions
 from rg.data.paths import require_shared_data
 from rg.data.sample import Question, Sample
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    record = RunRecord("bench.subgraph_cap", argv)
     n = 60 if args.quick else args.questions
     caps: list[int | None] = [int(c) for c in args.caps.split(",")] + [None]
     start = time.perf_counter()
@@ -150,8 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     for hops in (1, 2, 3):
         result["hops"][str(hops)] = sweep(kg, sample_questions(kg, hops, n, args.seed), hops, caps)
     result["seconds"] = time.perf_counter() - start
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    write_report(args.out, result, record)
     plot(result, args.out.with_suffix(".png"))
     for cut in CUTS:
         three = result["hops"]["3"]["by_cut"][cut]

@@ -249,6 +249,24 @@ def test_retriever_smoke(tmp_path: Path) -> None:
     assert report["questions"] == 6 and "train_speedup_2_workers" not in report
 
 
+def test_retriever_one_worker_training_smoke(tmp_path: Path, ray_local) -> None:
+    """The Ray Train part of bench.retriever with its one-worker baseline alone (``--workers 1``): one
+    TorchTrainer run of one epoch on 4 synthetic questions; no ratio is written without the 2-worker run."""
+    from bench import retriever
+    from rg.data.rog import write_rog_parquet
+
+    write_rog_parquet(synthetic_samples(4), tmp_path / "shards" / "part-00000.parquet")
+    out = tmp_path / "retriever.json"
+    argv = ["--input", str(tmp_path / "shards"), "--questions", "4", "--batch", "2", "--repeat", "1",
+            "--epochs", "1", "--train-batch", "2", "--workers", "1", "--cache-dir", str(tmp_path / "cache"),
+            "--out", str(out)]
+    assert retriever.main(argv) == 0
+    report = check_keys(out, ["train_batching", "by_workers.*.train_seconds", "by_workers.*.train_questions",
+                              "machine.command", "machine.wall_seconds"])
+    assert [w["workers"] for w in report["by_workers"]] == [1] and report["by_workers"][0]["train_questions"] > 0
+    assert "train_speedup_2_workers" not in report
+
+
 @pytest.mark.slow
 def test_retriever_training_smoke(tmp_path: Path, ray_local) -> None:
     """The Ray Train scaling part of bench.retriever (two TorchTrainer runs: slow on 2 cores)."""
@@ -267,6 +285,44 @@ def test_retriever_training_smoke(tmp_path: Path, ray_local) -> None:
     assert [w["workers"] for w in report["by_workers"]] == [1, 2]
 
 
+def test_serve_smoke(tmp_path: Path, ray_local) -> None:
+    """bench.serve on 2 questions at one client, a burst at the Hand's capacity, no load step and no Brain
+    batching: the overhead is a share of the in-process question time measured in the same run."""
+    from bench.serve import run
+
+    out = tmp_path / "serve.json"
+    report = run(requests=2, levels=[1], overload_factor=1, out=out, batching_requests=0, paired_questions=2)
+    check_keys(out, ["overhead_share_of_question", "overhead_p50_ms", "in_process_p50_ms", "serve_p50_ms_paired",
+                     "load.*.throughput_rps", "overload.status", "machine.cpu_model", "machine.load_1min_after"])
+    assert report["in_process_p50_ms"] > 0 and report["step"] is None and report["brain_batching"] is None
+    share = (report["serve_p50_ms_paired"] - report["in_process_p50_ms"]) / report["in_process_p50_ms"]
+    assert abs(report["overhead_share_of_question"] - share) < 0.01  # the rounded p50s differ by < 0.05 ms
+    assert [row["status"] for row in report["load"]] == [{"200": 2}]
+    assert set(report["overload"]["status"]) <= {"200", "503"} and report["lost_accepted_requests"] == 0
+
+
+def test_memory_smoke(tmp_path: Path) -> None:
+    """bench.memory at toy sizes: 300 records (flat index, so the pool finds the exact search's nearest record
+    every time), 3 sealed writes, one replay size, three rounds of 4 questions with a one-epoch planner."""
+    from bench import memory
+
+    out = tmp_path / "memory.json"
+    argv = ["--sizes", "300", "--queries", "10", "--remembered", "3", "--replay-sizes", "50", "--questions", "4",
+            "--train", "30", "--epochs", "1", "--out", str(out)]
+    assert memory.main(argv) == 0
+    report = check_keys(out, [
+        "retrieval_over_exact_p50_100k", "retrieval_p50_ms_100k", "retrieval_exact_p50_ms_100k",
+        "retrieval_p50_ms_100k_note", "retrieval.300.over_exact_p50", "retrieval.300.recall_exact_top1",
+        "writes.remember_per_s", "replay.by_subgraph_triples.50.seconds_per_question", "hits1_round1", "hits1_round3",
+        "brain_calls_per_question_round3", "token_reduction_round3", "rounds.local_brain", "machine.commit",
+    ])
+    row = report["retrieval"]["300"]
+    assert row["index"] == "flat" and row["recall_exact_top1"] == 1.0 and row["queries"] == 10
+    assert report["retrieval_over_exact_p50_100k"] == row["p50_ms"] / row["exact_p50_ms"]
+    assert report["retrieval_largest"] == 300 and "not 100k" in report["retrieval_p50_ms_100k_note"]
+    assert report["writes"]["remembered"] == 3 and len(report["rounds"]["local_brain"]) == 4  # 3 rounds + self-correction
+
+
 def test_refine_smoke(tmp_path: Path, ray_local) -> None:
     from bench import refine
 
@@ -283,7 +339,7 @@ def test_refine_smoke(tmp_path: Path, ray_local) -> None:
 
 
 def test_models_server_smoke(tmp_path: Path, ray_local) -> None:
-    """bench.models' server part: both deployments, 2 clients, a few tokens."""
+    """bench.models: the LLM server with and without batching, 2 clients, a few tokens."""
     from bench import models
     from rg.models import REGISTRY, ModelNotAvailableError
 
@@ -292,8 +348,11 @@ def test_models_server_smoke(tmp_path: Path, ray_local) -> None:
     except ModelNotAvailableError as err:
         pytest.skip(str(err))
     out = tmp_path / "models.json"
-    assert models.main(["--server-only", "--clients", "2", "--rounds", "1", "--max-tokens", "4", "--out", str(out)]) == 0
-    report = check_keys(out, ["server_batching_speedup_2", "server.batched", "server.unbatched"])
+    assert models.main(["--clients", "2", "--rounds", "1", "--max-tokens", "4", "--out", str(out)]) == 0
+    report = check_keys(out, ["server_batching_speedup_2", "server.batched", "server.unbatched", "baseline",
+                              "machine.cpu_flags.avx2", "machine.load_1min_before", "machine.load_1min_after"])
+    assert set(report) <= {"bench", "quick", "baseline", "server_start_s", "server", "server_max_tokens",
+                           "server_rounds", "server_batching_speedup_2", "machine"}  # the server's keys alone
     for run in (*report["server"]["batched"], *report["server"]["unbatched"]):
         assert run["requests"] == 2 and 2 <= run["completion_tokens"] <= 8 and run["tokens_per_s"] > 0
 
@@ -327,37 +386,48 @@ def test_planner_bases_split_keeps_paraphrase_wordings_out_of_training() -> None
     assert [p.answers for p in split.paraphrased] == [s.answers for s in directed]
 
 
-@pytest.mark.slow
-def test_models_planner_quick_smoke(tmp_path: Path) -> None:
-    """bench.models --quick --planner-only: both bases on a few synthetic questions, merged into the JSON."""
-    from bench import models
-    from rg.models import REGISTRY, ModelNotAvailableError
+def planner_bases_quick(tmp_path: Path, bases: str) -> dict[str, Any]:
+    from bench import planner_bases
 
-    try:
-        REGISTRY["smollm2-135m"].locate()
-    except ModelNotAvailableError as err:
-        pytest.skip(str(err))
-    out = tmp_path / "models.json"
-    out.write_text(json.dumps({"server_batching_speedup_8": 2.5, "quick": False}))  # the server part's keys stay
-    assert models.main(["--quick", "--planner-only", "--out", str(out)]) == 0
+    out = tmp_path / "planner_bases.json"
+    assert planner_bases.main(["--quick", "--bases", bases, "--out", str(out)]) == 0
     report = check_keys(out, [
-        "server_batching_speedup_8", "planner_seconds", "planner.datasets.synthetic.train_questions",
-        "planner.datasets.synthetic.tiny.training.seconds_per_epoch",
-        "planner.datasets.synthetic.pretrained.training.seconds_per_epoch",
-        "planner.datasets.synthetic.tiny.seen.path_exact_match", "planner.datasets.synthetic.pretrained.paraphrase.hits1",
+        "baseline", "quick", "seconds_by_dataset.synthetic", "planner.datasets.synthetic.train_questions",
+        "machine.commit", "machine.wall_seconds",
+        *(f"planner.datasets.synthetic.{b}.{key}" for b in bases.split(",") for key in (
+            "training.seconds_per_epoch", "seen.path_exact_match", "paraphrase.hits1")),
     ])
-    assert report["server_batching_speedup_8"] == 2.5 and report["quick"] is False and report["planner_quick"] is True
-    assert set(report["planner"]["datasets"]) == {"synthetic"}  # --quick: no MetaQA
+    assert report["quick"] is True and set(report["planner"]["datasets"]) == {"synthetic"}  # --quick: no MetaQA
     synthetic = report["planner"]["datasets"]["synthetic"]
     assert synthetic["test_questions"] == synthetic["paraphrase_questions"] == 6
-    for base in ("tiny", "pretrained"):
+    for base in bases.split(","):
         for part in ("seen", "paraphrase"):
             assert synthetic[base][part]["questions"] == 6 and synthetic[base][part]["failures"] == 0
         for key in (f"planner_hits1_paraphrase_{base}", f"planner_hits1_seen_{base}",
                     f"planner_exact_match_paraphrase_{base}", f"planner_hits1_paraphrase_{base}_synthetic"):
             assert 0.0 <= report[key] <= 1.0, key
         assert report[f"planner_seconds_per_epoch_{base}_synthetic"] > 0
-    assert synthetic["pretrained"]["training"]["epochs"] == 1 and synthetic["tiny"]["training"]["epochs"] == 2
+    return report
+
+
+def test_planner_bases_tiny_smoke(tmp_path: Path) -> None:
+    """bench.planner_bases --quick --bases tiny: the tiny planner on a few synthetic questions, seen and paraphrased."""
+    report = planner_bases_quick(tmp_path, "tiny")
+    assert set(report["planner"]["bases"]) == {"tiny"} and "planner_hits1_paraphrase_pretrained" not in report
+    assert report["planner"]["datasets"]["synthetic"]["tiny"]["training"]["epochs"] == 2
+
+
+@pytest.mark.slow
+def test_planner_bases_quick_smoke(tmp_path: Path) -> None:
+    """bench.planner_bases --quick: both bases (SmolLM2-135M for one optimiser step)."""
+    from rg.models import REGISTRY, ModelNotAvailableError
+
+    try:
+        REGISTRY["smollm2-135m"].locate()
+    except ModelNotAvailableError as err:
+        pytest.skip(str(err))
+    report = planner_bases_quick(tmp_path, "tiny,pretrained")
+    assert report["planner"]["datasets"]["synthetic"]["pretrained"]["training"]["epochs"] == 1
 
 
 def test_privacy_smoke(tiny_metaqa: Path, tmp_path: Path) -> None:
@@ -398,13 +468,14 @@ def test_sparql_smoke(tiny_metaqa: Path, tmp_path: Path, capsys: pytest.CaptureF
     assert "bench.sparql: 2-hop batching" in capsys.readouterr().out
 
 
-@pytest.mark.slow
 def test_driver_memory_smoke(tmp_path: Path) -> None:
-    """bench.driver_memory --quick: jobs.train and the floor in child processes (their own local Ray)."""
+    """bench.driver_memory --quick on 12 questions and one Ray Train worker: jobs.train and the floor in child
+    processes (their own local Ray)."""
     from bench import driver_memory
 
     out = tmp_path / "driver_memory.json"
-    assert driver_memory.main(["--quick", "--out", str(out)]) == 0
+    argv = ["--quick", "--questions", "12", "--set", "num_workers=1", "--out", str(out)]
+    assert driver_memory.main(argv) == 0
     report = check_keys(out, ["command", "commit", "rg_path", "driver_peak_rss_mb", "floor_peak_rss_mb",
                               "driver_data_mb", "peak_over_floor", "quick"])
     assert report["quick"] is True and report["rg_path"].startswith(report["checkout"])
@@ -443,23 +514,21 @@ def test_linking_smoke(tiny_metaqa: Path, tmp_path: Path, capsys: pytest.Capture
     assert "linking: MetaQA accuracy 1.000" in capsys.readouterr().out
 
 
-@pytest.mark.slow  # trains the tuned reader (SmolLM2-135M) for an epoch in process, ~25 s
-def test_models_reader_quick_smoke(tmp_path: Path) -> None:
-    """bench.models --quick --reader-only: tuned vs retriever_scores reader on a tiny synthetic set, merged."""
-    from bench import models
+def test_reader_tuned_quick_smoke(tmp_path: Path) -> None:
+    """bench.reader_tuned --quick: tuned (SmolLM2-135M + LoRA, one epoch in process) vs retriever_scores reader on
+    a tiny synthetic set; the file holds this run's keys alone."""
+    from bench import reader_tuned
     from rg.models import REGISTRY, ModelNotAvailableError
 
     try:
         REGISTRY["smollm2-135m"].locate()
     except ModelNotAvailableError as err:
         pytest.skip(str(err))
-    out = tmp_path / "models.json"
-    out.write_text(json.dumps({"server_batching_speedup_8": 2.5, "planner_hits1_paraphrase_tiny": 0.4}))
-    assert models.main(["--quick", "--reader-only", "--reader-work", str(tmp_path / "work"), "--out", str(out)]) == 0
+    out = tmp_path / "reader_tuned.json"
+    assert reader_tuned.main(["--quick", "--reader-work", str(tmp_path / "work"), "--out", str(out)]) == 0
     report = check_keys(out, ["reader_hits1_demo", "reader_hits1_demo_retriever_scores", "reader_demo_source",
-                              "reader_quick_run.ceiling.gold_in_shown_lines", "reader_seconds"])
-    assert report["server_batching_speedup_8"] == 2.5 and report["planner_hits1_paraphrase_tiny"] == 0.4
-    assert report["reader_demo_source"].startswith("quick:") and report["reader_quick"] is True
+                              "reader_quick_run.ceiling.gold_in_shown_lines", "baseline", "machine.wall_seconds"])
+    assert report["reader_demo_source"].startswith("quick:") and report["quick"] is True
     run = report["reader_quick_run"]
     assert run["tuned"]["reader"] == "tuned:smollm2-135m+lora" and run["retriever_scores"]["reader"] == "retriever_scores"
     assert run["tuned"]["hits1"] == report["reader_hits1_demo"]
@@ -491,12 +560,12 @@ def test_models_reader_keys_from_a_demo_run(tmp_path: Path) -> None:
         demo_figures(tmp_path / "nothing")
 
 
-def test_models_reader_only_needs_data(tmp_path: Path) -> None:
-    from bench import models
+def test_reader_tuned_needs_data(tmp_path: Path) -> None:
+    from bench import reader_tuned
 
     with pytest.raises(SystemExit):
-        models.main(["--reader-only", "--out", str(tmp_path / "models.json")])
-    assert not (tmp_path / "models.json").exists()
+        reader_tuned.main(["--out", str(tmp_path / "reader_tuned.json")])
+    assert not (tmp_path / "reader_tuned.json").exists()
 
 
 def test_dualtower_metaqa_flags_name_what_is_missing(tmp_path: Path, capsys) -> None:
