@@ -53,9 +53,9 @@ import ray
 import jobs.train
 from rg.config import load_config, read_yaml
 from rg.runtime import init_ray
-from rg.training.planner_ray import PlannerTrainConfig
-from rg.training.ray_train import TrainJobConfig
-from rg.training.reader_ray import ReaderTrainConfig
+from rg.jobs.train_planner import PlannerTrainConfig
+from rg.jobs.train_retriever import TrainJobConfig
+from rg.jobs.train_reader import ReaderTrainConfig
 kinds = {c.KIND: c for c in (TrainJobConfig, PlannerTrainConfig, ReaderTrainConfig)}
 cfg = load_config(sys.argv[2], kinds[read_yaml(sys.argv[2]).get("kind", TrainJobConfig.KIND)], sys.argv[3:])
 init_ray(cfg.ray)

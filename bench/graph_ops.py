@@ -39,7 +39,7 @@ import numpy as np
 from tqdm import tqdm
 
 from rg.data.metaqa import read_metaqa_kb, read_metaqa_questions
-from rg.data.paths import require_shared_data
+from rg.run.paths import require_shared_data
 from rg.data.sample import Question, Triple
 from rg.graph.kg import KnowledgeGraph
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rg.data.metaqa import read_metaqa_questions
-from rg.data.paths import require_shared_data, shared_data_dir
+from rg.run.paths import require_shared_data, shared_data_dir
 from rg.data.rog import read_rog
 from rg.data.sample import Question
 from rg.data.sources import KBSource, load_kb

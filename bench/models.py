@@ -157,7 +157,7 @@ def planner_part(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str
     import torch
 
     from bench.planner_bases import QUICK, PlannerRun, planner_keys, run_dataset
-    from rg.data.paths import shared_data_dir
+    from rg.run.paths import shared_data_dir
 
     torch.set_num_threads(args.threads)
     run = QUICK if args.quick else PlannerRun(

@@ -54,7 +54,7 @@ from typing import Any
 import torch
 
 from rg.data.metaqa import read_metaqa_kb, read_metaqa_questions
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.records import BadRow
 from rg.data.sample import Question, Sample
 from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample

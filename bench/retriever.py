@@ -232,7 +232,7 @@ def train_scaling(
     samples_path: Path, workdir: Path, cache_dir: str, epochs: int, batch: int, batching: str
 ) -> dict[str, Any]:
     """1 vs 2 Ray Train workers on the same questions, epochs, ``batch`` questions per step and ``batching``."""
-    from rg.training.ray_train import TrainJobConfig, train_retriever
+    from rg.jobs.train_retriever import TrainJobConfig, train_retriever
 
     rows: dict[int, dict[str, Any]] = {}
     for workers in (1, 2):

@@ -27,7 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from rg.data.metaqa import read_metaqa_kb, read_metaqa_questions
-from rg.data.paths import require_shared_data
+from rg.run.paths import require_shared_data
 from rg.data.sample import Question, Sample
 from rg.graph import KnowledgeGraph
 from rg.graph.path import split_relation

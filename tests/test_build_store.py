@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rg.config import ConfigError, load_config
-from rg.data.builder import BuildSubgraphsConfig, build_subgraphs, format_report
+from rg.jobs.build_subgraphs import BuildSubgraphsConfig, build_subgraphs, format_report
 from rg.data.rog import read_rog
 from rg.data.sample import Question
 from rg.data.sources import KBSource, load_kb

@@ -3,11 +3,11 @@
 A question file is split into shards of consecutive lines. Each shard becomes one parquet file
 of :class:`~rg.data.sample.Sample` rows plus a ``.stats.json`` file written after it (both
 fsynced, then renamed into place). A shard is done only when its stats file exists, its parquet
-footer reads and holds the ``built`` rows the stats recorded (:mod:`rg.data.integrity`); any
+footer reads and holds the ``built`` rows the stats recorded (:mod:`rg.run.integrity`); any
 other shard is planned again, with the reason, which is what makes the build resumable and
 self-repairing. Lines that cannot
 become a Sample (malformed, topic entity absent from the KG, no hop count) are counted by reason
-in the stats, never dropped silently. This module is Ray-free; :mod:`rg.data.builder` runs it
+in the stats, never dropped silently. This module is Ray-free; :mod:`rg.jobs.build_subgraphs` runs it
 on Ray Data.
 
 Cut through a KG store (:mod:`rg.data.store_subgraphs`), a question whose store query failed for a
@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import Field
 
 from rg.config import Config
-from rg.data.integrity import check_parquet, write_json_atomic
+from rg.run.integrity import check_parquet, write_json_atomic
 from rg.data.records import BadRow
 from rg.data.rog import write_rog_parquet
 from rg.data.sample import Question, Sample

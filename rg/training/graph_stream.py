@@ -1,6 +1,6 @@
 """Training graphs built by Ray Data from the input files: the driver never holds a subgraph.
 
-Retriever training (:mod:`rg.training.ray_train`) used to read every Sample with its subgraph
+Retriever training (:mod:`rg.jobs.train_retriever`) used to read every Sample with its subgraph
 on the driver, build each :class:`QuestionGraph` there and hand the list to
 ``ray.data.from_items``. :func:`stream_training_graphs` does the same work in two passes of Ray
 Data over the input files, each read with an id filter for one split side
@@ -40,7 +40,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.sample import Sample
 from rg.data.streaming import Setup, batch_samples, in_order, read_side
 from rg.retrievers.graphs import EmbeddingTables, QuestionGraph

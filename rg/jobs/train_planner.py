@@ -16,12 +16,12 @@ each epoch; rank 0 attaches a checkpoint holding the planner (adapter via peft
 ``save_pretrained``, tokenizer, model config, prompt template id; a tiny model's base weights),
 the optimizer state, the epoch and the history.
 
-Resumption follows :mod:`rg.training.ray_train`: the run is ``run_name`` under
+Resumption follows :mod:`rg.jobs.train_retriever`: the run is ``run_name`` under
 ``storage_path``; resubmitting restores the run and the workers continue after the latest
 checkpoint. Afterwards the best checkpoint (validation path exact match, then loss) is exported
 to ``<output_dir>/planner`` and, if ``evaluation.side`` is set, scored with constrained and
 unconstrained beam search, by Ray Data actors that read the side's subgraphs
-(:mod:`rg.training.planner_eval_stream`; on the driver with ``examples_on: driver``); the
+(:mod:`rg.jobs.planner_eval`; on the driver with ``examples_on: driver``); the
 report goes to ``<output_dir>/train_report.json``::
 
     report = train_planner(load_config("configs/train_planner_synthetic.yaml", PlannerTrainConfig))
@@ -52,7 +52,7 @@ import torch
 from pydantic import Field, model_validator
 
 from rg.config import Config
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.sample import Sample
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta
@@ -63,7 +63,7 @@ from rg.runtime import RayConfig, init_ray
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import Labels, labels_by_id
 from rg.train_progress import DriverBar, posting_progress, step_board
-from rg.training.run_guard import check_run_config
+from rg.run.guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows, with_worker_group
 from rg.training.data import LabelConfig
 from rg.training.planner_data import (
@@ -75,7 +75,7 @@ from rg.training.planner_data import (
     target_rows,
 )
 from rg.training.planner_loop import SELECTION_METRIC, PlannerFitConfig, fit_planner
-from rg.training.planner_eval_stream import stream_planner_scores
+from rg.jobs.planner_eval import stream_planner_scores
 from rg.training.planner_stream import scan_targets, stream_planner_examples
 from rg.training.planner_view import load_view, view_name, view_references, view_relations, view_sample, view_target
 from rg.training.strategy import check_strategy, deepspeed_engine, load_engine_config

@@ -39,10 +39,10 @@ import torch
 from pydantic import Field, model_validator
 
 from rg.config import Config
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.data.streaming import batch_samples, read_side
-from rg.evaluation.job import MethodConfig, build_scorer
+from rg.jobs.evaluate import MethodConfig, build_scorer
 from rg.evaluation.qa import question_evidence
 from rg.evidence import EvidenceConfig
 from rg.models.precision import dtype_name
@@ -65,7 +65,7 @@ from rg.training.reader_loop import (
     reader_examples,
 )
 from rg.train_progress import DriverBar, posting_progress, step_board
-from rg.training.run_guard import check_run_config
+from rg.run.guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows, with_worker_group
 from rg.training.strategy import check_strategy, deepspeed_engine, load_engine_config
 

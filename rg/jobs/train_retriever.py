@@ -40,7 +40,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from rg.config import Config
-from rg.data.paths import require_input, resolve_data_path
+from rg.run.paths import require_input, resolve_data_path
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta, Ranked, Retriever
 from rg.data.sample import Sample
@@ -48,10 +48,10 @@ from rg.retrievers.graphs import EmbeddingTables, GraphBatch
 from rg.retrievers.mlp import MLPConfig
 from rg.retrievers.pna import PNAConfig
 from rg.retrievers.registry import build_retriever, load_retriever
-from rg.locks import output_lock
+from rg.run.locks import output_lock
 from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
-from rg.training.run_guard import check_run_config
+from rg.run.guard import check_run_config
 from rg.training.shards import balance_shards, equal_steps, shard_rows, with_worker_group
 from rg.training.data import LabelConfig, TextIndex
 from rg.training.graph_stream import iter_graphs, stream_training_graphs
