@@ -83,7 +83,7 @@ def _commit(checkout: Path) -> str | None:
 def _quick_config(folder: Path, kind: str = "train") -> Path:
     """A one-epoch training config (MLP retriever, or planner for ``kind: train_planner``) on 60 synthetic questions."""
     from rg.data.rog import write_rog_parquet
-    from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+    from rg.subgraphs import SubgraphConfig, Unbuildable, build_sample
     from rg.data.synthetic import SyntheticConfig, generate
     from rg.graph.kg import KnowledgeGraph
 

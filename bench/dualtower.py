@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from rg.data.sample import Sample
-from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+from rg.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.metrics import normalize_answer, precision_recall_f1

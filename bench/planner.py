@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+from rg.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.retrievers.planner import DecodeConfig, PlannerConfig, PlannerModel, evaluate_planner, load_planner

@@ -182,7 +182,7 @@ def quick(work: Path) -> dict[str, Any]:
 
     from rg.data.rog import write_rog_parquet
     from rg.data.splits import load_split_samples
-    from rg.data.subgraphs import SubgraphConfig, buildable_samples
+    from rg.subgraphs import SubgraphConfig, buildable_samples
     from rg.data.synthetic import SyntheticConfig, generate
     from rg.jobs.evaluate import build_scorer
     from rg.evaluation.qa import RetrieverReaderChoice, answer_questions, inference_view

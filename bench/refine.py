@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rg.data.rog import write_rog_parquet
-from rg.data.subgraphs import SubgraphConfig, build_sample
+from rg.subgraphs import SubgraphConfig, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.runtime import RayConfig, init_ray

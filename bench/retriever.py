@@ -58,7 +58,7 @@ from rg.data.rog import read_rog, write_rog_parquet
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph, collate
 from rg.retrievers.mlp import MLPConfig, MLPRetriever, kernels
 from rg.text.encoder import EncoderConfig, TextEncoder
-from rg.training.data import build_tables, question_graph
+from rg.retrievers.inputs import build_tables, question_graph
 from rg.training.loop import Batching, TrainConfig
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "retriever.json"

@@ -46,7 +46,6 @@ import json
 import os
 import platform
 import socket
-import statistics
 import threading
 import time
 from pathlib import Path

@@ -13,7 +13,7 @@ from rg.retrievers.planner.config import PlannerConfig
 from rg.retrievers.planner.evaluate import evaluate_planner
 from rg.retrievers.planner.model import PlannerModel, load_planner
 from rg.supervision.labels import labels_by_id, write_labels
-from rg.training.data import LabelConfig, load_labels
+from rg.training.labels import LabelConfig, load_labels
 from rg.training.planner_data import reference_paths
 from rg.jobs.planner_eval import group_name, stream_planner_scores
 from rg.jobs.train_planner import PlannerEvalConfig

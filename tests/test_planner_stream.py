@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from rg.privacy import KGSchema
 from rg.data.splits import load_split_samples
 from rg.supervision.labels import write_labels
-from rg.training.data import LabelConfig, load_labels
+from rg.training.labels import LabelConfig, load_labels
 from rg.jobs.train_planner import PlannerTrainConfig, _driver_input, _streamed_input, train_planner
 from tests.synthetic_data import write_synthetic_parquet
 

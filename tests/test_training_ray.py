@@ -33,7 +33,8 @@ def _driver_builds_nothing(monkeypatch) -> list[bool]:
     import ray.data
 
     from rg.jobs import train_retriever as ray_train
-    from rg.training import data, graph_stream
+    from rg.retrievers import inputs as data
+    from rg.training import graph_stream
 
     def no_driver_dataset(*args, **kwargs):
         raise AssertionError("the driver built the training data itself")

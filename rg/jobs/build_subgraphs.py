@@ -6,7 +6,7 @@ the object store, each actor writing its shard's parquet and stats. The driver f
 per question and merges the per-shard statistics into a coverage report.
 
 With ``kg:`` instead of ``kb:`` the subgraphs are cut through a KG store
-(:mod:`rg.data.store_subgraphs`): ``kind: memory`` shares one in-memory store from the object
+(:mod:`rg.subgraphs.store`): ``kind: memory`` shares one in-memory store from the object
 store, ``kind: sparql`` gives every actor its own connection to the endpoint (Virtuoso), so the
 KG never enters this process. Questions a stopped or failing endpoint could not serve are
 reported as unfinished, and the same command builds them once the endpoint answers again.
@@ -30,7 +30,7 @@ from rg.run.integrity import write_json_atomic
 from rg.run.paths import resolve_data_path
 from rg.data.records import BadRow
 from rg.data.sources import KBSource, load_kb, read_question_rows
-from rg.data.subgraphs import ShardStats, ShardTask, SubgraphConfig, plan_shards, run_shard
+from rg.subgraphs import ShardStats, ShardTask, SubgraphConfig, plan_shards, run_shard
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.stores.base import KGStore

@@ -33,7 +33,7 @@ from rg.retrievers.planner.model import load_planner
 from rg.retrievers.planner.plan import plan_questions
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import labels_by_id
-from rg.training.data import LabelConfig
+from rg.training.labels import LabelConfig
 from rg.training.planner_data import reference_paths
 from rg.training.planner_view import load_view, view_references, view_sample
 

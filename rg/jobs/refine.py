@@ -31,7 +31,7 @@ from rg.config import Config
 from rg.console import user_stream
 from rg.run.paths import resolve_data_path
 from rg.data.records import BadRow
-from rg.data.rog import iter_rog_rows, rog_files, sample_from_row
+from rg.data.rog import iter_rog_rows, sample_from_row
 from rg.data.sample import Sample
 from rg.data.splits import SplitConfig, SplitName
 from rg.run.integrity import write_json_atomic

@@ -65,7 +65,7 @@ from rg.supervision.labels import Labels, labels_by_id
 from rg.train_progress import DriverBar, posting_progress, step_board
 from rg.run.guard import check_run_config
 from rg.training.shards import equal_steps, shard_rows, with_worker_group
-from rg.training.data import LabelConfig
+from rg.training.labels import LabelConfig
 from rg.training.planner_data import (
     TargetStats,
     TemplateConsensus,

@@ -49,7 +49,7 @@ from rg.models.precision import dtype_name
 from rg.reasoning.dualtower.template import topic_template
 from rg.reasoning.hops import FOLDER as HOPS_FOLDER
 from rg.reasoning.hops import HopPredictor
-from rg.reasoning.tuned_reader import ADAPTER_DIR, SETTINGS_FILE, TunedReader, TunedReaderSettings, eos_id
+from rg.reasoning.tuned_reader import ADAPTER_DIR, SETTINGS_FILE, TunedReader, TunedReaderSettings
 from rg.runtime import RayConfig, init_ray
 from rg.text import EncoderConfig, TextEncoder
 from rg.training.reader_loop import (

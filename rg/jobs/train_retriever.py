@@ -53,7 +53,8 @@ from rg.runtime import RayConfig, init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
 from rg.run.guard import check_run_config
 from rg.training.shards import balance_shards, equal_steps, shard_rows, with_worker_group
-from rg.training.data import LabelConfig, TextIndex
+from rg.retrievers.inputs import TextIndex
+from rg.training.labels import LabelConfig
 from rg.training.graph_stream import iter_graphs, stream_training_graphs
 from rg.training.gate_pretrain import GatePretrainConfig, pretrain_walk
 from rg.training.loop import TrainConfig, fit

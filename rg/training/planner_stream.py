@@ -39,7 +39,7 @@ from rg.data.streaming import Setup, batch_samples, in_order, map_in_order, read
 from rg.retrievers.planner.model import PlanEncoder
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import labels_by_id
-from rg.training.data import LabelConfig
+from rg.training.labels import LabelConfig
 from rg.training.planner_data import (
     PlanTarget,
     TargetStats,
