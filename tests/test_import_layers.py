@@ -118,3 +118,11 @@ def test_the_check_sees_a_planted_cycle_and_not_a_type_only_one(tmp_path, source
         (root / name).write_text(text)
     (root / "__init__.py").write_text("")
     assert bool(list(nx.simple_cycles(package_graph(import_graph(root))))) == cycle
+
+
+def test_the_architecture_page_names_every_package_and_only_those():
+    page = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    listed = {line.split("|")[2].strip().strip("`") for line in page.splitlines()
+              if line.startswith("| ") and line.split("|")[1].strip().isdigit()}
+    packages = {package_of(m) for m in import_graph().nodes if m != "rg"}
+    assert listed == packages, f"docs/architecture.md's layer table: add {packages - listed}, drop {listed - packages}"
