@@ -18,7 +18,8 @@ from rg.evaluation.qa import answer_questions, inference_view
 from rg.reasoning import RetrieverReader, RetrieverReaderConfig
 from rg.retrievers.planner import DecodeConfig, load_planner, plan_questions, read_planner_meta
 from rg.retrievers.planner.scorer import PlannerScorer
-from rg.jobs.train_planner import REPORT_FILE, PlannerTrainConfig, pack_folder, train_planner, unpack_folder
+from rg.jobs.harness import REPORT_FILE
+from rg.jobs.train_planner import PlannerTrainConfig, pack_folder, train_planner, unpack_folder
 
 
 def config_dict(parquet, tmp_path, epochs: int) -> dict:

@@ -13,7 +13,8 @@ from rg.evaluation.qa import TunedReaderChoice, answer_questions, build_reader, 
 from rg.evaluation.scorers import HopDistanceScorer
 from rg.evidence import EvidenceConfig
 from rg.models import REGISTRY, ModelNotAvailableError
-from rg.jobs.train_reader import REPORT_FILE, ReaderTrainConfig, fit_depth, train_reader
+from rg.jobs.harness import REPORT_FILE
+from rg.jobs.train_reader import ReaderTrainConfig, fit_depth, train_reader
 from tests.synthetic_data import write_synthetic_parquet
 
 

@@ -19,7 +19,8 @@ from rg.data.splits import load_split_samples
 from rg.config import load_config
 from rg.retrievers.registry import load_retriever
 from rg.text.encoder import EncoderConfig
-from rg.jobs.train_retriever import REPORT_FILE, TrainJobConfig, train_retriever
+from rg.jobs.harness import REPORT_FILE
+from rg.jobs.train_retriever import TrainJobConfig, train_retriever
 from tests.ray_cluster import registered_epoch
 
 

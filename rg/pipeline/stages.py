@@ -26,12 +26,10 @@ from rg.evaluation.qa_report import JSON_NAME as QA_JSON
 from rg.evaluation.report import JSON_NAME as RETRIEVAL_JSON
 from rg.pipeline.config import PipelineConfig
 from rg.jobs.refine import LABELS_DIR, RefineConfig, refine
+from rg.jobs.harness import REPORT_FILE as TRAIN_REPORT
 from rg.jobs.refine import REPORT_FILE as REFINE_REPORT
-from rg.jobs.train_planner import REPORT_FILE as PLAN_REPORT
 from rg.jobs.train_planner import PlannerTrainConfig, train_planner
-from rg.jobs.train_retriever import REPORT_FILE as TRAIN_REPORT
 from rg.jobs.train_retriever import TrainJobConfig, train_retriever
-from rg.jobs.train_reader import REPORT_FILE as READ_REPORT
 from rg.jobs.train_reader import ReaderTrainConfig, train_reader
 
 RECALL_K = 100
@@ -152,7 +150,7 @@ def _plan(cfg: PlannerTrainConfig, progress: bool) -> StageResult:
         f"{'n/a' if exact is None else f'{exact:.3f}'} at epoch {report['best_epoch']}{recall}",
         metrics={"metric": report["metric"], "best_value": exact, "best_epoch": report["best_epoch"],
                  "evaluation": report.get("evaluation"), "seconds": report["seconds"]},
-        files={"planner": report["planner_dir"], "report": str(Path(cfg.output_dir) / PLAN_REPORT)},
+        files={"planner": report["planner_dir"], "report": str(Path(cfg.output_dir) / TRAIN_REPORT)},
     )
 
 
@@ -166,7 +164,7 @@ def _read(cfg: ReaderTrainConfig, progress: bool) -> StageResult:
         + ("" if depth is None or depth["val_accuracy"] is None else f"; question depth right on {depth['val_accuracy']:.3f}"),
         metrics={"metric": report["metric"], "best_value": best.get("val_hits_at_1"), "best_epoch": report["best_epoch"],
                  "seconds": report["seconds"], "depth_predictor": depth},
-        files={"reader": report["reader_dir"], "report": str(Path(cfg.output_dir) / READ_REPORT)},
+        files={"reader": report["reader_dir"], "report": str(Path(cfg.output_dir) / TRAIN_REPORT)},
     )
 
 
@@ -244,12 +242,12 @@ def plan_stages(cfg: PipelineConfig) -> list[Stage]:
     if cfg.plan is not None:
         out = Path(cfg.plan.output_dir)
         run_dir = _local(str(Path(cfg.plan.storage_path) / cfg.plan.run_name))
-        stages.append(Stage("plan", cfg.plan, out / PLAN_REPORT, (out, *run_dir), True,
+        stages.append(Stage("plan", cfg.plan, out / TRAIN_REPORT, (out, *run_dir), True,
                             lambda p, c=cfg.plan: _plan(c, p)))
     if cfg.read is not None:
         out = Path(cfg.read.output_dir)
         run_dir = _local(str(Path(cfg.read.storage_path) / cfg.read.run_name))
-        stages.append(Stage("read", cfg.read, out / READ_REPORT, (out, *run_dir), True,
+        stages.append(Stage("read", cfg.read, out / TRAIN_REPORT, (out, *run_dir), True,
                             lambda p, c=cfg.read: _read(c, p)))
     if cfg.evaluate is not None:
         out = Path(cfg.evaluate.output_dir)
