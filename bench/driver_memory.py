@@ -55,9 +55,9 @@ import ray
 import jobs.train
 from rg.config import load_config, read_yaml
 from rg.runtime import init_ray
-from rg.training.planner_ray import PlannerTrainConfig
-from rg.training.ray_train import TrainJobConfig
-from rg.training.reader_ray import ReaderTrainConfig
+from rg.jobs.train_planner import PlannerTrainConfig
+from rg.jobs.train_retriever import TrainJobConfig
+from rg.jobs.train_reader import ReaderTrainConfig
 kinds = {c.KIND: c for c in (TrainJobConfig, PlannerTrainConfig, ReaderTrainConfig)}
 cfg = load_config(sys.argv[2], kinds[read_yaml(sys.argv[2]).get("kind", TrainJobConfig.KIND)], sys.argv[3:])
 init_ray(cfg.ray)
@@ -86,7 +86,7 @@ def _quick_config(folder: Path, kind: str = "train", questions: int = 60) -> Pat
     """A one-epoch training config (MLP retriever, or planner for ``kind: train_planner``) on ``questions`` synthetic
     questions."""
     from rg.data.rog import write_rog_parquet
-    from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+    from rg.subgraphs import SubgraphConfig, Unbuildable, build_sample
     from rg.data.synthetic import SyntheticConfig, generate
     from rg.graph.kg import KnowledgeGraph
 

@@ -41,7 +41,7 @@ import torch
 
 from bench.machine import RunRecord, write_report
 from rg.data.sample import Sample
-from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+from rg.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.metrics import normalize_answer, precision_recall_f1
@@ -129,7 +129,7 @@ def metaqa(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, An
     from rg.config import load_config
     from rg.data.splits import load_split_samples
     from rg.evaluation.dualtower_qa import load_schema
-    from rg.evaluation.qa_job import QAEvaluateConfig
+    from rg.jobs.evaluate_qa import QAEvaluateConfig
     from rg.retrievers.planner.model import load_planner
 
     config_file = Path(__file__).resolve().parents[1] / "configs" / "dualtower_metaqa.yaml"

@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from bench.machine import RunRecord, write_report
 from rg.data.metaqa import read_metaqa_kb, read_metaqa_questions
-from rg.data.paths import require_shared_data
+from rg.run.paths import require_shared_data
 from rg.data.sample import Question, Triple
 from rg.graph.kg import KnowledgeGraph
 

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 from bench.machine import RunRecord, write_report
 from rg.data.metaqa import read_metaqa_questions
-from rg.data.paths import require_shared_data, shared_data_dir
+from rg.run.paths import require_shared_data, shared_data_dir
 from rg.data.rog import read_rog
 from rg.data.sample import Question
 from rg.data.sources import KBSource, load_kb

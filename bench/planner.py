@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from bench.machine import RunRecord, write_report
-from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+from rg.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.retrievers.planner import DecodeConfig, PlannerConfig, PlannerModel, evaluate_planner, load_planner

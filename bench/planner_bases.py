@@ -50,7 +50,7 @@ import torch
 
 from bench.machine import RunRecord, write_report
 from rg.data.paraphrase import TemplateBank, metaqa_bank, synthetic_bank
-from rg.data.paths import shared_data_dir
+from rg.run.paths import shared_data_dir
 from rg.data.sample import Sample
 from rg.data.splits import seeded_split
 from rg.evaluation.qa import answer_questions, inference_view

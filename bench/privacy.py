@@ -16,7 +16,7 @@ Two measurements, each against a baseline timed in the same run:
 * **Share of a question's time.** For ``--questions`` questions of the KG (MetaQA 2-hop test
   questions on the whole KB; the synthetic KG with ``--quick`` or when the KB is absent), the
   Hand's work without privacy is cutting the question's subgraph from the KG
-  (:func:`rg.data.subgraphs.build_sample`, capped at 5,000 triples) and scoring it with the
+  (:func:`rg.subgraphs.build_sample`, capped at 5,000 triples) and scoring it with the
   MLP-DDE retriever: embedding the question with the text encoder, building the question graph,
   collating and the forward pass (entity and relation embeddings are built beforehand, as a
   server holds them; the model is untrained: scoring cost does not depend on the weights). The
@@ -54,10 +54,10 @@ from typing import Any
 import torch
 
 from rg.data.metaqa import read_metaqa_kb, read_metaqa_questions
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.records import BadRow
 from rg.data.sample import Question, Sample
-from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
+from rg.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.privacy import EgressGuard, KGSchema, PrivacyConfig, PrivacySession, SanitiserConfig
@@ -66,7 +66,7 @@ from rg.privacy.normalise import normalise, whole_token
 from rg.retrievers.graphs import collate
 from rg.retrievers.mlp import MLPConfig, MLPRetriever
 from rg.text.encoder import EncoderConfig, TextEncoder
-from rg.training.data import build_tables, question_graph
+from rg.retrievers.inputs import build_tables, question_graph
 
 from bench.machine import machine
 

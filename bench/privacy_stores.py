@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import ray
     from ray import serve
 
-    from rg.stores.load import LoadKGConfig, load_kg
+    from rg.jobs.load_kg import LoadKGConfig, load_kg
     from rg.stores.ntriples import entity_ids
     from rg.graph import KnowledgeGraph
     from bench.serve import free_port

@@ -59,12 +59,12 @@ def _demo_setup(config: Path):
     """The demo reader's model and its real training examples and validation items, as the read stage builds them."""
     from rg.config import load_config
     from rg.data.splits import load_split_samples
-    from rg.evaluation.job import build_scorer
+    from rg.jobs.evaluate import build_scorer
     from rg.pipeline import PipelineConfig
     from rg.reasoning.tuned_reader import TunedReader, eos_id
     from rg.text import TextEncoder
     from rg.training.reader_loop import lora_reader_model, reader_examples
-    from rg.training.reader_ray import reader_items
+    from rg.jobs.train_reader import reader_items
 
     import torch
 

@@ -54,7 +54,7 @@ def _list(values: Sequence[str]) -> str:
 
 def train_mlp(inputs: Sequence[str], work: Path, encoder_cache: str) -> Path:
     """``configs/train_metaqa_mlp.yaml`` on these shards; returns the exported retriever folder."""
-    from rg.training.ray_train import TrainJobConfig, train_retriever
+    from rg.jobs.train_retriever import TrainJobConfig, train_retriever
 
     cfg = load_config(CONFIGS / "train_metaqa_mlp.yaml", TrainJobConfig, [
         f"input={_list(inputs)}", f"output_dir={work / 'mlp'}", f"storage_path={work / 'ray_results'}",
@@ -64,14 +64,14 @@ def train_mlp(inputs: Sequence[str], work: Path, encoder_cache: str) -> Path:
 
 
 def reader_config(config: Path, overrides: Sequence[str]):
-    from rg.training.reader_ray import ReaderTrainConfig
+    from rg.jobs.train_reader import ReaderTrainConfig
 
     return load_config(config, ReaderTrainConfig, overrides)
 
 
 def evaluate(base: Path, overrides: Sequence[str]) -> dict[str, Any]:
     """One QA evaluation; Hits@1, Hit and n overall and per hop, and its seconds."""
-    from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa
+    from rg.jobs.evaluate_qa import QAEvaluateConfig, evaluate_qa
 
     result = evaluate_qa(load_config(base, QAEvaluateConfig, overrides), progress=False)
     groups = {g.name: g for g in result.summary.by_hops}
@@ -92,7 +92,7 @@ def ceiling(reader_cfg, side: str, reader_dir: Path) -> dict[str, dict[str, floa
     from transformers import AutoTokenizer
 
     from rg.data.splits import load_split_samples
-    from rg.evaluation.job import build_scorer
+    from rg.jobs.evaluate import build_scorer
     from rg.evaluation.qa import question_evidence
     from rg.evidence.chains import item_chains
     from rg.metrics import normalize_answer
@@ -151,7 +151,7 @@ def compare(reader_cfg, qa_base: Path, qa_overrides: Sequence[str], reader_dir: 
 def metaqa(subgraphs: Path, work: Path, per_hop: int, mlp: Path | None, reader: Path | None,
            encoder_cache: str) -> dict[str, Any]:
     """Steps 1–4 on MetaQA shards; ``per_hop`` test questions per hop (the split caps are hop-stratified)."""
-    from rg.training.reader_ray import train_reader
+    from rg.jobs.train_reader import train_reader
 
     started = time.perf_counter()
     inputs = _inputs(subgraphs)
@@ -189,16 +189,16 @@ def quick(work: Path) -> dict[str, Any]:
 
     from rg.data.rog import write_rog_parquet
     from rg.data.splits import load_split_samples
-    from rg.data.subgraphs import SubgraphConfig, buildable_samples
+    from rg.subgraphs import SubgraphConfig, buildable_samples
     from rg.data.synthetic import SyntheticConfig, generate
-    from rg.evaluation.job import build_scorer
+    from rg.jobs.evaluate import build_scorer
     from rg.evaluation.qa import RetrieverReaderChoice, answer_questions, inference_view
     from rg.evaluation.qa_metrics import Gold, score_prediction
     from rg.graph import KnowledgeGraph
     from rg.reasoning.retriever_reader import RetrieverReader
     from rg.reasoning.tuned_reader import TunedReader
     from rg.training.reader_loop import fit_reader, lora_reader_model, reader_examples
-    from rg.training.reader_ray import reader_items, save_reader
+    from rg.jobs.train_reader import reader_items, save_reader
 
     started = time.perf_counter()
     syn = generate(SyntheticConfig(questions=24, seed=3))

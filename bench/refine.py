@@ -3,7 +3,7 @@
     python -m bench.refine --quick
     python -m bench.refine [--latency S] [--concurrency C] [--pools 1,2,4] [--waves W] [--out PATH]
 
-The job (``rg.supervision.job.refine`` with the LLM selector) runs on synthetic questions
+The job (``rg.jobs.refine.refine`` with the LLM selector) runs on synthetic questions
 against the scripted OpenAI-compatible server (127.0.0.1), which answers every call after a
 fixed artificial latency. For each actor-pool size the LLM phase is timed at the server, from
 the first request received to the last answer sent; throughput is questions per second over
@@ -27,11 +27,11 @@ from typing import Any
 
 from bench.machine import RunRecord, write_report
 from rg.data.rog import write_rog_parquet
-from rg.data.subgraphs import SubgraphConfig, build_sample
+from rg.subgraphs import SubgraphConfig, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.runtime import RayConfig, init_ray
-from rg.supervision.job import RefineConfig, refine
+from rg.jobs.refine import RefineConfig, refine
 from tests.scripted_server import Reply, Script, ScriptedServer
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "refine.json"

@@ -60,7 +60,7 @@ from rg.data.rog import read_rog, write_rog_parquet
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph, collate
 from rg.retrievers.mlp import MLPConfig, MLPRetriever, kernels
 from rg.text.encoder import EncoderConfig, TextEncoder
-from rg.training.data import build_tables, question_graph
+from rg.retrievers.inputs import build_tables, question_graph
 from rg.training.loop import Batching, TrainConfig
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "retriever.json"
@@ -238,7 +238,7 @@ def train_scaling(
 
     ``workers_tried`` ``(1,)`` runs the one-worker baseline alone (the smoke test's cheap path): ``by_workers``
     then holds one row and the ``*_speedup_2_workers`` ratios are not written."""
-    from rg.training.ray_train import TrainJobConfig, train_retriever
+    from rg.jobs.train_retriever import TrainJobConfig, train_retriever
 
     rows: dict[int, dict[str, Any]] = {}
     for workers in workers_tried:

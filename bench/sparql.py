@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from bench.machine import RunRecord, write_report
 from rg.data.metaqa import read_metaqa_kb, read_metaqa_questions
-from rg.data.paths import require_shared_data
+from rg.run.paths import require_shared_data
 from rg.graph import KnowledgeGraph
 from rg.stores.compare import Comparison, SearchCase, compare_stores
 from rg.stores.config import SparqlStoreConfig

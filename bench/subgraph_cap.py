@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from bench.machine import RunRecord, write_report
 from rg.data.metaqa import read_metaqa_kb, read_metaqa_questions
-from rg.data.paths import require_shared_data
+from rg.run.paths import require_shared_data
 from rg.data.sample import Question, Sample
 from rg.graph import KnowledgeGraph
 from rg.graph.path import split_relation

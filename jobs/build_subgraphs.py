@@ -7,7 +7,7 @@
 Re-running with the same config resumes: shards already written are skipped, and shards with
 questions a KG store failed to serve (``kg: {kind: sparql}`` with the endpoint down) are built
 again; the job exits 1 while any remain. ``--fresh`` starts over. ``output_dir`` may be an
-``s3://`` / ``gs://`` URI (staged in a local folder and pushed as shards finish: rg.data.remote). Prints a coverage table; the full report is ``<output_dir>/build_report.json``.
+``s3://`` / ``gs://`` URI (staged in a local folder and pushed as shards finish: rg.run.remote). Prints a coverage table; the full report is ``<output_dir>/build_report.json``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Sequence
 import time
 
 from rg.cli import job_parser, load_job_config, run_job
-from rg.data.builder import BuildSubgraphsConfig, build_subgraphs, format_report
-from rg.data.remote import staged
+from rg.jobs.build_subgraphs import BuildSubgraphsConfig, build_subgraphs, format_report
+from rg.run.remote import staged
 
 
 def main(argv: Sequence[str] | None = None) -> int:

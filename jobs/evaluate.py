@@ -16,10 +16,10 @@ import sys
 from typing import Sequence
 
 from rg.cli import config_kind, job_parser, load_job_config, run_job
-from rg.data.remote import staged
-from rg.evaluation.job import EvaluateConfig, evaluate
-from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa, format_qa
-from rg.locks import output_lock
+from rg.run.remote import staged
+from rg.jobs.evaluate import EvaluateConfig, evaluate
+from rg.jobs.evaluate_qa import QAEvaluateConfig, evaluate_qa, format_qa
+from rg.run.locks import output_lock
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,7 +16,7 @@ import sys
 from typing import Sequence
 
 from rg.cli import job_parser, load_job_config, run_job
-from rg.stores.load import LoadKGConfig, load_kg
+from rg.jobs.load_kg import LoadKGConfig, load_kg
 
 
 def main(argv: Sequence[str] | None = None) -> int:

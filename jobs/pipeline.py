@@ -26,8 +26,8 @@ import sys
 from typing import Sequence
 
 from rg.cli import job_parser, load_job_config, run_job
-from rg.data.remote import is_uri, staged
-from rg.data.storage import StorageRootError
+from rg.run.remote import is_uri, staged
+from rg.run.storage import StorageRootError
 from rg.pipeline import PipelineConfig, format_report, run_pipeline
 
 

@@ -17,8 +17,8 @@ import sys
 from typing import Sequence
 
 from rg.cli import job_parser, load_job_config, run_job
-from rg.locks import output_lock
-from rg.privacy.report import PrivacyReportConfig, privacy_report
+from rg.run.locks import output_lock
+from rg.jobs.privacy_report import PrivacyReportConfig, privacy_report
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,7 +10,7 @@ questions whose LLM call failed for a transient reason are asked again; ``--retr
 says which fallbacks to retry); ``--fresh`` starts over. A second job into the same
 ``output_dir`` exits 2 naming the one that holds it. An endpoint that does not answer the
 preflight probe (``GET <base_url>/models``) stops the job before any Ray work. ``input`` and
-``output_dir`` may be ``s3://`` / ``gs://`` URIs (staged in a local folder: rg.data.remote). Prints a
+``output_dir`` may be ``s3://`` / ``gs://`` URIs (staged in a local folder: rg.run.remote). Prints a
 summary; the labels are ``<output_dir>/labels/*.parquet`` and the report
 ``<output_dir>/refine_report.json``.
 """
@@ -21,8 +21,8 @@ import sys
 from typing import Sequence
 
 from rg.cli import job_parser, load_job_config, run_job
-from rg.data.remote import staged
-from rg.supervision.job import RefineConfig, format_report, refine
+from rg.run.remote import staged
+from rg.jobs.refine import RefineConfig, format_report, refine
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,10 +20,10 @@ import sys
 from typing import Sequence
 
 from rg.cli import config_kind, job_parser, load_job_config, run_job
-from rg.data.remote import staged
-from rg.training.planner_ray import PlannerTrainConfig, format_planner_report, train_planner
-from rg.training.ray_train import TrainJobConfig, format_report, train_retriever
-from rg.training.reader_ray import ReaderTrainConfig, format_reader_report, train_reader
+from rg.run.remote import staged
+from rg.jobs.train_planner import PlannerTrainConfig, format_planner_report, train_planner
+from rg.jobs.train_retriever import TrainJobConfig, format_report, train_retriever
+from rg.jobs.train_reader import ReaderTrainConfig, format_reader_report, train_reader
 
 
 def main(argv: Sequence[str] | None = None) -> int:

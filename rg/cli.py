@@ -40,9 +40,9 @@ def load_job_config(args: argparse.Namespace, model: type[C]) -> C | None:
     """The validated config, or None after printing why it is invalid to stderr.
 
     Under ``ray job submit`` relative paths are resolved against the storage root
-    (:mod:`rg.data.storage`); a missing root raises StorageRootError before any work.
+    (:mod:`rg.run.storage`); a missing root raises StorageRootError before any work.
     """
-    from rg.data.storage import resolve_paths, storage_root, submitted_job
+    from rg.run.storage import resolve_paths, storage_root, submitted_job
 
     try:
         cfg = load_config(args.config, model, args.overrides)
@@ -89,14 +89,14 @@ EXIT_INTERRUPTED = 130
 def expected_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can cause and fix, printed as one line; anything else keeps its traceback."""
     from rg.data.hf import HubUnavailableError
-    from rg.data.integrity import DamagedFileError, EmptyInputError
+    from rg.run.integrity import DamagedFileError, EmptyInputError
     from rg.data.records import BadRowError
     from rg.data.splits import DuplicateIdError
-    from rg.data.storage import StorageRootError
+    from rg.run.storage import StorageRootError
     from rg.llm.config import MissingAPIKeyError
     from rg.stores.base import StoreError
     from rg.stores.virtuoso import VirtuosoError
-    from rg.locks import OutputLockedError
+    from rg.run.locks import OutputLockedError
     from rg.llm.probe import EndpointDownError
     from rg.models.registry import ModelNotAvailableError
     from rg.text.encoder import EncoderLoadError

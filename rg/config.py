@@ -155,7 +155,7 @@ def load_config(path: str | Path, model: type[C], overrides: Sequence[str] = ())
     """
     data = apply_overrides(read_yaml(path), overrides)
     kind = data.pop("kind", None)
-    data.pop("storage_root", None)  # read by rg.cli for submitted jobs (rg.data.storage)
+    data.pop("storage_root", None)  # read by rg.cli for submitted jobs (rg.run.storage)
     expected = getattr(model, "KIND", None)
     if kind is not None and expected is not None and kind != expected:
         raise ConfigError(
@@ -166,19 +166,19 @@ def load_config(path: str | Path, model: type[C], overrides: Sequence[str] = ())
 
 
 CONFIG_KINDS: dict[str, str] = {
-    "build_subgraphs": "rg.data.builder:BuildSubgraphsConfig",
+    "build_subgraphs": "rg.jobs.build_subgraphs:BuildSubgraphsConfig",
     "synthetic": "rg.data.synthetic:SyntheticConfig",
-    "refine": "rg.supervision.job:RefineConfig",
-    "evaluate": "rg.evaluation.job:EvaluateConfig",
-    "evaluate_qa": "rg.evaluation.qa_job:QAEvaluateConfig",
+    "refine": "rg.jobs.refine:RefineConfig",
+    "evaluate": "rg.jobs.evaluate:EvaluateConfig",
+    "evaluate_qa": "rg.jobs.evaluate_qa:QAEvaluateConfig",
     "pipeline": "rg.pipeline:PipelineConfig",
-    "train": "rg.training.ray_train:TrainJobConfig",
-    "train_planner": "rg.training.planner_ray:PlannerTrainConfig",
-    "train_reader": "rg.training.reader_ray:ReaderTrainConfig",
-    "sweep_qa": "rg.evaluation.sweep:SweepQAConfig",
-    "sweep_train": "rg.training.sweep:SweepTrainConfig",
-    "privacy_report": "rg.privacy.report:PrivacyReportConfig",
-    "load_kg": "rg.stores.load:LoadKGConfig",
+    "train": "rg.jobs.train_retriever:TrainJobConfig",
+    "train_planner": "rg.jobs.train_planner:PlannerTrainConfig",
+    "train_reader": "rg.jobs.train_reader:ReaderTrainConfig",
+    "sweep_qa": "rg.jobs.sweep_qa:SweepQAConfig",
+    "sweep_train": "rg.jobs.sweep_train:SweepTrainConfig",
+    "privacy_report": "rg.jobs.privacy_report:PrivacyReportConfig",
+    "load_kg": "rg.jobs.load_kg:LoadKGConfig",
 }
 """YAML ``kind`` → ``module:Class`` of its config (imported on use, so rg.config stays light)."""
 

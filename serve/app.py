@@ -41,7 +41,7 @@ from ray.serve.exceptions import RayServeException
 from ray.serve.handle import DeploymentHandle
 
 from rg.config import ConfigError, validate_config
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.kgedits import EditBatch, EditLogError, read_log
 from rg.memory.keys import MemoryKeyError, load_key
 from rg.stores.config import MemoryStoreConfig

@@ -8,7 +8,7 @@ from __future__ import annotations
 from rg.graph import KnowledgeGraph
 from rg.privacy.schema import KGSchema
 from rg.stores.base import KGStore
-from rg.stores.config import build_store
+from rg.stores.build import build_store
 from rg.stores.memory import MemoryStore
 from serve.config import ServeConfig
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rg.data.paths import ENV_VAR, shared_data_dir
+from rg.run.paths import ENV_VAR, shared_data_dir
 
 # Torch picks its CPU kernels by the machine's instruction set, and its AVX2 and AVX-512 kernels round
 # differently: a tiny model trained in a test ends elsewhere on each kind of x86-64 machine, so a test that

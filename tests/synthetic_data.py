@@ -16,7 +16,7 @@ import numpy as np
 
 from rg.data.rog import write_rog_parquet
 from rg.data.sample import Sample
-from rg.data.subgraphs import SubgraphConfig, buildable_samples
+from rg.subgraphs import SubgraphConfig, buildable_samples
 from rg.data.synthetic import SyntheticConfig, SyntheticKG, generate
 from rg.graph import KnowledgeGraph
 
@@ -42,7 +42,7 @@ def synthetic_subgraphs(
 
     Returns:
         The data and the samples in question order; questions whose subgraph cannot be cut
-        (:class:`~rg.data.subgraphs.Unbuildable`) are left out.
+        (:class:`~rg.subgraphs.Unbuildable`) are left out.
     """
     data = generate(SyntheticConfig(questions=questions, seed=seed))
     kg = KnowledgeGraph.from_triples(data.triples)

@@ -8,7 +8,7 @@ from rg.data.sample import Sample
 from rg.graph import KnowledgeGraph
 from rg.supervision.answer_paths import answer_f1_labels, answer_f1_paths, score_relation_paths
 from rg.supervision.weak import WeakConfig
-from rg.training.data import LabelConfig, load_labels
+from rg.training.labels import LabelConfig, load_labels
 from rg.training.planner_data import plan_targets, reference_paths, weak_relation_paths
 
 # X's director also directed F2 and F3; the question asks for the writers of the movies that

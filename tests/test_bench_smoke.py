@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rg.data.paths import ENV_VAR
+from rg.run.paths import ENV_VAR
 
 KB = """\
 Inception|directed_by|Christopher Nolan

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from rg.config import ConfigError, load_config
-from rg.data.builder import BuildSubgraphsConfig, build_subgraphs, format_report
+from rg.jobs.build_subgraphs import BuildSubgraphsConfig, build_subgraphs, format_report
 from rg.data.rog import read_rog
 from rg.data.sample import Question
 from rg.data.sources import KBSource, load_kb
-from rg.data.store_subgraphs import build_store_sample
-from rg.data.subgraphs import STORE_FAILURES_IN_A_ROW, ShardTask, SubgraphConfig, build_sample, finished_shard, run_shard
+from rg.subgraphs.store import build_store_sample
+from rg.subgraphs import STORE_FAILURES_IN_A_ROW, ShardTask, SubgraphConfig, build_sample, finished_shard, run_shard
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.stores.base import StoreError

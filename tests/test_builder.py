@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rg.config import ConfigError, load_config
-from rg.data.builder import BuildSubgraphsConfig, build_subgraphs
+from rg.jobs.build_subgraphs import BuildSubgraphsConfig, build_subgraphs
 from rg.data.rog import read_rog
 from jobs import build_subgraphs as job
 

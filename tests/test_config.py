@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rg.config import ConfigError, apply_overrides, load_any_config, load_config, read_yaml
-from rg.data.builder import BuildSubgraphsConfig
+from rg.jobs.build_subgraphs import BuildSubgraphsConfig
 
 # job configs; the Serve application files (`applications:`) are checked by tests/test_serve_app.py
 CONFIGS = [p for p in sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rg.config import CONFIG_KINDS, config_class, load_config, read_yaml
-from rg.evaluation.sweep import SweepQAConfig
-from rg.training.sweep import SweepTrainConfig
+from rg.jobs.sweep_qa import SweepQAConfig
+from rg.jobs.sweep_train import SweepTrainConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

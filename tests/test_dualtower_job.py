@@ -13,7 +13,7 @@ import pytest
 from rg.config import ConfigError, validate_config
 from rg.evaluation.dualtower_qa import check_brain_view, load_schema
 from rg.evaluation.qa import Prediction
-from rg.evaluation.qa_job import QAEvaluateConfig, _QAActor
+from rg.jobs.evaluate_qa import QAEvaluateConfig, _QAActor
 from rg.privacy.schema import KGSchema
 from rg.reasoning.dualtower import DualTowerConfig
 from rg.retrievers.base import CheckpointMeta
@@ -86,7 +86,7 @@ def test_the_actor_answers_inference_views_with_the_controller(checkpoint, tmp_p
 
 
 def test_the_job_runs_the_dualtower_reasoner_through_ray_data(ray_local, checkpoint, tmp_path):
-    from rg.evaluation.qa_job import evaluate_qa
+    from rg.jobs.evaluate_qa import evaluate_qa
 
     write_qa_input(tmp_path)
     cfg = validate_config({"input": str(tmp_path / "samples.parquet"), "output_dir": str(tmp_path / "out"),
@@ -102,7 +102,7 @@ def test_the_job_runs_the_dualtower_reasoner_through_ray_data(ray_local, checkpo
 
 
 def test_the_job_report_totals_what_the_brain_endpoint_received(ray_local, tmp_path):
-    from rg.evaluation.qa_job import evaluate_qa
+    from rg.jobs.evaluate_qa import evaluate_qa
     from tests.scripted_server import Respond, Script, ScriptedServer
     from tests.test_dualtower_wire import brain
 

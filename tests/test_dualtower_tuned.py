@@ -56,7 +56,7 @@ def test_a_tuned_hand_answers_from_the_verified_walks(tmp_path):
     from rg.models import REGISTRY, ModelNotAvailableError
     from rg.reasoning.tuned_reader import TunedReaderSettings
     from rg.training.reader_loop import ReaderLora, lora_reader_model
-    from rg.training.reader_ray import save_reader
+    from rg.jobs.train_reader import save_reader
     from tests.test_dualtower_wire import brain
     from tests.scripted_server import Respond, Script, ScriptedServer
 

@@ -11,10 +11,10 @@ import pytest
 from jobs import refine as refine_job
 from rg.cli import run_job
 from rg.config import validate_config
-from rg.evaluation import qa_job
+from rg.jobs import evaluate_qa as qa_job
 from rg.llm.config import LLMConfig
 from rg.llm.probe import EndpointDownError, probe_endpoint
-from rg.supervision import job as refine_module
+from rg.jobs import refine as refine_module
 from rg.supervision.labels import read_labels
 from tests.scripted_server import Reply, Script, ScriptedServer, Status
 from tests.test_refine_reruns import free_port, llm_config, samples_file, write_yaml  # noqa: F401 — fixture

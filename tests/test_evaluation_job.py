@@ -10,8 +10,8 @@ import pytest
 from rg.config import ConfigError, validate_config
 from rg.data.rog import read_rog, write_rog_parquet
 from rg.data.sample import Sample
-from rg.evaluation.job import EvaluateConfig, evaluate
-from rg.evaluation.retriever_scorer import RetrieverScorer
+from rg.jobs.evaluate import EvaluateConfig, evaluate
+from rg.retrievers.scorer import RetrieverScorer
 from rg.retrievers.base import CheckpointMeta
 from rg.retrievers.registry import build_retriever
 from rg.text.encoder import EncoderConfig, TextEncoder

@@ -88,7 +88,7 @@ def test_pretraining_without_any_path_is_an_error(tmp_path):
 
 
 def test_job_config_checks_what_pretraining_needs():
-    from rg.training.ray_train import TrainJobConfig
+    from rg.jobs.train_retriever import TrainJobConfig
 
     base = {"input": "x", "run_name": "r", "output_dir": "o", "walk_pretrain": {"questions": 100}}
     with pytest.raises(ValueError, match="set retriever.walk_steps > 0"):

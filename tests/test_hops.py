@@ -99,7 +99,7 @@ def test_the_tuned_hand_cuts_its_subgraph_at_the_predicted_depth(tmp_path):
     from rg.reasoning.hops import FOLDER
     from rg.reasoning.tuned_reader import TunedReaderSettings
     from rg.training.reader_loop import ReaderLora, lora_reader_model
-    from rg.training.reader_ray import save_reader
+    from rg.jobs.train_reader import save_reader
     from tests.dualtower_world import TRIPLES
 
     try:

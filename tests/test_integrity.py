@@ -18,10 +18,10 @@ from jobs import refine as refine_job
 from jobs import train as train_job
 from rg.cli import run_job
 from rg.config import ConfigError, validate_config
-from rg.data.builder import FINGERPRINT_FILE, BuildSubgraphsConfig, build_subgraphs
-from rg.data.integrity import DamagedFileError, check_parquet
+from rg.jobs.build_subgraphs import FINGERPRINT_FILE, BuildSubgraphsConfig, build_subgraphs
+from rg.run.integrity import DamagedFileError, check_parquet
 from rg.data.rog import read_rog, write_rog_parquet
-from rg.locks import OutputLockedError, output_lock
+from rg.run.locks import OutputLockedError, output_lock
 from rg.supervision.labels import Labels, labels_by_id, write_labels
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +116,7 @@ def test_labels_loading_refuses_conflicting_duplicates(tmp_path):
 
 HOLD = textwrap.dedent("""
     import sys, time
-    from rg.locks import output_lock
+    from rg.run.locks import output_lock
     with output_lock(sys.argv[1], "holder-job"):
         print("held", flush=True)
         time.sleep(600)

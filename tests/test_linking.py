@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from rg.config import ConfigError, validate_config
-from rg.data.builder import BuildSubgraphsConfig
+from rg.jobs.build_subgraphs import BuildSubgraphsConfig
 from rg.data.sample import Question
-from rg.evaluation.qa_job import QAEvaluateConfig
+from rg.jobs.evaluate_qa import QAEvaluateConfig
 from rg.graph import KnowledgeGraph
 from rg.linking import EntityLinker, LinkingConfig, NameIndex, load_or_build_index
 from rg.linking.index import index_bytes
@@ -188,7 +188,7 @@ def test_link_questions_records_failures_and_never_sees_answers(index: NameIndex
 
 def test_qa_link_samples_replace_topics_and_fail_with_reason(index: NameIndex, encoder: TextEncoder) -> None:
     from rg.data.sample import Sample
-    from rg.evaluation.qa_job import link_samples
+    from rg.jobs.evaluate_qa import link_samples
 
     samples = [Sample("a", "who directed Forrest Gump", (), ("given",), (), (("m.6", "d", "m.2"),)),
                Sample("b", "who directed Heat", (), ("m.3",), (), ())]
@@ -224,7 +224,7 @@ KB = "Inception|directed_by|Christopher Nolan\nInception|release_year|2010\nTita
 
 
 def test_build_job_links_from_the_raw_question(ray_local, tmp_path: Path) -> None:
-    from rg.data.builder import build_subgraphs
+    from rg.jobs.build_subgraphs import build_subgraphs
 
     (tmp_path / "kb.txt").write_text(KB)
     with gzip.open(tmp_path / "q.txt.gz", "wt") as f:
@@ -266,7 +266,7 @@ def test_sparql_store_gives_the_same_links(virtuoso, tmp_path: Path) -> None:
 
 def test_qa_job_links_topics_and_records_failures(ray_local, tmp_path: Path) -> None:
     from rg.data.rog import write_rog_parquet
-    from rg.evaluation.qa_job import evaluate_qa
+    from rg.jobs.evaluate_qa import evaluate_qa
     from tests.test_qa_eval import SAMPLES
 
     parquet = tmp_path / "samples.parquet"

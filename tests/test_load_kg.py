@@ -7,7 +7,7 @@ import json
 from jobs.load_kg import main
 from rg.cli import run_job
 from rg.config import load_config
-from rg.stores.load import IDS_FILE, NT_FILE, REPORT_FILE, LoadKGConfig
+from rg.jobs.load_kg import IDS_FILE, NT_FILE, REPORT_FILE, LoadKGConfig
 from rg.stores.virtuoso import main as virtuoso_main
 
 CONFIG = "configs/load_kg_synthetic.yaml"
@@ -67,7 +67,7 @@ def test_virtuoso_command_line_status(virtuoso, tmp_path, capsys):
 def test_load_kg_loads_the_union_of_rog_subgraphs(virtuoso, tmp_path):
     from rg.data.rog import write_rog_parquet
     from rg.data.sample import Sample
-    from rg.stores.load import load_kg
+    from rg.jobs.load_kg import load_kg
 
     shared = ("m.0a", "people.person.nationality", "France")
     samples = [Sample("q1", "?", ("France",), ("m.0a",), ("France",), (shared, ("m.0a", "type.object.name", "Ann"))),

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from rg.config import ConfigError, validate_config
-from rg.evaluation.qa_job import QAEvaluateConfig
+from rg.jobs.evaluate_qa import QAEvaluateConfig
 from rg.memory.config import MemoryConfig
 from rg.memory.keys import new_key_hex
 from rg.reasoning.dualtower.memory import RecalledAnalysis, Trace
@@ -27,7 +27,7 @@ def test_memory_section_rules():
 
 def test_a_round_without_memory_is_compared_question_by_question(tmp_path):
     from rg.evaluation.qa import Prediction
-    from rg.evaluation.qa_job import LOST, without_memory
+    from rg.jobs.evaluate_qa import LOST, without_memory
     from rg.evaluation.qa_metrics import Gold, score_prediction
     from rg.llm.usage import Usage
 
@@ -74,7 +74,7 @@ def test_named_actor_shares_and_persists_the_pool(ray_local, tmp_path):
 
 @pytest.mark.slow
 def test_evaluate_qa_memory_rounds(ray_local, tmp_path):
-    from rg.evaluation.qa_job import evaluate_qa
+    from rg.jobs.evaluate_qa import evaluate_qa
 
     folder = tmp_path / "planner"
     shared_planner().save(folder)

@@ -28,9 +28,9 @@ import pytest
 import yaml
 
 from rg.retrievers.registry import load_retriever
-from rg.supervision.job import RefineConfig, refine
+from rg.jobs.refine import RefineConfig, refine
 from rg.supervision.labels import read_labels
-from rg.training.ray_train import REPORT_FILE
+from rg.jobs.harness import REPORT_FILE
 from tests.conftest import start_local_ray
 from tests.ray_cluster import free_ports, registered_epoch, short_temp_dir
 from tests.test_refine_job import samples_file  # noqa: F401 — fixture: 40 synthetic questions with subgraphs

@@ -12,7 +12,7 @@ import pytest
 from rg.config import ConfigError, validate_config
 from rg.data.sample import Sample
 from rg.evaluation.qa import answer_questions
-from rg.evaluation.qa_job import QAEvaluateConfig
+from rg.jobs.evaluate_qa import QAEvaluateConfig
 from rg.evidence import EvidenceConfig
 from rg.evidence.planned import planned_evidence
 from rg.graph import KnowledgeGraph

@@ -1,4 +1,4 @@
-"""The planner's post-training scores computed by Ray Data actors (rg.training.planner_eval_stream) equal
+"""The planner's post-training scores computed by Ray Data actors (rg.jobs.planner_eval) equal
 the scores of the whole side on the driver (evaluate_planner), setting by setting and group by
 group, for weak and labels references, and the driver never reads a subgraph to get them."""
 
@@ -13,10 +13,10 @@ from rg.retrievers.planner.config import PlannerConfig
 from rg.retrievers.planner.evaluate import evaluate_planner
 from rg.retrievers.planner.model import PlannerModel, load_planner
 from rg.supervision.labels import labels_by_id, write_labels
-from rg.training.data import LabelConfig, load_labels
+from rg.training.labels import LabelConfig, load_labels
 from rg.training.planner_data import reference_paths
-from rg.training.planner_eval_stream import group_name, stream_planner_scores
-from rg.training.planner_ray import PlannerEvalConfig
+from rg.jobs.planner_eval import group_name, stream_planner_scores
+from rg.jobs.train_planner import PlannerEvalConfig
 from tests.synthetic_data import write_synthetic_parquet
 
 TIMING = ("questions_per_s", "seconds", "cpu_seconds")

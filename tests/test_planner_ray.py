@@ -1,4 +1,4 @@
-"""Ray Train planner training (rg.training.planner_ray): 2 CPU workers under DDP (gloo) write a
+"""Ray Train planner training (rg.jobs.train_planner): 2 CPU workers under DDP (gloo) write a
 loadable adapter checkpoint, the report scores it, and a resubmitted run resumes — the second
 submission goes through ``python -m jobs.train``'s dispatch on the config kind."""
 
@@ -18,7 +18,8 @@ from rg.evaluation.qa import answer_questions, inference_view
 from rg.reasoning import RetrieverReader, RetrieverReaderConfig
 from rg.retrievers.planner import DecodeConfig, load_planner, plan_questions, read_planner_meta
 from rg.retrievers.planner.scorer import PlannerScorer
-from rg.training.planner_ray import REPORT_FILE, PlannerTrainConfig, pack_folder, train_planner, unpack_folder
+from rg.jobs.harness import REPORT_FILE
+from rg.jobs.train_planner import PlannerTrainConfig, pack_folder, train_planner, unpack_folder
 
 
 def config_dict(parquet, tmp_path, epochs: int) -> dict:

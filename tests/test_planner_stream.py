@@ -15,8 +15,8 @@ from safetensors.torch import load_file
 from rg.privacy import KGSchema
 from rg.data.splits import load_split_samples
 from rg.supervision.labels import write_labels
-from rg.training.data import LabelConfig, load_labels
-from rg.training.planner_ray import PlannerTrainConfig, _driver_input, _streamed_input, train_planner
+from rg.training.labels import LabelConfig, load_labels
+from rg.jobs.train_planner import PlannerTrainConfig, _driver_input, _streamed_input, train_planner
 from tests.synthetic_data import write_synthetic_parquet
 
 
@@ -87,7 +87,7 @@ def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tm
     # the streamed path never reads a subgraph on the driver, nor calls from_items
     import ray.data
 
-    import rg.training.planner_ray as planner_ray
+    import rg.jobs.train_planner as planner_ray
 
     def questions_only(*args, **kwargs):
         assert kwargs.get("graph") is False, "the driver read samples with their subgraphs"

@@ -22,7 +22,7 @@ from rg.privacy import (
     derive_types,
     literal_view,
 )
-from rg.privacy.report import PrivacyReportConfig
+from rg.jobs.privacy_report import PrivacyReportConfig
 from rg.reasoning.llm_reader import LLMReaderConfig
 from rg.supervision.llm_selector import LLMSelectorConfig
 from tests.scripted_server import Reply, ScriptedServer

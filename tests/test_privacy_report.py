@@ -9,7 +9,7 @@ import pytest
 
 from rg.config import ConfigError, validate_config
 from rg.data.rog import write_rog_parquet
-from rg.privacy.report import GROUPED, UNSANITISED, PrivacyReportConfig, privacy_report
+from rg.jobs.privacy_report import GROUPED, UNSANITISED, PrivacyReportConfig, privacy_report
 
 
 def test_report_measures_every_mode_and_budget(tmp_path: Path, ray_local) -> None:

@@ -14,7 +14,7 @@ from rg.config import ConfigError, validate_config
 from rg.data.rog import write_rog_parquet
 from rg.data.sample import Sample
 from rg.evaluation.qa import Prediction, answer_questions, inference_view
-from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa, format_qa, pool_cpus
+from rg.jobs.evaluate_qa import QAEvaluateConfig, evaluate_qa, format_qa, pool_cpus
 from rg.evaluation.qa_metrics import Gold, score_prediction, summarize
 from rg.evaluation.scorers import HopDistanceScorer
 from rg.evidence import EvidenceConfig

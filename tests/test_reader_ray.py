@@ -13,7 +13,8 @@ from rg.evaluation.qa import TunedReaderChoice, answer_questions, build_reader, 
 from rg.evaluation.scorers import HopDistanceScorer
 from rg.evidence import EvidenceConfig
 from rg.models import REGISTRY, ModelNotAvailableError
-from rg.training.reader_ray import REPORT_FILE, ReaderTrainConfig, fit_depth, train_reader
+from rg.jobs.harness import REPORT_FILE
+from rg.jobs.train_reader import ReaderTrainConfig, fit_depth, train_reader
 from tests.synthetic_data import write_synthetic_parquet
 
 
@@ -87,7 +88,7 @@ def test_streamed_examples_equal_the_driver_built_ones(ray_local, reader_parquet
     import pickle
 
     from rg.models.registry import resolve_model
-    from rg.training.reader_ray import _driver_input, _streamed_input
+    from rg.jobs.train_reader import _driver_input, _streamed_input
 
     cfg = config(reader_parquet, tmp_path, epochs=1).model_copy(update={"max_train_questions": 14})
     base = resolve_model(cfg.reader.base)

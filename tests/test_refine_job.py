@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from rg.data.rog import read_rog
-from rg.supervision.job import EndpointWatch, RefineConfig, _SelectorActor, refine
+from rg.jobs.refine import EndpointWatch, RefineConfig, _SelectorActor, refine
 from rg.supervision.labels import read_labels
 from rg.supervision.refine import prepare_question
 from tests.scripted_server import Reply, Respond, Script, ScriptedServer

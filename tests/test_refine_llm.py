@@ -126,7 +126,7 @@ def test_empty_pool_never_calls_the_endpoint():
 @pytest.mark.parametrize("bad", [{"selector": "llm"}])
 def test_refine_config_requires_llm_section(bad):
     from rg.config import ConfigError, validate_config
-    from rg.supervision.job import RefineConfig
+    from rg.jobs.refine import RefineConfig
 
     with pytest.raises(ConfigError, match="no `llm:` section"):
         validate_config({"input": "x", "output_dir": "o", **bad}, RefineConfig)

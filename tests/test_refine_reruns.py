@@ -15,8 +15,8 @@ from jobs import refine as refine_job
 from rg.cli import run_job
 from rg.data.rog import read_rog, write_rog_parquet
 from rg.llm.journal import read_journal
-from rg.supervision import job as refine_module
-from rg.supervision.job import JOURNAL_FILE, RefineConfig, refine
+from rg.jobs import refine as refine_module
+from rg.jobs.refine import JOURNAL_FILE, RefineConfig, refine
 from rg.supervision.labels import read_labels
 from tests.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from tests.synthetic_data import write_synthetic_parquet

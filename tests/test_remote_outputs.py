@@ -20,11 +20,11 @@ from jobs import build_subgraphs as build_job
 from jobs import refine as refine_job
 from jobs import train as train_job
 from rg.cli import run_job
-from rg.data.integrity import DamagedFileError, write_json_atomic
-from rg.data.remote import LOCK_OBJECT, RemoteDir, staged
-from rg.data.storage import JOB_ENV, StorageRootError
-from rg.locks import OutputLockedError
-from rg.supervision.job import RefineConfig
+from rg.run.integrity import DamagedFileError, write_json_atomic
+from rg.run.remote import LOCK_OBJECT, RemoteDir, staged
+from rg.run.storage import JOB_ENV, StorageRootError
+from rg.run.locks import OutputLockedError
+from rg.jobs.refine import RefineConfig
 from rg.supervision.labels import read_labels
 from tests.scripted_server import Reply, Respond, Script, ScriptedServer
 from tests.synthetic_data import write_synthetic_parquet
@@ -124,7 +124,7 @@ def test_lock_object_refuses_a_live_holder_and_takes_over_a_dead_one(tmp_path, s
 
 
 def test_an_actor_on_another_node_pushes_its_shard_itself(ray_local, tmp_path, staging):
-    from rg.data.remote import ShardPusher, remote_output_of
+    from rg.run.remote import ShardPusher, remote_output_of
 
     uri = f"file://{tmp_path / 'bucket' / 'subgraphs'}"
     cfg = RefineConfig(input=str(tmp_path / "in.parquet"), output_dir=uri)

@@ -143,7 +143,7 @@ def test_the_mlp_path_does_not_import_pyg_until_pna_is_built():
     import subprocess
     import sys
 
-    code = ("import sys; import rg.evaluation.qa_job, rg.training.ray_train; from rg.retrievers import build_retriever; "
+    code = ("import sys; import rg.jobs.evaluate_qa, rg.jobs.train_retriever; from rg.retrievers import build_retriever; "
             "build_retriever('mlp'); print('torch_geometric' in sys.modules); "
             "from rg.retrievers.registry import retriever_spec; retriever_spec('pna').model_class; "
             "print('torch_geometric' in sys.modules)")

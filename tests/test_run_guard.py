@@ -1,4 +1,4 @@
-"""A run resumes only under the settings it was started with (rg.training.run_guard)."""
+"""A run resumes only under the settings it was started with (rg.run.guard)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from pydantic import Field
 
 from rg.config import Config
-from rg.training.run_guard import RUN_CONFIG_FILE, check_run_config, defining_settings
+from rg.run.guard import RUN_CONFIG_FILE, check_run_config, defining_settings
 
 
 class Train(Config):
@@ -45,8 +45,8 @@ def test_record_then_check(tmp_path):
 
 
 def test_worker_placement_is_validated_and_may_change_on_resume():
-    from rg.supervision.job import RefineConfig
-    from rg.training.ray_train import TrainJobConfig
+    from rg.jobs.refine import RefineConfig
+    from rg.jobs.train_retriever import TrainJobConfig
 
     base = {"input": "data", "run_name": "run", "output_dir": "out"}
     placed = TrainJobConfig.model_validate({**base, "resources_per_worker": {"CPU": 0, "trainer": 1}})

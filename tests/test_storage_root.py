@@ -14,9 +14,9 @@ import pytest
 
 from jobs import build_subgraphs as build_job
 from rg.cli import EXIT_INTERRUPTED, run_job
-from rg.data.storage import JOB_ENV, StorageRootError, resolve_paths, storage_root, submitted_job
-from rg.supervision.job import RefineConfig
-from rg.training.ray_train import TrainJobConfig
+from rg.run.storage import JOB_ENV, StorageRootError, resolve_paths, storage_root, submitted_job
+from rg.jobs.refine import RefineConfig
+from rg.jobs.train_retriever import TrainJobConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,7 @@ def test_submitted_job_without_root_names_the_path_and_fix(as_submitted_job):
     cfg = RefineConfig(input="/data/in.parquet", output_dir="out/refined")
     with pytest.raises(StorageRootError, match=r"`output_dir: out/refined` is relative.*Fix: set RG_STORAGE_ROOT"):
         resolve_paths(cfg, None)
-    assert resolve_paths(cfg, "gs://bucket/rg").output_dir == "gs://bucket/rg/out/refined"  # staged by rg.data.remote
+    assert resolve_paths(cfg, "gs://bucket/rg").output_dir == "gs://bucket/rg/out/refined"  # staged by rg.run.remote
     with pytest.raises(StorageRootError, match="must be an absolute path"):
         storage_root("relative/root")
 
@@ -80,7 +80,7 @@ def test_job_exits_2_before_work_without_a_root(as_submitted_job, tmp_path, caps
     assert "`output_dir: runs/subgraphs` is relative" in job_line(capsys.readouterr().err, "jobs.build_subgraphs")
     config.write_text(f"kind: build_subgraphs\nstorage_root: {tmp_path}\noutput_dir: runs/sub\nsynthetic: {{}}\n")
     from rg.cli import job_parser, load_job_config
-    from rg.data.builder import BuildSubgraphsConfig
+    from rg.jobs.build_subgraphs import BuildSubgraphsConfig
 
     args = job_parser("jobs.build_subgraphs", "x", BuildSubgraphsConfig).parse_args(["--config", str(config)])
     assert load_job_config(args, BuildSubgraphsConfig).output_dir == str(tmp_path / "runs/sub")
@@ -112,7 +112,7 @@ def test_ctrl_c_in_a_real_job_exits_130(tmp_path):
 
 
 def test_the_dual_towers_planner_and_schema_resolve_against_the_root(tmp_path):
-    from rg.evaluation.qa_job import QAEvaluateConfig
+    from rg.jobs.evaluate_qa import QAEvaluateConfig
 
     cfg = QAEvaluateConfig.model_validate({
         "input": "runs/subgraphs", "output_dir": "runs/qa", "reasoner": "dualtower", "schema_dir": "runs/schema",

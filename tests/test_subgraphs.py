@@ -9,7 +9,7 @@ import pytest
 from rg.data.records import BadRow
 from rg.data.rog import read_rog
 from rg.data.sample import Question
-from rg.data.subgraphs import (
+from rg.subgraphs import (
     ShardStats,
     ShardTask,
     SubgraphConfig,

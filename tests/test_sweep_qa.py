@@ -14,10 +14,10 @@ import yaml
 from rg.config import ConfigError, load_config, validate_config
 from rg.data.rog import write_rog_parquet
 from rg.evaluation.qa import answer_questions, inference_view
-from rg.evaluation.qa_job import QAEvaluateConfig
+from rg.jobs.evaluate_qa import QAEvaluateConfig
 from rg.evaluation.qa_metrics import Gold, score_prediction, summarize
 from rg.evaluation.scorers import HopDistanceScorer
-from rg.evaluation.sweep import CachedScorer, SweepData, SweepQAConfig, evaluate_point, pareto_front
+from rg.jobs.sweep_qa import CachedScorer, SweepData, SweepQAConfig, evaluate_point, pareto_front
 from rg.evidence import EvidenceConfig
 from rg.reasoning import RetrieverReader
 from tests.test_qa_eval import SAMPLES, SCORES
@@ -94,7 +94,7 @@ def test_config_refuses_retrieval_keys_and_bad_points(tmp_path):
 def test_base_paths_resolve_against_the_root(tmp_path, monkeypatch):
     """The base evaluation's relative paths resolve against the sweep's root (the storage root of a
     submitted job); in a submitted job they are never left relative."""
-    from rg.data.storage import JOB_ENV, StorageRootError
+    from rg.run.storage import JOB_ENV, StorageRootError
 
     base = tmp_path / "base.yaml"
     base.write_text(yaml.safe_dump({"kind": "evaluate_qa", **BASE, "input": "subgraphs/demo",

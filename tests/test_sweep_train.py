@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from rg.config import ConfigError, load_config, validate_config
-from rg.training.ray_train import TrainJobConfig
+from rg.jobs.train_retriever import TrainJobConfig
 from rg.training.shards import WORKER_GROUP_KEY
-from rg.training.sweep import SweepTrainConfig, selection_metric
+from rg.jobs.sweep_train import SweepTrainConfig, selection_metric
 from tests.test_storage_root import as_submitted_job  # noqa: F401 — fixture
 from tests.test_training_ray import encoder_cache  # noqa: F401 — fixture
 from tune.train import COST, ReleaseStoppedRuns, driver_request, format_train_sweep, run_train_sweep
@@ -116,7 +116,7 @@ def relative_sweep(folder) -> str:
 def test_trials_see_paths_resolved_before_tune_moves_them(tmp_path, monkeypatch):
     """Tune runs each trial in its own folder: the sweep resolves the base's and the points' relative
     paths, and its output folder, against the folder it started in, and a trial elsewhere gets the same."""
-    from rg.data.storage import paths_root
+    from rg.run.storage import paths_root
 
     monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
     monkeypatch.delenv("RG_SHARED_DATA", raising=False)
@@ -139,7 +139,7 @@ def test_trials_see_paths_resolved_before_tune_moves_them(tmp_path, monkeypatch)
 
 def test_a_submitted_sweep_resolves_against_the_storage_root(tmp_path, monkeypatch, as_submitted_job):  # noqa: F811
     """Under `ray job submit` the sweep, its base and its trials write and read under the storage root."""
-    from rg.data.storage import StorageRootError, paths_root
+    from rg.run.storage import StorageRootError, paths_root
 
     monkeypatch.delenv("RG_SHARED_DATA", raising=False)
     monkeypatch.chdir(tmp_path)

@@ -96,7 +96,7 @@ def test_masked_prompts_see_the_wording_not_the_entity():
 def test_retriever_labels_keep_the_voted_paths_walks_counted_on_training_questions_only():
     import pytest
 
-    from rg.training.data import VOTED_SELECTOR, LabelConfig, load_labels
+    from rg.training.labels import VOTED_SELECTOR, LabelConfig, load_labels
 
     samples = [directed("q1", "Alpha", "Ann"), directed("q2", "Beta", "Bo"), directed("q3", "Gamma", "Cy")]
     config = LabelConfig(weak={"rule": "answer_f1", "max_path_len": 1}, template_vote=True)

@@ -27,18 +27,9 @@ from rg.retrievers import (
     collate,
 )
 from rg.supervision.labels import Labels, write_labels
-from rg.training import (
-    LabelConfig,
-    TrainConfig,
-    build_tables,
-    evaluate,
-    fit,
-    is_unnamed,
-    load_labels,
-    make_batches,
-    question_graph,
-    question_graphs,
-)
+from rg.data.entities import is_unnamed
+from rg.retrievers.inputs import build_tables, question_graph, question_graphs
+from rg.training import LabelConfig, TrainConfig, evaluate, fit, load_labels, make_batches
 from tests.synthetic_data import HashEncoder
 
 DIM = 8

@@ -1,4 +1,4 @@
-"""Ray Train retriever training (rg.training.ray_train): 2 CPU workers under DDP, the best
+"""Ray Train retriever training (rg.jobs.train_retriever): 2 CPU workers under DDP, the best
 checkpoint exported and loadable, and a resubmitted run (after finishing, or after being killed)
 resuming from its latest checkpoint."""
 
@@ -19,7 +19,8 @@ from rg.data.splits import load_split_samples
 from rg.config import load_config
 from rg.retrievers.registry import load_retriever
 from rg.text.encoder import EncoderConfig
-from rg.training.ray_train import REPORT_FILE, TrainJobConfig, train_retriever
+from rg.jobs.harness import REPORT_FILE
+from rg.jobs.train_retriever import TrainJobConfig, train_retriever
 from tests.ray_cluster import registered_epoch
 
 
@@ -32,7 +33,9 @@ def _driver_builds_nothing(monkeypatch) -> list[bool]:
     """Make the driver fail if it builds training data itself; returns the ``graph`` flags of its sample reads."""
     import ray.data
 
-    from rg.training import data, graph_stream, ray_train
+    from rg.jobs import train_retriever as ray_train
+    from rg.retrievers import inputs as data
+    from rg.training import graph_stream
 
     def no_driver_dataset(*args, **kwargs):
         raise AssertionError("the driver built the training data itself")

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from rg.config import ConfigError, validate_config
-from rg.training.planner_ray import PlannerTrainConfig
+from rg.jobs.train_planner import PlannerTrainConfig
 from rg.training.reader_loop import WEIGHT_DECAY
-from rg.training.reader_ray import ReaderTrainConfig
+from rg.jobs.train_reader import ReaderTrainConfig
 from rg.training.strategy import DeepSpeedSettings, config_path, engine_config, load_engine_config
 
 SHIPPED = Path(__file__).resolve().parents[1] / "configs" / "deepspeed_zero2.json"

@@ -10,7 +10,8 @@ import torch
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.graphs import QuestionGraph
 from rg.supervision.labels import write_labels
-from rg.training.data import LabelConfig, build_tables, load_labels, question_graphs
+from rg.retrievers.inputs import build_tables, question_graphs
+from rg.training.labels import LabelConfig, load_labels
 from rg.training.graph_stream import iter_graphs, stream_training_graphs, trainable
 from tests.synthetic_data import HashEncoder, write_synthetic_parquet
 

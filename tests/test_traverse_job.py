@@ -14,7 +14,7 @@ from rg.data.synthetic.vocab import DIRECTED_BY
 from rg.evaluation.rounds import RoundRewriter
 from rg.data.rog import write_rog_parquet
 from rg.data.sample import Sample
-from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa
+from rg.jobs.evaluate_qa import QAEvaluateConfig, evaluate_qa
 from tests.scripted_server import Reply, Respond, Script, ScriptedServer
 
 TRIPLES = (("Heat", "directed_by", "Michael Mann"), ("Heat", "release_year", "1995"),

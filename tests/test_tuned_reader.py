@@ -30,7 +30,7 @@ from rg.training.reader_loop import (
     reader_examples,
 )
 from rg.training.planner_loop import collate
-from rg.training.reader_ray import save_reader
+from rg.jobs.train_reader import save_reader
 
 TRIPLES = (
     ("Inception", "directed_by", "Christopher Nolan"),
@@ -243,7 +243,7 @@ def test_top_layers_adapts_only_the_last_layers(base):
 
 
 def test_a_qa_run_with_other_evidence_settings_than_the_readers_training_is_warned_about(tmp_path, capsys):
-    from rg.evaluation.qa_job import QAEvaluateConfig, reader_evidence_mismatch
+    from rg.jobs.evaluate_qa import QAEvaluateConfig, reader_evidence_mismatch
     from rg.evidence import EvidenceConfig
     from rg.reasoning.tuned_reader import SETTINGS_FILE, TunedReaderSettings, evidence_mismatch
 
@@ -275,7 +275,7 @@ from rg.evidence import EvidenceConfig, build_evidence
 from rg.reasoning.tuned_reader import TunedReader, TunedReaderSettings, build_prompt, eos_id
 from rg.training.planner_loop import collate
 from rg.training.reader_loop import ReaderItem, ReaderLora, ReaderLoss, lora_reader_model, reader_examples
-from rg.training.reader_ray import save_reader
+from rg.jobs.train_reader import save_reader
 triples, scores = json.loads(sys.argv[1])
 ev = build_evidence([tuple(t) for t in triples], scores, ["Inception"], EvidenceConfig(max_length=2))
 out = {}

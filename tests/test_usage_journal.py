@@ -21,7 +21,7 @@ import yaml
 from rg.config import validate_config
 from rg.data.rog import write_rog_parquet
 from rg.data.sample import Sample
-from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa, format_qa
+from rg.jobs.evaluate_qa import QAEvaluateConfig, evaluate_qa, format_qa
 from rg.llm.client import LLMError, OpenAICompatibleClient
 from rg.llm.config import LLMConfig
 from rg.llm.journal import JOURNAL_FILE, UsageJournal, read_journal, usage_by_side

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from rg.config import ConfigError, validate_config
-from rg.data.subgraphs import SubgraphConfig, build_sample
+from rg.subgraphs import SubgraphConfig, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.stores.memory import MemoryStore

@@ -1,8 +1,8 @@
 """The no-training sweep on Ray Tune: one plain trainable per grid point over cached scores.
 
-The driver scores the base evaluation's questions once (:class:`rg.evaluation.sweep.SweepData`),
+The driver scores the base evaluation's questions once (:class:`rg.jobs.sweep_qa.SweepData`),
 puts them in the object store with :func:`ray.tune.with_parameters`, and runs one trial per grid
-point; each trial calls :func:`rg.evaluation.sweep.evaluate_point` and reports its metrics with
+point; each trial calls :func:`rg.jobs.sweep_qa.evaluate_point` and reports its metrics with
 ``tune.report``. The experiment lives under ``<output_dir>/tune/<name>``: rerunning the same
 config restores it with ``Tuner.restore`` and runs only the trials that did not finish.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from rg.evaluation.sweep import SweepData, SweepQAConfig, evaluate_point, overrides_of
+from rg.jobs.sweep_qa import SweepData, SweepQAConfig, evaluate_point, overrides_of
 from rg.runtime import init_ray
 from tune.report import SweepFiles, write_best_config, write_sweep_results
 
@@ -45,7 +45,7 @@ def run_qa_sweep(cfg: SweepQAConfig, progress: bool = True, root: str | None = N
 
     Args:
         root: Where relative paths of the sweep and its base config resolve
-            (:func:`rg.data.storage.paths_root`: the storage root of a submitted job); default the
+            (:func:`rg.run.storage.paths_root`: the storage root of a submitted job); default the
             current folder.
 
     Raises:

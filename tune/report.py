@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from rg.config import apply_overrides
-from rg.evaluation.sweep import overrides_of, pareto_front
+from rg.jobs.sweep_qa import overrides_of, pareto_front
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ a config the jobs accept (``best.yaml``).
 
 Relative paths of the sweep and of its base config resolve against the folder the sweep starts
 in (Tune runs each trial in a folder of its own), or, under ``ray job submit``, against the
-storage root (``$RG_STORAGE_ROOT`` or ``storage_root:``), as every job's do (:mod:`rg.data.storage`).
+storage root (``$RG_STORAGE_ROOT`` or ``storage_root:``), as every job's do (:mod:`rg.run.storage`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import sys
 from rg.cli import config_kind, config_storage_root, job_parser, load_job_config, run_job
 from rg.config import ConfigError
 from rg.console import user_stream
-from rg.data.storage import StorageRootError, paths_root
-from rg.evaluation.sweep import SweepQAConfig
-from rg.training.sweep import SweepTrainConfig, selection_metric
+from rg.run.storage import StorageRootError, paths_root
+from rg.jobs.sweep_qa import SweepQAConfig
+from rg.jobs.sweep_train import SweepTrainConfig, selection_metric
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """The training sweep on Ray Tune: a driver function per grid point runs a Ray Train job.
 
-Each trial's driver calls :func:`rg.training.ray_train.train_retriever` (or
-:func:`rg.training.planner_ray.train_planner`) with Tune's ``TuneReportCallback``, so every
+Each trial's driver calls :func:`rg.jobs.train_retriever.train_retriever` (or
+:func:`rg.jobs.train_planner.train_planner`) with Tune's ``TuneReportCallback``, so every
 epoch's validation metrics reach Tune and ASHA can stop weak trials early. The base config
 itself is the first trial (the default the best point is compared with). Rerunning the same
 sweep restores the experiment (``Tuner.restore``): finished trials are kept, and an interrupted
@@ -21,10 +21,10 @@ from ray._raylet import PlacementGroupID
 from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
 
 from rg.runtime import init_ray
-from rg.training.planner_ray import PlannerTrainConfig, train_planner
-from rg.training.ray_train import train_retriever
+from rg.jobs.train_planner import PlannerTrainConfig, train_planner
+from rg.jobs.train_retriever import train_retriever
 from rg.training.shards import WORKER_GROUP_KEY
-from rg.training.sweep import SweepTrainConfig, TrainConfig, selection_metric
+from rg.jobs.sweep_train import SweepTrainConfig, TrainConfig, selection_metric
 from tune.report import SweepFiles, write_best_config, write_sweep_results
 
 COST = "train_seconds"
@@ -108,7 +108,7 @@ def run_train_sweep(sweep: SweepTrainConfig, progress: bool = True, root: str | 
 
     Args:
         root: Where relative paths of the sweep and its base config resolve
-            (:func:`rg.data.storage.paths_root`: the storage root of a submitted job); default the
+            (:func:`rg.run.storage.paths_root`: the storage root of a submitted job); default the
             current folder. Tune runs each trial in its own folder, so nothing relative reaches a trial.
     """
     from ray.tune.schedulers import ASHAScheduler

@@ -33,7 +33,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from rg.config import Config
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.records import iter_text_lines
 from rg.data.sample import Question, Triple
 from rg.data.synthetic.questions import EdgeIndex
@@ -216,7 +216,7 @@ def metaqa_bank(files: Sequence[tuple[str | Path, str | Path]]) -> TemplateBank:
 
     The topic entity is written without brackets, as :func:`rg.data.metaqa.read_metaqa_questions`
     writes questions. Lines without exactly one ``[topic]`` are skipped. ``@shared/...`` paths are
-    inside the shared data folder (:func:`rg.data.paths.resolve_data_path`).
+    inside the shared data folder (:func:`rg.run.paths.resolve_data_path`).
     """
     counts: dict[str, Counter[str]] = {}
     for questions, qtypes in files:

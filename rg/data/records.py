@@ -127,7 +127,7 @@ def write_parquet_atomic(
     """Write dict rows as one parquet file, atomically; return the number of rows.
 
     The file is written under a temporary name in the same folder, flushed to disk and moved
-    into place with ``os.replace`` (:func:`rg.data.integrity.commit_file`), so readers never see
+    into place with ``os.replace`` (:func:`rg.run.integrity.commit_file`), so readers never see
     a half-written file, even after a power loss; on failure the temporary file is
     removed and any existing file is left untouched. Missing parent folders are created. An
     empty input still writes a file with the schema.
@@ -141,7 +141,7 @@ def write_parquet_atomic(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from rg.data.integrity import commit_file
+    from rg.run.integrity import commit_file
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from rg.data.integrity import DamagedFileError
+from rg.run.integrity import DamagedFileError
 from rg.data.records import BadRow, BadRowError, BadRowReason, iter_text_lines, write_parquet_atomic
 from rg.data.sample import ROG_COLUMNS, Sample
 

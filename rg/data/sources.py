@@ -16,7 +16,7 @@ from pydantic import Field
 
 from rg.config import Config
 from rg.data.metaqa import read_metaqa_kb_rows, read_metaqa_questions
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.records import BadRow, iter_text_lines
 from rg.data.sample import Question, Triple
 from rg.graph import KnowledgeGraph

@@ -32,7 +32,7 @@ from pydantic import Field, model_validator
 
 from rg.config import Config
 from rg.data.metaqa import read_metaqa_split
-from rg.data.paths import require_input, resolve_data_path
+from rg.run.paths import require_input, resolve_data_path
 from rg.data.records import read_json_file
 from rg.data.rog import read_rog, read_rog_selected
 from rg.data.sample import Sample

@@ -4,10 +4,10 @@ Jobs that process many questions (refine, training, QA evaluation) read their in
 ``ray.data.read_parquet`` (or ``read_json``) and an id filter instead of loading samples on the
 driver and handing them to ``from_items``: the subgraphs (``graph`` column), which dominate the
 size of a 3-hop input, go straight from the files to the workers. Parquet files are checked first
-(:mod:`rg.data.integrity`), so a damaged or empty input fails with one line naming it.
+(:mod:`rg.run.integrity`), so a damaged or empty input fails with one line naming it.
 
 The training jobs (:mod:`rg.training.graph_stream`, :mod:`rg.training.planner_stream`,
-:mod:`rg.training.reader_ray`) share three helpers: :func:`read_side` maps the rows of one split
+:mod:`rg.jobs.train_reader`) share three helpers: :func:`read_side` maps the rows of one split
 side through an actor pool in input order, :func:`in_order` puts rows that arrive out of order
 back in question order (and refuses a duplicate or a lost id), and :func:`batch_samples` turns a
 batch of RoG rows back into :class:`Sample` records.
@@ -19,8 +19,8 @@ import math
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from rg.data.integrity import EmptyInputError, require_parquet
-from rg.data.paths import resolve_data_path
+from rg.run.integrity import EmptyInputError, require_parquet
+from rg.run.paths import resolve_data_path
 from rg.data.rog import iter_rog_rows, rog_files, sample_from_row
 from rg.data.sample import Sample
 

@@ -1,4 +1,6 @@
-"""Retrieval evaluation: triple scorers, recall@K against references, and reports."""
+"""Evaluation libraries: triple scorers and recall@K against references (retrieval), answers and their metrics per
+question (``qa``, ``dualtower_qa``, ``traverse_qa``, ``rounds``), and the reports. The jobs that run them on Ray
+are :mod:`rg.jobs.evaluate` and :mod:`rg.jobs.evaluate_qa`."""
 
 from rg.evaluation.references import labels_reference, webqsp_gpt4o_reference, weak_reference
 from rg.evaluation.report import ReportFiles, markdown_table, plot_results, write_results

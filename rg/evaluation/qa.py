@@ -1,7 +1,7 @@
 """Question answering from retrieved evidence: retrieve top-K → evidence → reader (ReG S(II)).
 
 The inference half of the QA evaluation, free of Ray and of gold answers, so that the Ray Data
-actors of :mod:`rg.evaluation.qa_job`, a serving path and the tests run one implementation::
+actors of :mod:`rg.jobs.evaluate_qa`, a serving path and the tests run one implementation::
 
     view = inference_view(sample)                     # answers and answer entities removed
     [prediction] = await answer_questions([view], scorer, reader, top_k=100, chains=True)

@@ -8,41 +8,18 @@ entities are distinct triples and are never collapsed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Literal, Sequence
 
 import numpy as np
 import pandas as pd
 
 from rg.graph import search
-from rg.graph.search import CutOrder
+from rg.graph.search import CutOrder, Subgraph
 from rg.graph.arrays import gather, unique_ids
 from rg.graph.path import Path
 
 Direction = Literal["out", "in", "both"]
 Triple = tuple[str, str, str]
-
-
-@dataclass(frozen=True, eq=False)
-class Subgraph:
-    """A set of triples of a :class:`KnowledgeGraph` found around seed entities.
-
-    Attributes:
-        seeds: Entity ids the search started from.
-        triple_ids: Triple ids in discovery order (hop by hop).
-        entity_ids: Entities touched by the kept triples, plus the seeds (sorted).
-        hops: The requested radius.
-        truncated: True when the size cap cut the last layer short.
-    """
-
-    seeds: np.ndarray
-    triple_ids: np.ndarray
-    entity_ids: np.ndarray
-    hops: int
-    truncated: bool
-
-    def __len__(self) -> int:
-        return int(self.triple_ids.size)
 
 
 class KnowledgeGraph:

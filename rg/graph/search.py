@@ -18,11 +18,33 @@ from rg.graph.arrays import unique_ids
 from rg.graph.path import INVERSE_SUFFIX, Path, split_relation
 
 if TYPE_CHECKING:
-    from rg.graph.kg import KnowledgeGraph, Subgraph
+    from rg.graph.kg import KnowledgeGraph
 
 
 Direction = Literal["out", "in", "both"]
 CutOrder = Literal["scramble", "walk"]
+
+
+@dataclass(frozen=True, eq=False)
+class Subgraph:
+    """A set of triples of a :class:`KnowledgeGraph` found around seed entities.
+
+    Attributes:
+        seeds: Entity ids the search started from.
+        triple_ids: Triple ids in discovery order (hop by hop).
+        entity_ids: Entities touched by the kept triples, plus the seeds (sorted).
+        hops: The requested radius.
+        truncated: True when the size cap cut the last layer short.
+    """
+
+    seeds: np.ndarray
+    triple_ids: np.ndarray
+    entity_ids: np.ndarray
+    hops: int
+    truncated: bool
+
+    def __len__(self) -> int:
+        return int(self.triple_ids.size)
 OPPOSITE: dict[str, Direction] = {"out": "in", "in": "out", "both": "both"}
 _SCRAMBLE = np.uint64(0x9E3779B97F4A7C15)
 
@@ -72,8 +94,6 @@ def k_hop(
     mass is computed only for a round that overflows the cap, and a one-round search allocates
     no per-entity array, so the many small neighbourhoods a builder extracts stay cheap.
     """
-    from rg.graph.kg import Subgraph
-
     if hops < 0:
         raise ValueError(f"hops must be >= 0, got {hops}")
     if max_triples is not None and max_triples < 0:

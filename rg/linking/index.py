@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from rg.data.integrity import write_json_atomic
+from rg.run.integrity import write_json_atomic
 from rg.linking.names import NamedEntity
 from rg.privacy.normalise import normalise
 from rg.text.encoder import TextEncoder

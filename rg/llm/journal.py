@@ -12,8 +12,8 @@ or one.
     read_journal(journal.path).total().calls              # every run's calls
     journal_usage(journal.path, journal.run)              # the report's two ledgers
 
-Every LLM stage books here in the same format: refine (``rg.supervision.job``), the QA evaluation's
-LLM reader and the dual tower's LLM Brain (``rg.evaluation.qa_job``) and the Serve BrainProxy
+Every LLM stage books here in the same format: refine (``rg.jobs.refine``), the QA evaluation's
+LLM reader and the dual tower's LLM Brain (``rg.jobs.evaluate_qa``) and the Serve BrainProxy
 (``serve.brain_proxy``). Each entry records the side (``hand`` or ``brain``) of the client that
 made the call, so :meth:`~rg.llm.usage.UsageLedger.by_side` of a read journal is the usage per side.
 """

@@ -7,7 +7,7 @@ the endpoint's own bounded retries (``max_retries``, full-jitter backoff as
 endpoint, the config key and the reason when no attempt gets an answer. Connection errors,
 timeouts, 429 and 5xx are retried; 401/403 fail at once (the key is refused); any other answer,
 a 404 from a server that does not list its models included, shows the server is up. An endpoint
-that dies later is caught per batch by the jobs themselves (``rg.supervision.job.EndpointWatch``)::
+that dies later is caught per batch by the jobs themselves (``rg.jobs.refine.EndpointWatch``)::
 
     probe_endpoint(cfg.llm.llm, key="llm.llm")   # before init_ray
 """

@@ -1,8 +1,8 @@
 """The whole workflow as one command: synthetic KG (or real data) → subgraphs → refined labels →
 retriever trained on Ray Train → retrieval and QA evaluation → one results table.
 
-Each stage is the job that also runs alone (``jobs.build_subgraphs``, ``jobs.refine``,
-``jobs.train``, ``jobs.evaluate``) configured by a section of one :class:`PipelineConfig`;
+Each stage is the job that also runs alone (:mod:`rg.jobs`; on the command line ``jobs.build_subgraphs``,
+``jobs.refine``, ``jobs.train``, ``jobs.evaluate``) configured by a section of one :class:`PipelineConfig`;
 :mod:`rg.pipeline.config` wires the sections together, :mod:`rg.pipeline.state` makes reruns
 skip finished stages, :mod:`rg.pipeline.stages` calls the job functions and
 :mod:`rg.pipeline.run` runs them in order and formats the results::

@@ -1,12 +1,12 @@
 """The pipeline config: one section per stage, each the stage job's own config, wired together.
 
 Each section is exactly the config of the job that runs alone (``build`` is
-:class:`~rg.data.builder.BuildSubgraphsConfig`, ``refine`` :class:`~rg.supervision.job.RefineConfig`,
-``train`` :class:`~rg.training.ray_train.TrainJobConfig`, ``plan``
-:class:`~rg.training.planner_ray.PlannerTrainConfig`, ``read``
-:class:`~rg.training.reader_ray.ReaderTrainConfig`, ``evaluate``
-:class:`~rg.evaluation.job.EvaluateConfig`, each entry of ``qa``
-:class:`~rg.evaluation.qa_job.QAEvaluateConfig`), except that the keys that connect stages may be
+:class:`~rg.jobs.build_subgraphs.BuildSubgraphsConfig`, ``refine`` :class:`~rg.jobs.refine.RefineConfig`,
+``train`` :class:`~rg.jobs.train_retriever.TrainJobConfig`, ``plan``
+:class:`~rg.jobs.train_planner.PlannerTrainConfig`, ``read``
+:class:`~rg.jobs.train_reader.ReaderTrainConfig`, ``evaluate``
+:class:`~rg.jobs.evaluate.EvaluateConfig`, each entry of ``qa``
+:class:`~rg.jobs.evaluate_qa.QAEvaluateConfig`), except that the keys that connect stages may be
 left out and are filled in before validation (:func:`fill_sections`), every one only when the
 section does not set it:
 
@@ -41,16 +41,16 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from rg.config import Config
-from rg.data.builder import BuildSubgraphsConfig
+from rg.jobs.build_subgraphs import BuildSubgraphsConfig
 from rg.data.splits import SplitConfig
-from rg.evaluation.job import EvaluateConfig
-from rg.evaluation.qa_job import QAEvaluateConfig
+from rg.jobs.evaluate import EvaluateConfig
+from rg.jobs.evaluate_qa import QAEvaluateConfig
 from rg.runtime import RayConfig
-from rg.supervision.job import LABELS_DIR, RefineConfig
+from rg.jobs.refine import LABELS_DIR, RefineConfig
 from rg.text.encoder import EncoderConfig
-from rg.training.planner_ray import PLANNER_DIR, PlannerTrainConfig
-from rg.training.ray_train import TrainJobConfig
-from rg.training.reader_ray import READER_DIR, ReaderTrainConfig
+from rg.jobs.train_planner import PLANNER_DIR, PlannerTrainConfig
+from rg.jobs.train_retriever import TrainJobConfig
+from rg.jobs.train_reader import READER_DIR, ReaderTrainConfig
 
 RETRIEVER_DIR = "retriever"
 """Folder of the train stage's exported checkpoint, inside its output_dir."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from rg.locks import output_lock
+from rg.run.locks import output_lock
 from rg.pipeline.config import PipelineConfig
 from rg.pipeline.stages import StageResult, plan_stages, remove_outputs
 from rg.pipeline.state import PipelineState, fingerprint

@@ -1,11 +1,11 @@
 """The pipeline's stages: each calls one existing job function and condenses its report.
 
 A :class:`Stage` pairs a section of the pipeline config with the job function that runs it
-(:func:`rg.data.builder.build_subgraphs`, :func:`rg.supervision.job.refine`,
-:func:`rg.training.ray_train.train_retriever`, :func:`rg.training.planner_ray.train_planner`,
-:func:`rg.training.reader_ray.train_reader`,
-:func:`rg.evaluation.job.evaluate`,
-:func:`rg.evaluation.qa_job.evaluate_qa`), the file whose existence says it finished, the
+(:func:`rg.jobs.build_subgraphs.build_subgraphs`, :func:`rg.jobs.refine.refine`,
+:func:`rg.jobs.train_retriever.train_retriever`, :func:`rg.jobs.train_planner.train_planner`,
+:func:`rg.jobs.train_reader.train_reader`,
+:func:`rg.jobs.evaluate.evaluate`,
+:func:`rg.jobs.evaluate_qa.evaluate_qa`), the file whose existence says it finished, the
 folders it owns (cleared when its config changes or on ``--fresh``), and a
 :class:`StageResult`: a one-line result, the key metrics and where its files went.
 """
@@ -18,21 +18,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rg.config import Config
-from rg.data.builder import REPORT_FILE as BUILD_REPORT
-from rg.data.builder import BuildSubgraphsConfig, build_subgraphs
-from rg.evaluation.job import EvaluateConfig, evaluate
-from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa
+from rg.jobs.build_subgraphs import REPORT_FILE as BUILD_REPORT
+from rg.jobs.build_subgraphs import BuildSubgraphsConfig, build_subgraphs
+from rg.jobs.evaluate import EvaluateConfig, evaluate
+from rg.jobs.evaluate_qa import QAEvaluateConfig, evaluate_qa
 from rg.evaluation.qa_report import JSON_NAME as QA_JSON
 from rg.evaluation.report import JSON_NAME as RETRIEVAL_JSON
 from rg.pipeline.config import PipelineConfig
-from rg.supervision.job import LABELS_DIR, RefineConfig, refine
-from rg.supervision.job import REPORT_FILE as REFINE_REPORT
-from rg.training.planner_ray import REPORT_FILE as PLAN_REPORT
-from rg.training.planner_ray import PlannerTrainConfig, train_planner
-from rg.training.ray_train import REPORT_FILE as TRAIN_REPORT
-from rg.training.ray_train import TrainJobConfig, train_retriever
-from rg.training.reader_ray import REPORT_FILE as READ_REPORT
-from rg.training.reader_ray import ReaderTrainConfig, train_reader
+from rg.jobs.refine import LABELS_DIR, RefineConfig, refine
+from rg.jobs.harness import REPORT_FILE as TRAIN_REPORT
+from rg.jobs.refine import REPORT_FILE as REFINE_REPORT
+from rg.jobs.train_planner import PlannerTrainConfig, train_planner
+from rg.jobs.train_retriever import TrainJobConfig, train_retriever
+from rg.jobs.train_reader import ReaderTrainConfig, train_reader
 
 RECALL_K = 100
 """Cut-off of the recall quoted in one-line results (the largest K evaluated if absent)."""
@@ -152,7 +150,7 @@ def _plan(cfg: PlannerTrainConfig, progress: bool) -> StageResult:
         f"{'n/a' if exact is None else f'{exact:.3f}'} at epoch {report['best_epoch']}{recall}",
         metrics={"metric": report["metric"], "best_value": exact, "best_epoch": report["best_epoch"],
                  "evaluation": report.get("evaluation"), "seconds": report["seconds"]},
-        files={"planner": report["planner_dir"], "report": str(Path(cfg.output_dir) / PLAN_REPORT)},
+        files={"planner": report["planner_dir"], "report": str(Path(cfg.output_dir) / TRAIN_REPORT)},
     )
 
 
@@ -166,7 +164,7 @@ def _read(cfg: ReaderTrainConfig, progress: bool) -> StageResult:
         + ("" if depth is None or depth["val_accuracy"] is None else f"; question depth right on {depth['val_accuracy']:.3f}"),
         metrics={"metric": report["metric"], "best_value": best.get("val_hits_at_1"), "best_epoch": report["best_epoch"],
                  "seconds": report["seconds"], "depth_predictor": depth},
-        files={"reader": report["reader_dir"], "report": str(Path(cfg.output_dir) / READ_REPORT)},
+        files={"reader": report["reader_dir"], "report": str(Path(cfg.output_dir) / TRAIN_REPORT)},
     )
 
 
@@ -244,12 +242,12 @@ def plan_stages(cfg: PipelineConfig) -> list[Stage]:
     if cfg.plan is not None:
         out = Path(cfg.plan.output_dir)
         run_dir = _local(str(Path(cfg.plan.storage_path) / cfg.plan.run_name))
-        stages.append(Stage("plan", cfg.plan, out / PLAN_REPORT, (out, *run_dir), True,
+        stages.append(Stage("plan", cfg.plan, out / TRAIN_REPORT, (out, *run_dir), True,
                             lambda p, c=cfg.plan: _plan(c, p)))
     if cfg.read is not None:
         out = Path(cfg.read.output_dir)
         run_dir = _local(str(Path(cfg.read.storage_path) / cfg.read.run_name))
-        stages.append(Stage("read", cfg.read, out / READ_REPORT, (out, *run_dir), True,
+        stages.append(Stage("read", cfg.read, out / TRAIN_REPORT, (out, *run_dir), True,
                             lambda p, c=cfg.read: _read(c, p)))
     if cfg.evaluate is not None:
         out = Path(cfg.evaluate.output_dir)

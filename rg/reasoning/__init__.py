@@ -1,4 +1,6 @@
-"""Reasoning: readers that answer a question from its evidence (LLM or retriever scores)."""
+"""Reasoning at question time: readers that answer from evidence (retriever scores, an LLM, the tuned reader),
+the depth predictor (``hops``), the traversal reasoner (``traverse``) and the dual-tower controller of the
+Hand and the Brain (``dualtower``; the memories plug into its ports in ``dualtower.memory``)."""
 
 from rg.reasoning.base import Answer, Reader, Reading, link_answers
 from rg.reasoning.llm_reader import (

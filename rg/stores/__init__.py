@@ -5,7 +5,8 @@ and the Virtuoso control module are imported from their own modules.
 """
 
 from rg.stores.base import KGStore, StoreError, StoreSubgraph, content_keys, path_key
-from rg.stores.config import MemoryStoreConfig, SparqlStoreConfig, StoreConfig, build_store
+from rg.stores.build import build_store
+from rg.stores.config import MemoryStoreConfig, SparqlStoreConfig, StoreConfig
 from rg.stores.memory import MemoryStore
 
 __all__ = ["KGStore", "MemoryStore", "MemoryStoreConfig", "SparqlStoreConfig", "StoreConfig", "StoreError",

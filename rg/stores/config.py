@@ -7,15 +7,12 @@ nothing else from rg, while a store needs the typed configs (:mod:`rg.config`), 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, Union
+from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator
 
 from rg.config import Config
 from rg.data.sources import KBSource
-
-if TYPE_CHECKING:
-    from rg.stores.base import KGStore
 
 FREEBASE_NS = "http://rdf.freebase.com/ns/"
 
@@ -64,16 +61,3 @@ class SparqlStoreConfig(Config):
 
 StoreConfig = Annotated[Union[MemoryStoreConfig, SparqlStoreConfig], Field(discriminator="kind")]
 """Either store config, chosen by ``kind``."""
-
-
-def build_store(config: MemoryStoreConfig | SparqlStoreConfig) -> "KGStore":
-    """The store a config describes (a memory store loads its KB file here)."""
-    if isinstance(config, SparqlStoreConfig):
-        from rg.stores.sparql import SparqlStore
-
-        return SparqlStore(config)
-    from rg.data.sources import load_kb
-    from rg.stores.memory import MemoryStore
-
-    kg, _ = load_kb(config.kb)
-    return MemoryStore(kg)

@@ -35,6 +35,7 @@ from rg.data.sources import load_kb
 from rg.graph.kg import KnowledgeGraph
 from rg.graph.search import relation_steps
 from rg.graph.path import Path
+from rg.supervision.scored_paths import ScoredPath, best_first, scored_path
 from rg.supervision.weak import WeakConfig, answer_entities, topic_entities
 
 if TYPE_CHECKING:
@@ -42,23 +43,6 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_LEN = 3
 """Relations per path searched when ``WeakConfig.max_path_len`` is None."""
-
-
-@dataclass(frozen=True)
-class ScoredPath:
-    """A relation path with how well the set it reaches matches the answers.
-
-    Attributes:
-        relation_path: Labels from a topic entity (``r^-1`` for a backward step).
-        f1: Harmonic mean of ``precision`` and ``recall``.
-        precision: Share of the reached entities (topics left out) that are answers.
-        recall: Share of the answers (in the graph, topics left out) that are reached.
-    """
-
-    relation_path: tuple[str, ...]
-    f1: float
-    precision: float
-    recall: float
 
 
 def score_relation_paths(
@@ -96,18 +80,6 @@ def score_relation_paths(
     return best_first(found)
 
 
-def scored_path(path: tuple[str, ...], hits: int, reached: int, wanted: int) -> ScoredPath:
-    """A path reaching ``reached`` entities (topics left out), ``hits`` of the ``wanted`` answers."""
-    precision, recall = hits / reached, hits / wanted
-    return ScoredPath(path, 2 * precision * recall / (precision + recall), precision, recall)
-
-
-def best_first(found: Sequence[ScoredPath]) -> list[ScoredPath]:
-    """Best F1 first; ties: fewer relations first, then the order found."""
-    order = sorted(range(len(found)), key=lambda i: (-found[i].f1, len(found[i].relation_path), i))
-    return [found[i] for i in order]
-
-
 def search_kb(weak: WeakConfig) -> "KnowledgeGraph | KGStore | None":
     """The whole KG that ``weak.kb`` or ``weak.kg`` names, opened once per job (None when neither is set).
 
@@ -115,7 +87,8 @@ def search_kb(weak: WeakConfig) -> "KnowledgeGraph | KGStore | None":
     returns a :class:`~rg.stores.sparql.SparqlStore` the search queries.
     """
     if weak.kg is not None:
-        from rg.stores.config import SparqlStoreConfig, build_store
+        from rg.stores.build import build_store
+        from rg.stores.config import SparqlStoreConfig
 
         return build_store(weak.kg) if isinstance(weak.kg, SparqlStoreConfig) else load_kb(weak.kg.kb)[0]
     return None if weak.kb is None else load_kb(weak.kb)[0]

@@ -2,7 +2,7 @@
 
 The refine job writes every finished batch as one labels part (``part-<hex>.parquet``) plus a
 stats file (``part-<hex>.stats.json``: rows, LLM calls whose answers the part holds, run id),
-each fsynced and renamed into place (:mod:`rg.data.integrity`). On resume a part is trusted
+each fsynced and renamed into place (:mod:`rg.run.integrity`). On resume a part is trusted
 only when its footer reads with the row count its stats recorded; any other part is moved
 aside as ``.damaged-part-<hex>.parquet`` (hidden from readers) and its questions are redone.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
-from rg.data.integrity import DamagedFileError, check_parquet, parquet_rows, write_json_atomic
+from rg.run.integrity import DamagedFileError, check_parquet, parquet_rows, write_json_atomic
 from rg.llm.client import RETRYABLE
 from rg.supervision.labels import Labels, iter_labels, write_labels
 

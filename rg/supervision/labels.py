@@ -19,7 +19,7 @@ from typing import Any, Collection, Iterable, Iterator, Literal, Mapping, Sequen
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rg.data.integrity import DamagedFileError
+from rg.run.integrity import DamagedFileError
 from rg.data.records import write_parquet_atomic
 from rg.graph.path import split_relation
 from rg.supervision.candidates import CandidatePool

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rg.data.store_subgraphs import store_ids
+from rg.subgraphs.store import store_ids
 from rg.graph.path import INVERSE_SUFFIX
 from rg.stores.base import KGStore
-from rg.supervision.answer_paths import ScoredPath, best_first, scored_path
+from rg.supervision.scored_paths import ScoredPath, best_first, scored_path
 
 
 def store_relation_steps(store: KGStore, frontier: frozenset[str]) -> list[tuple[str, frozenset[str]]]:

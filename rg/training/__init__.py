@@ -1,15 +1,8 @@
-"""Retriever training without Ray: tensors from Samples and Labels, and the train/eval loop."""
+"""Training libraries, Ray-free: which labels each trainer reads (``labels``), the retriever's train/eval loop
+(``loop``), the planner's and reader's examples and loops, and the Ray Data streams that feed the Ray Train jobs
+of :mod:`rg.jobs`. Tensors from Samples are :mod:`rg.retrievers.inputs`."""
 
-from rg.training.data import (
-    LabelConfig,
-    TextIndex,
-    answer_names,
-    build_tables,
-    is_unnamed,
-    load_labels,
-    question_graph,
-    question_graphs,
-)
+from rg.training.labels import LabelConfig, load_labels
 from rg.training.loop import (
     DEFAULT_KS,
     FitResult,
@@ -25,17 +18,11 @@ __all__ = [
     "DEFAULT_KS",
     "FitResult",
     "LabelConfig",
-    "TextIndex",
     "TrainConfig",
-    "answer_names",
     "build_optimizer",
-    "build_tables",
     "evaluate",
     "fit",
-    "is_unnamed",
     "load_labels",
     "make_batches",
-    "question_graph",
-    "question_graphs",
     "train_epoch",
 ]

@@ -39,7 +39,7 @@ from rg.retrievers.walk import GatedWalk
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.weak import WeakConfig
 from rg.text.encoder import TextEncoder
-from rg.training.data import voted_paths
+from rg.training.labels import voted_paths
 
 
 class GatePretrainConfig(Config):

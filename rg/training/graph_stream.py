@@ -1,18 +1,18 @@
 """Training graphs built by Ray Data from the input files: the driver never holds a subgraph.
 
-Retriever training (:mod:`rg.training.ray_train`) used to read every Sample with its subgraph
+Retriever training (:mod:`rg.jobs.train_retriever`) used to read every Sample with its subgraph
 on the driver, build each :class:`QuestionGraph` there and hand the list to
 ``ray.data.from_items``. :func:`stream_training_graphs` does the same work in two passes of Ray
 Data over the input files, each read with an id filter for one split side
 (:func:`rg.data.streaming.read_input`):
 
 1. **Scan** (train side, then validation side): every row gives the named entities and
-   relations of its subgraph in first-appearance order (:func:`rg.training.data.sample_names`)
+   relations of its subgraph in first-appearance order (:func:`rg.retrievers.inputs.sample_names`)
    and, with ``labels.template_vote``, its candidate relation paths. The driver merges them in
    question order (training questions in input order, then validation questions), so the
    :class:`Vocabulary` and the embedding tables are row for row those of
-   :func:`rg.training.data.build_tables` over the same samples.
-2. **Graphs**: every batch of rows gets its labels joined (:func:`rg.training.data.join_labels`:
+   :func:`rg.retrievers.inputs.build_tables` over the same samples.
+2. **Graphs**: every batch of rows gets its labels joined (:func:`rg.training.labels.join_labels`:
    the refine job's rows for the batch's ids only, or weak labels computed from the rows) and
    becomes pickled :class:`QuestionGraph` rows; training questions :func:`fit` would skip are
    dropped. Each side is **materialised in the object store** in input order; the driver keeps
@@ -40,22 +40,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.sample import Sample
 from rg.data.streaming import Setup, batch_samples, in_order, read_side
 from rg.retrievers.graphs import EmbeddingTables, QuestionGraph
 from rg.supervision.answer_paths import DEFAULT_MAX_LEN, search_kb
 from rg.supervision.labels import label_ids
-from rg.training.data import (
-    Encoder,
-    LabelConfig,
-    TextIndex,
-    Vocabulary,
-    join_labels,
-    question_graph,
-    require_labels,
-    sample_names,
-)
+from rg.retrievers.inputs import Encoder, TextIndex, Vocabulary, question_graph, require_labels, sample_names
+from rg.training.labels import LabelConfig, join_labels
 from rg.training.planner_data import PlanTarget, TemplateConsensus, candidate_targets
 
 if TYPE_CHECKING:

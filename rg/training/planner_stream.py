@@ -1,6 +1,6 @@
 """Planner training examples built by Ray Data from the input files: the driver never holds a subgraph.
 
-The planner job (:mod:`rg.training.planner_ray`) used to read every Sample with its subgraph on
+The planner job (:mod:`rg.jobs.train_planner`) used to read every Sample with its subgraph on
 the driver, derive the target relation paths there (:mod:`rg.training.planner_data`), tokenise
 them and hand the examples to ``ray.data.from_items``. Here the same work runs in two passes of
 Ray Data, as the retriever's input does (:mod:`rg.training.graph_stream`, whose reasons for
@@ -33,13 +33,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.sample import Sample
 from rg.data.streaming import Setup, batch_samples, in_order, map_in_order, read_side
 from rg.retrievers.planner.model import PlanEncoder
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import labels_by_id
-from rg.training.data import LabelConfig
+from rg.training.labels import LabelConfig
 from rg.training.planner_data import (
     PlanTarget,
     TargetStats,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.sample import Sample
 from rg.privacy.schema import SCHEMA_FILE, KGSchema
 from rg.training.planner_data import PlanTarget

@@ -1,6 +1,6 @@
 """Training the tuned reader: examples from evidence and gold answers, and the in-process loop.
 
-Nothing here imports Ray; the Ray Train job (:mod:`rg.training.reader_ray`) and the tests call
+Nothing here imports Ray; the Ray Train job (:mod:`rg.jobs.train_reader`) and the tests call
 the same functions::
 
     model, tokenizer = lora_reader_model(settings, LoraSettings())

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from rg.config import Config
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 
 DEFAULT_DEEPSPEED_CONFIG = "configs/deepspeed_zero2.json"
 INSTALL_DEEPSPEED = "pip install -e '.[deepspeed]'"

@@ -50,7 +50,7 @@ from rg.reasoning.dualtower.hand import (
     with_twins,
 )
 from rg.reasoning.dualtower.llm_brain import LLMBrain
-from rg.reasoning.dualtower.local_brain import LocalBrain, indicator_text
+from rg.reasoning.dualtower.local_brain import LocalBrain
 from rg.reasoning.dualtower.memory import (
     ExperienceMemory,
     GatingMemory,

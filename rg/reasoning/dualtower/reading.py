@@ -53,7 +53,7 @@ class TunedHand:
     """
 
     def __init__(self, config: DualTowerConfig, encoder: TextEncoder | None = None) -> None:
-        from rg.evaluation.retriever_scorer import RetrieverScorer
+        from rg.retrievers.scorer import RetrieverScorer
         from rg.reasoning.tuned_reader import TunedReader
 
         hand = config.hand

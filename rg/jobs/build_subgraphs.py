@@ -6,7 +6,7 @@ the object store, each actor writing its shard's parquet and stats. The driver f
 per question and merges the per-shard statistics into a coverage report.
 
 With ``kg:`` instead of ``kb:`` the subgraphs are cut through a KG store
-(:mod:`rg.data.store_subgraphs`): ``kind: memory`` shares one in-memory store from the object
+(:mod:`rg.subgraphs.store`): ``kind: memory`` shares one in-memory store from the object
 store, ``kind: sparql`` gives every actor its own connection to the endpoint (Virtuoso), so the
 KG never enters this process. Questions a stopped or failing endpoint could not serve are
 reported as unfinished, and the same command builds them once the endpoint answers again.
@@ -26,17 +26,17 @@ from tqdm.auto import tqdm
 
 from rg.config import Config, ConfigError
 from rg.console import user_stream
-from rg.data.integrity import write_json_atomic
-from rg.data.paths import resolve_data_path
+from rg.run.integrity import write_json_atomic
+from rg.run.paths import resolve_data_path
 from rg.data.records import BadRow
 from rg.data.sources import KBSource, load_kb, read_question_rows
-from rg.data.subgraphs import ShardStats, ShardTask, SubgraphConfig, plan_shards, run_shard
+from rg.subgraphs import ShardStats, ShardTask, SubgraphConfig, plan_shards, run_shard
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.stores.base import KGStore
 from rg.linking.config import LinkingConfig, linking_setting
 from rg.stores.config import MemoryStoreConfig, SparqlStoreConfig, StoreConfig
-from rg.locks import output_lock
+from rg.run.locks import output_lock
 from rg.runtime import RayConfig, init_ray
 
 REPORT_FILE = "build_report.json"
@@ -156,7 +156,7 @@ class _ShardBuilder:
         else:
             self.kg = ray.get(kg_ref[0])
         self.config = config
-        self.push = push  # rg.data.remote.ShardPusher when output_dir is a staged URI
+        self.push = push  # rg.run.remote.ShardPusher when output_dir is a staged URI
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = []
@@ -173,7 +173,7 @@ def _shard_pusher(out: Path) -> Any:
     """A pusher for actors on other nodes when ``out`` is the staging folder of a URI output (else None)."""
     import ray
 
-    from rg.data.remote import ShardPusher, remote_output_of
+    from rg.run.remote import ShardPusher, remote_output_of
 
     uri = remote_output_of(out)
     return None if uri is None else ShardPusher(uri, str(out.resolve()), ray.get_runtime_context().get_node_id())

@@ -3,14 +3,14 @@
 A question file is split into shards of consecutive lines. Each shard becomes one parquet file
 of :class:`~rg.data.sample.Sample` rows plus a ``.stats.json`` file written after it (both
 fsynced, then renamed into place). A shard is done only when its stats file exists, its parquet
-footer reads and holds the ``built`` rows the stats recorded (:mod:`rg.data.integrity`); any
+footer reads and holds the ``built`` rows the stats recorded (:mod:`rg.run.integrity`); any
 other shard is planned again, with the reason, which is what makes the build resumable and
 self-repairing. Lines that cannot
 become a Sample (malformed, topic entity absent from the KG, no hop count) are counted by reason
-in the stats, never dropped silently. This module is Ray-free; :mod:`rg.data.builder` runs it
+in the stats, never dropped silently. This module is Ray-free; :mod:`rg.jobs.build_subgraphs` runs it
 on Ray Data.
 
-Cut through a KG store (:mod:`rg.data.store_subgraphs`), a question whose store query failed for a
+Cut through a KG store (:mod:`rg.subgraphs.store`), a question whose store query failed for a
 transient reason (server down, timeout, 5xx; after the store's bounded retries) is counted under
 ``store_<reason>`` and as *unfinished*: the shard is written, so nothing else is lost, but it is
 not trusted as finished, and the next run builds it again. After
@@ -24,114 +24,22 @@ import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
-import numpy as np
-from pydantic import Field
-
-from rg.config import Config
-from rg.data.integrity import check_parquet, write_json_atomic
 from rg.data.records import BadRow
 from rg.data.rog import write_rog_parquet
 from rg.data.sample import Question, Sample
 from rg.graph import KnowledgeGraph
-from rg.graph.search import CutOrder
+from rg.run.integrity import check_parquet, write_json_atomic
 from rg.stores.base import KGStore, StoreError
+from rg.subgraphs.cut import Built, SubgraphConfig, Unbuildable, build_sample
+from rg.subgraphs.store import build_store_sample
 
 MAX_EXAMPLES = 5
 """Bad-row descriptions kept per shard and reason (counts are always complete)."""
 
 STORE_FAILURES_IN_A_ROW = 3
 """Transient store failures in a row after which a shard's remaining questions are not tried."""
-
-
-class SubgraphConfig(Config):
-    """How a question's subgraph is cut from the global KG."""
-
-    hops: int | None = Field(
-        None, ge=1, description="BFS radius; None uses each question's own hop count."
-    )
-    max_triples: int | None = Field(
-        5000,
-        ge=1,
-        description="Cap on triples per subgraph (hub entities); None for no cap.",
-    )
-    direction: Literal["out", "in", "both"] = Field(
-        "both", description="Edges a BFS round follows; `both` reaches answers on either side."
-    )
-    cut: CutOrder = Field(
-        "walk",
-        description=(
-            "Which triples of the round that overflows max_triples are kept: `walk` keeps those a "
-            "random walk from the topic is likeliest to take (hubs get their walk share of the "
-            "budget), `scramble` a fixed pseudo-random sample (rg.graph.search.k_hop)."
-        ),
-    )
-    measure_cap_cost: bool = Field(
-        True, description="For capped subgraphs, also check coverage without the cap."
-    )
-
-
-class Unbuildable(Exception):
-    """A question that cannot get a subgraph; ``reason`` is a BadRow reason."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-
-
-@dataclass(frozen=True)
-class Built:
-    """A built Sample with its coverage flags.
-
-    Attributes:
-        sample: The question with its subgraph.
-        covered: Every gold answer is an entity of the subgraph.
-        covered_uncapped: The same without the size cap (equals ``covered`` when not truncated).
-        truncated: The size cap cut the subgraph.
-    """
-
-    sample: Sample
-    covered: bool
-    covered_uncapped: bool
-    truncated: bool
-
-
-def build_sample(kg: KnowledgeGraph, question: Question, config: SubgraphConfig) -> Built:
-    """Cut ``question``'s subgraph from ``kg``.
-
-    Topic entities absent from the KG are left out of the search (the Sample keeps them in
-    ``q_entities``); a question none of whose topics is in the KG is unbuildable.
-
-    Raises:
-        Unbuildable: with reason ``no_hops`` or ``topic_not_in_kg``.
-    """
-    hops = config.hops or question.hops
-    if hops is None:
-        raise Unbuildable("no_hops", f"{question.id}: the question has no hop count; set subgraph.hops")
-    present = [e for e in question.q_entities if kg.has_entity(e)]
-    if not present:
-        raise Unbuildable("topic_not_in_kg", f"{question.id}: topic {list(question.q_entities)} not in the KG")
-    sub = kg.k_hop(present, hops, config.max_triples, config.direction, config.cut)
-    answer_ids = [kg.entity_id(a) for a in question.answers if kg.has_entity(a)]
-    all_in_kg = len(answer_ids) == len(question.answers)
-    covered = all_in_kg and bool(np.isin(answer_ids, sub.entity_ids).all())
-    covered_uncapped = covered
-    if sub.truncated and config.measure_cap_cost and all_in_kg and not covered:
-        full = kg.k_hop(present, hops, None, config.direction)
-        covered_uncapped = bool(np.isin(answer_ids, full.entity_ids).all())
-    sample = Sample(
-        id=question.id,
-        question=question.question,
-        answers=question.answers,
-        q_entities=question.q_entities,
-        a_entities=tuple(a for a in question.answers if kg.has_entity(a)),
-        triples=tuple(kg.triples(sub.triple_ids)),
-        hops=question.hops if question.hops is not None else hops,
-        relation_paths=question.relation_paths,
-    )
-    return Built(sample, covered, covered_uncapped, sub.truncated)
 
 
 @dataclass
@@ -288,8 +196,6 @@ def finished_shard(parquet: Path, stats_path: Path) -> tuple[ShardStats | None, 
 def run_shard(kg: KnowledgeGraph | KGStore, task: ShardTask, config: SubgraphConfig) -> ShardStats:
     """Build every question of ``task`` from ``kg`` (the in-memory graph or a KG store), write its
     parquet then its stats file (both durable and atomic)."""
-    from rg.data.store_subgraphs import build_store_sample
-
     build = build_sample if isinstance(kg, KnowledgeGraph) else build_store_sample
     stats = ShardStats(source=task.source, shards=1, lines=len(task.items))
     samples = []

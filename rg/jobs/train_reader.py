@@ -12,7 +12,8 @@ validation metric). ``examples_on: driver`` is the former path, kept as the base
 the driver and handed to ``ray.data.from_items``. Each worker loads the base model from the registry, adds the LoRA adapter, trains its
 shard of the examples under DDP (gloo on CPU), reads its shard of the validation questions with
 the constrained decoder, and the Hits@1 counts are summed across workers; rank 0 checkpoints
-the adapter, the optimizer state, the epoch and the history each epoch. A resubmitted run
+the reader (``model/``), the optimizer state, the epoch and the history each epoch in the harness's layout
+(:mod:`rg.jobs.harness`). A resubmitted run
 (same ``run_name``) resumes after its last checkpoint. The best epoch by validation Hits@1 is
 exported to ``<output_dir>/reader`` (``adapter/`` + ``reader.json``), which the QA evaluation
 reads with ``reader: {kind: tuned, checkpoint: <output_dir>/reader}`` and the local LLM server
@@ -25,11 +26,9 @@ adapter but not the ZeRO-partitioned optimizer state.
 
 from __future__ import annotations
 
-import json
 import math
 import pickle
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,19 +37,18 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import torch
 from pydantic import Field, model_validator
 
-from rg.config import Config
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.data.streaming import batch_samples, read_side
-from rg.evaluation.job import MethodConfig, build_scorer
+from rg.jobs.evaluate import MethodConfig, build_scorer
 from rg.evaluation.qa import question_evidence
 from rg.evidence import EvidenceConfig
 from rg.models.precision import dtype_name
 from rg.reasoning.dualtower.template import topic_template
 from rg.reasoning.hops import FOLDER as HOPS_FOLDER
 from rg.reasoning.hops import HopPredictor
-from rg.reasoning.tuned_reader import ADAPTER_DIR, SETTINGS_FILE, TunedReader, TunedReaderSettings, eos_id
-from rg.runtime import RayConfig, init_ray
+from rg.reasoning.tuned_reader import ADAPTER_DIR, SETTINGS_FILE, TunedReader, TunedReaderSettings
+from rg.runtime import init_ray
 from rg.text import EncoderConfig, TextEncoder
 from rg.training.reader_loop import (
     SELECTION_METRIC,
@@ -64,21 +62,19 @@ from rg.training.reader_loop import (
     read_hits,
     reader_examples,
 )
-from rg.train_progress import DriverBar, posting_progress, step_board
-from rg.training.run_guard import check_run_config
-from rg.training.shards import equal_steps, shard_rows, with_worker_group
-from rg.training.strategy import check_strategy, deepspeed_engine, load_engine_config
+from rg.train_progress import posting_progress, step_board
+from rg.training.shards import equal_steps, shard_rows
+from rg.training.strategy import check_strategy
+from rg.jobs.harness import EpochReporter, TrainRunConfig, best_of, distribute, fit_run, numeric, resume, start_run, write_report
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-REPORT_FILE = "train_report.json"
 READER_DIR = "reader"
-OPTIMIZER_FILE = "optimizer.pt"
-STATE_FILE = "state.json"
+"""The exported reader's folder under ``output_dir``."""
 
 
-class ReaderTrainConfig(Config):
+class ReaderTrainConfig(TrainRunConfig):
     """``python -m jobs.train`` (kind ``train_reader``): retriever evidence + gold answers → LoRA reader."""
 
     KIND: ClassVar[str] = "train_reader"
@@ -102,10 +98,7 @@ class ReaderTrainConfig(Config):
         1.0, gt=0, description="CPUs reserved per worker, also its torch threads (Ray pins a worker's threads to "
         "its CPU share): one worker on a 2-core machine trains faster with 2 than two workers with 1 each."
     )
-    use_gpu: bool = Field(False, description="One GPU per worker; False trains on CPU with gloo.")
-    run_name: str = Field(min_length=1, description="Stable name of the Ray Train run; resubmitting resumes it.")
-    storage_path: str = Field("outputs/ray_results", description="Where Ray Train persists checkpoints.")
-    output_dir: str = Field(description="The best reader is exported here (reader/) with train_report.json.")
+    keep_checkpoints: int = Field(1, ge=1, description="Checkpoints kept (the best by validation Hits@1).")
     examples_on: Literal["ray_data", "driver"] = Field(
         "ray_data",
         description="Where evidence and examples are built: 'ray_data' streams the input files through Ray Data "
@@ -113,7 +106,6 @@ class ReaderTrainConfig(Config):
         "sample with its subgraph scored on the driver, examples handed to ray.data.from_items), kept as the "
         "baseline of bench.driver_memory. Both give the same examples.",
     )
-    ray: RayConfig = Field(default_factory=RayConfig, description="Where Ray runs.")
 
     @model_validator(mode="after")
     def _strategy_can_run(self) -> "ReaderTrainConfig":
@@ -139,11 +131,8 @@ def _evaluate_shard(reader: TunedReader, items) -> dict[str, float]:
 def reader_loop_per_worker(config: dict[str, Any]) -> None:
     """Ray Train worker: DDP training of the adapter, sharded validation, rank-0 checkpoints."""
     import ray.train
-    import ray.train.torch
     from peft import PeftModel
 
-    context = ray.train.get_context()
-    rank = context.get_world_rank()
     settings = TunedReaderSettings.model_validate(config["reader"])
     fit_cfg = ReaderFitConfig.model_validate(config["train"])
     lora = ReaderLora.model_validate(config["lora"])
@@ -154,47 +143,21 @@ def reader_loop_per_worker(config: dict[str, Any]) -> None:
     model, tokenizer = lora_reader_model(settings, lora)
     dtype = dtype_name(model.get_base_model().dtype)  # what settings.precision means on this worker
 
-    start_epoch, optimizer_state, history = 0, None, []
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as folder:
-            folder = Path(folder)
-            model = PeftModel.from_pretrained(model.unload(), str(folder / READER_DIR / ADAPTER_DIR), is_trainable=True)
-            if (folder / OPTIMIZER_FILE).is_file():  # absent after a DeepSpeed epoch
-                optimizer_state = torch.load(folder / OPTIMIZER_FILE, map_location="cpu")
-            state = json.loads((folder / STATE_FILE).read_text())
-            start_epoch, history = int(state["epoch"]) + 1, state["history"]
-    if start_epoch >= fit_cfg.epochs:
+    resumed = resume(lambda folder: PeftModel.from_pretrained(model.unload(), str(folder / ADAPTER_DIR),
+                                                              is_trainable=True))
+    model = resumed.model or model
+    if resumed.start_epoch >= fit_cfg.epochs:
         return
-    engine = wrapped = None
-    if fit_cfg.strategy == "deepspeed":  # Ray Train's DeepSpeed guide: the engine in place of prepare_model
-        torch.cuda.set_device(ray.train.torch.get_device())
-        engine_cfg = load_engine_config(fit_cfg.deepspeed, workers=context.get_world_size(),
-                                        micro_batch=fit_cfg.batch_size, lr=fit_cfg.lr, weight_decay=WEIGHT_DECAY,
-                                        grad_clip=fit_cfg.grad_clip)
-        engine = deepspeed_engine(ReaderLoss(model), [p for p in model.parameters() if p.requires_grad], engine_cfg)
-    else:
-        wrapped = ray.train.torch.prepare_model(ReaderLoss(model),
-                                                parallel_strategy_kwargs={"find_unused_parameters": False})
-
-    def on_epoch_end(epoch: int, metrics: dict[str, float], optimizer: torch.optim.Optimizer) -> None:
-        row = {**metrics, "start_epoch": float(start_epoch), "world_size": float(context.get_world_size())}
-        history.append(row)
-        if rank != 0:
-            ray.train.report(with_worker_group(row))
-            return
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp)
-            save_reader(model, settings, folder / READER_DIR)
-            if engine is None:  # a ZeRO optimizer's state is partitioned across ranks: not saved from rank 0
-                torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
-            (folder / STATE_FILE).write_text(json.dumps({"epoch": epoch, "history": history, "dtype": dtype}, indent=2) + "\n")
-            ray.train.report(with_worker_group(row), checkpoint=ray.train.Checkpoint.from_directory(tmp))
-
-    fit_reader(model, tokenizer, train, val, settings, fit_cfg, wrapped=wrapped, on_epoch_end=on_epoch_end,
-               start_epoch=start_epoch, optimizer_state=None if engine is not None else optimizer_state,
+    engine, wrapped = distribute(ReaderLoss(model), fit_cfg.strategy, fit_cfg.deepspeed,
+                                 micro_batch=fit_cfg.batch_size, lr=fit_cfg.lr, weight_decay=WEIGHT_DECAY,
+                                 grad_clip=fit_cfg.grad_clip)
+    reporter = EpochReporter(lambda folder, _epoch: save_reader(model, settings, folder), resumed, engine,
+                             state={"dtype": dtype})
+    fit_reader(model, tokenizer, train, val, settings, fit_cfg, wrapped=wrapped, on_epoch_end=reporter,
+               start_epoch=resumed.start_epoch,
+               optimizer_state=None if engine is not None else resumed.optimizer_state,
                evaluate=_evaluate_shard, engine=engine,
-               progress=posting_progress(config["board"], rank))
+               progress=posting_progress(config["board"], ray.train.get_context().get_world_rank()))
 
 
 def save_reader(model, settings: TunedReaderSettings, folder: str | Path) -> Path:
@@ -355,56 +318,32 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=(), progress: bool = True) ->
         ValueError: when no training question has a gold answer in its evidence.
         RuntimeError: if the run produced no checkpoint.
     """
-    import ray
-    import ray.train
-    from ray.train.torch import TorchTrainer
-
     from rg.models.registry import resolve_model
 
     started = time.perf_counter()
-    storage = cfg.storage_path if "://" in cfg.storage_path else str(resolve_data_path(cfg.storage_path).resolve())
-    check_run_config(storage, cfg.run_name, cfg)
+    storage = start_run(cfg)
     base_folder = resolve_model(cfg.reader.base)  # convert once here, not in every worker
     init_ray(cfg.ray)
     data = _driver_input(cfg, base_folder) if cfg.examples_on == "driver" else _streamed_input(cfg, base_folder)
 
     board = step_board(progress)
-    trainer = TorchTrainer(
-        reader_loop_per_worker,
-        train_loop_config={"reader": cfg.reader.model_copy(update={"evidence": cfg.evidence}).model_dump(mode="json"), "train": cfg.train.model_dump(mode="json"),
-                           "lora": cfg.lora.model_dump(mode="json"), "cpus_per_worker": cfg.cpus_per_worker,
-                           "board": board},
-        scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu,
-                                               resources_per_worker={"CPU": cfg.cpus_per_worker}),
-        run_config=ray.train.RunConfig(
-            name=cfg.run_name, storage_path=storage, callbacks=list(callbacks),
-            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1, checkpoint_score_attribute=SELECTION_METRIC,
-                                                         checkpoint_score_order="max"),
-        ),
-        datasets={"train": data.train, "val": data.val},
-        dataset_config=ray.train.DataConfig(datasets_to_split=["train", "val"]),
-    )
-    with DriverBar(board):
-        result = trainer.fit()
-    kept = [(c, m) for c, m in (result.best_checkpoints or []) if m.get(SELECTION_METRIC) is not None]
-    if not kept:
-        raise RuntimeError(f"run {cfg.run_name!r} under {storage} produced no checkpoint with {SELECTION_METRIC!r}")
-    best_checkpoint, best_metrics = max(kept, key=lambda cm: (cm[1][SELECTION_METRIC], -cm[1]["train_loss"]))
-    output = Path(cfg.output_dir)
-    target = output / READER_DIR
-    with best_checkpoint.as_directory() as folder:
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(Path(folder) / READER_DIR, target)
-        state = json.loads((Path(folder) / STATE_FILE).read_text())
-    with (result.checkpoint or best_checkpoint).as_directory() as folder:
-        history = json.loads((Path(folder) / STATE_FILE).read_text())["history"]
+    loop_config = {"reader": cfg.reader.model_copy(update={"evidence": cfg.evidence}).model_dump(mode="json"),
+                   "train": cfg.train.model_dump(mode="json"), "lora": cfg.lora.model_dump(mode="json"),
+                   "cpus_per_worker": cfg.cpus_per_worker, "board": board}
+    result = fit_run(cfg, reader_loop_per_worker, loop_config, storage=storage,
+                     datasets={"train": data.train, "val": data.val}, split=("train", "val"), metric=SELECTION_METRIC,
+                     resources_per_worker={"CPU": cfg.cpus_per_worker}, callbacks=callbacks, board=board)
+    best = best_of(result, cfg, storage, SELECTION_METRIC,
+                   key=lambda metrics: (metrics[SELECTION_METRIC], -metrics["train_loss"]))
+    target = Path(cfg.output_dir) / READER_DIR
+    shutil.rmtree(target, ignore_errors=True)
+    best.export(lambda folder: shutil.copytree(folder, target))
     TunedReader.load(target)  # fail here, not at inference, if the export does not read back
     depth = fit_depth(cfg, target / HOPS_FOLDER)
-    start_epoch = int(history[-1]["start_epoch"]) if history else 0
-    report = {
+    return write_report(cfg.output_dir, {
         "run_name": cfg.run_name,
         "base": cfg.reader.base,
-        "precision": {"setting": cfg.reader.precision, "base_weights": state.get("dtype", "fp32")},
+        "precision": {"setting": cfg.reader.precision, "base_weights": best.state.get("dtype", "fp32")},
         "retriever": cfg.retriever.name or f"{cfg.retriever.kind}:{cfg.retriever.path}",
         "examples_on": cfg.examples_on,
         "train_questions": data.train_questions,
@@ -414,17 +353,14 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=(), progress: bool = True) ->
         "mean_prompt_tokens": data.prompt_tokens / data.train_examples,
         "num_workers": cfg.num_workers,
         "metric": SELECTION_METRIC,
-        "best_epoch": int(state["epoch"]),
-        "best_metrics": {k: v for k, v in best_metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)},
-        "resumed": start_epoch > 0,
-        "history": history,
+        "best_epoch": best.epoch,
+        "best_metrics": {k: v for k, v in numeric(best.metrics).items() if math.isfinite(v)},
+        "resumed": best.start_epoch > 0,
+        "history": best.history,
         "depth_predictor": depth,
         "reader_dir": str(target.resolve()),
         "seconds": time.perf_counter() - started,
-    }
-    output.mkdir(parents=True, exist_ok=True)
-    (output / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n")
-    return report
+    })
 
 
 def format_reader_report(report: dict[str, Any]) -> str:

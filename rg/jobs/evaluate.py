@@ -9,12 +9,12 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from rg.config import Config
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.splits import QuestionSetConfig, load_split_samples
 from rg.evaluation.references import labels_reference, weak_reference, webqsp_gpt4o_reference
 from rg.evaluation.report import ReportFiles, write_results
 from rg.evaluation.retrieval import DEFAULT_KS, evaluate_retrieval
-from rg.evaluation.retriever_scorer import RetrieverScorer
+from rg.retrievers.scorer import RetrieverScorer
 from rg.evaluation.scorers import CosineScorer, HopDistanceScorer, TripleScorer
 from rg.retrievers.planner.config import DecodeConfig
 from rg.retrievers.planner.scorer import PlannerScorer

@@ -1,6 +1,6 @@
 """The planner's post-training scores computed by Ray Data actors: the driver never holds the side's subgraphs.
 
-After training, :func:`rg.training.planner_ray.train_planner` scores the exported planner on one
+After training, :func:`rg.jobs.train_planner.train_planner` scores the exported planner on one
 split side for every decoding mode × beam width (:mod:`rg.retrievers.planner.evaluate`). Planning
 needs each question's subgraph (the constrained decoder's trie, the grounding of the paths), so
 scoring on the driver used to mean reading the whole side with its subgraphs there. Here the side
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.sample import Sample
 from rg.data.streaming import batch_samples, read_side
 from rg.retrievers.planner.config import DecodeConfig
@@ -33,14 +33,14 @@ from rg.retrievers.planner.model import load_planner
 from rg.retrievers.planner.plan import plan_questions
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import labels_by_id
-from rg.training.data import LabelConfig
+from rg.training.labels import LabelConfig
 from rg.training.planner_data import reference_paths
 from rg.training.planner_view import load_view, view_references, view_sample
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from rg.training.planner_ray import PlannerEvalConfig
+    from rg.jobs.train_planner import PlannerEvalConfig
 
 
 def group_name(sample: Sample, by_hops: bool) -> str:

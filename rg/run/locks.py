@@ -8,7 +8,7 @@ with :class:`OutputLockedError` naming the holder. The kernel drops the lock whe
 dies, so a lock left by a killed job is simply taken over.
 
 Outputs at a URI (``s3://``, ``gs://``) cannot be locked this way: a job stages them in a local
-folder (locked here) and holds a lock object at the URI instead (:mod:`rg.data.remote`).
+folder (locked here) and holds a lock object at the URI instead (:mod:`rg.run.remote`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Iterator
 
 from filelock import FileLock, Timeout
 
-from rg.data.integrity import write_json_atomic
+from rg.run.integrity import write_json_atomic
 
 
 class OutputLockedError(RuntimeError):

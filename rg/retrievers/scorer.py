@@ -12,7 +12,7 @@ from rg.data.sample import Sample
 from rg.retrievers.graphs import collate
 from rg.retrievers.registry import load_retriever
 from rg.text.encoder import TextEncoder
-from rg.training.data import build_tables, question_graph
+from rg.retrievers.inputs import build_tables, question_graph
 
 
 class RetrieverScorer:

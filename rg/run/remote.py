@@ -50,9 +50,9 @@ from typing import Any, Iterator, TypeVar
 from pydantic import BaseModel
 
 from rg.console import user_stream
-from rg.data.integrity import DamagedFileError, check_parquet, parquet_rows
-from rg.data.storage import PATH_KEYS, StorageRootError, staging_root
-from rg.locks import OutputLockedError
+from rg.run.integrity import DamagedFileError, check_parquet, parquet_rows
+from rg.run.storage import PATH_KEYS, StorageRootError, staging_root
+from rg.run.locks import OutputLockedError
 
 PUSH_INTERVAL_ENV = "RG_PUSH_INTERVAL_S"
 LOCK_STALE_ENV = "RG_LOCK_STALE_S"

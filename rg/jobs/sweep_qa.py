@@ -38,9 +38,9 @@ from rg.config import Config, ConfigError, apply_overrides, read_yaml, validate_
 from rg.console import user_stream
 from rg.data.sample import Sample
 from rg.data.splits import DuplicateIdError, load_split_samples
-from rg.data.storage import resolve_mapping, submitted_job
+from rg.run.storage import resolve_mapping, submitted_job
 from rg.evaluation.qa import answer_questions, build_reader, inference_view
-from rg.evaluation.qa_job import QAEvaluateConfig, build_qa_scorer
+from rg.jobs.evaluate_qa import QAEvaluateConfig, build_qa_scorer
 from rg.evaluation.qa_metrics import Gold, score_prediction, summarize
 from rg.evaluation.scorers import PathScorer
 from rg.runtime import RayConfig
@@ -291,7 +291,7 @@ class SweepQAConfig(Config):
 
         Args:
             root: When given, the base's relative paths (input, retriever, encoder cache) are resolved
-                against it (:func:`rg.data.storage.paths_root`, the storage root of a submitted job; a
+                against it (:func:`rg.run.storage.paths_root`, the storage root of a submitted job; a
                 submitted job always resolves them, so without a root a relative path raises).
 
         Raises:

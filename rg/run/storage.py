@@ -8,7 +8,7 @@ again from epoch 0). So when a job runs under ``ray job submit`` (detected from 
 storage path of its config is resolved against the storage root: ``$RG_STORAGE_ROOT`` or the
 config's top-level ``storage_root:`` key, an absolute path on storage every node shares or a
 pyarrow-filesystem URI (``s3://``, ``gs://``): Ray Train writes ``storage_path`` there itself,
-and the jobs stage the other URI paths in local folders (:mod:`rg.data.remote`); a relative
+and the jobs stage the other URI paths in local folders (:mod:`rg.run.remote`); a relative
 ``cache_dir`` (a local cache) then resolves under the staging root. Without a root, a
 submitted job with a relative path exits before any work, naming the path and the fix.
 ``@shared/`` data paths need ``$RG_SHARED_DATA`` in a submitted job.
@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from rg.data.paths import ENV_VAR as SHARED_ENV, SHARED_PREFIX
+from rg.run.paths import ENV_VAR as SHARED_ENV, SHARED_PREFIX
 
 ROOT_ENV = "RG_STORAGE_ROOT"
 ROOT_KEY = "storage_root"

@@ -29,13 +29,13 @@ from pydantic import Field, field_validator, model_validator
 from tqdm.auto import tqdm
 
 from rg.console import user_stream
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.records import BadRow
 from rg.data.rog import sample_from_row
 from rg.data.sample import Sample
 from rg.data.streaming import INPUT_CPUS, read_input
 from rg.data.splits import DuplicateIdError, QuestionSetConfig, load_split_samples
-from rg.evaluation.job import ENCODER_KINDS, MethodConfig, build_scorer
+from rg.jobs.evaluate import ENCODER_KINDS, MethodConfig, build_scorer
 from rg.evaluation.qa import (
     Prediction,
     ReaderChoice,

@@ -13,8 +13,8 @@ training questions (``get_dataset_shard``) under DDP (gloo on CPU) with the shar
 about as many triples (:func:`rg.training.shards.balance_shards`: a step waits for the slowest
 worker); every worker evaluates the *whole* validation set (it is not split
 across workers, and the DDP replicas hold identical weights, so all ranks compute the same
-metrics) and reports them each epoch. Rank 0 attaches a checkpoint (weights, optimizer, epoch,
-model config, history). Ray Train keeps the ``keep_checkpoints`` best by the validation recall
+metrics) and reports them each epoch. Rank 0 attaches a checkpoint in the harness's layout
+(:mod:`rg.jobs.harness`: weights and model config in ``model/``, the optimizer, the epoch and history). Ray Train keeps the ``keep_checkpoints`` best by the validation recall
 that selects epochs (SubgraphRAG, Li et al., 2024: triple recall@100).
 
 Resumption: a run is named by ``run_name`` under ``storage_path``; resubmitting the same config
@@ -28,8 +28,6 @@ continue at the next epoch. After training the best checkpoint is exported with
 from __future__ import annotations
 
 import json
-import math
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,8 +37,7 @@ import torch
 from pydantic import Field, model_validator
 from torch import nn
 
-from rg.config import Config
-from rg.data.paths import require_input, resolve_data_path
+from rg.run.paths import require_input
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta, Ranked, Retriever
 from rg.data.sample import Sample
@@ -48,27 +45,35 @@ from rg.retrievers.graphs import EmbeddingTables, GraphBatch
 from rg.retrievers.mlp import MLPConfig
 from rg.retrievers.pna import PNAConfig
 from rg.retrievers.registry import build_retriever, load_retriever
-from rg.locks import output_lock
-from rg.runtime import RayConfig, init_ray
+from rg.run.locks import output_lock
+from rg.runtime import init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
-from rg.training.run_guard import check_run_config
-from rg.training.shards import balance_shards, equal_steps, shard_rows, with_worker_group
-from rg.training.data import LabelConfig, TextIndex
+from rg.training.shards import balance_shards, equal_steps, shard_rows
+from rg.retrievers.inputs import TextIndex
+from rg.training.labels import LabelConfig
 from rg.training.graph_stream import iter_graphs, stream_training_graphs
 from rg.training.gate_pretrain import GatePretrainConfig, pretrain_walk
 from rg.training.loop import TrainConfig, fit
+from rg.jobs.harness import (
+    EpochReporter,
+    TrainRunConfig,
+    best_of,
+    distribute,
+    fit_run,
+    numeric,
+    resume,
+    start_run,
+    write_report,
+)
 
-REPORT_FILE = "train_report.json"
 MODEL_FILE = "model.pt"
-OPTIMIZER_FILE = "optimizer.pt"
-EPOCH_FILE = "epoch.json"
 MODEL_CONFIG_FILE = "model_config.json"
-HISTORY_FILE = "history.json"
+"""The weights and the model config in a checkpoint's ``model/`` folder."""
 
 RetrieverChoice = Annotated[MLPConfig | PNAConfig, Field(discriminator="kind")]
 
 
-class TrainJobConfig(Config):
+class TrainJobConfig(TrainRunConfig):
     """``python -m jobs.train``: RoG samples → labels → distributed retriever training → best retriever."""
 
     KIND: ClassVar[str] = "train"
@@ -91,26 +96,11 @@ class TrainJobConfig(Config):
         description="Text encoder of the embedding tables; set cache_dir so reruns skip the encoding.",
     )
     train: TrainConfig = Field(default_factory=TrainConfig, description="Epochs, optimiser, batching, selection.")
-    num_workers: int = Field(2, ge=1, description="Ray Train workers (DDP replicas).")
-    use_gpu: bool = Field(False, description="One GPU per worker (NCCL); False trains on CPU with gloo.")
     resources_per_worker: dict[str, Annotated[float, Field(ge=0)]] | None = Field(
         None,
         description="Ray resources of each worker, e.g. {CPU: 1, trainer: 1} to place the workers on nodes that "
         "offer a custom resource `trainer`; None: one CPU (one GPU with use_gpu) per worker.",
     )
-    run_name: str = Field(
-        min_length=1,
-        description="Stable name of the Ray Train run; resubmitting with the same name resumes from its latest checkpoint.",
-    )
-    storage_path: str = Field(
-        "outputs/ray_results",
-        description="Where Ray Train persists checkpoints (<storage_path>/<run_name>). On a multi-node cluster this "
-        "must be shared storage (NFS path or s3:// / gs:// URI) reachable from every node.",
-    )
-    keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept (the best by the selection metric).")
-    max_failures: int = Field(0, ge=-1, description="Worker-group restarts on failure (-1: unlimited).")
-    output_dir: str = Field(description="The best retriever is exported here (Retriever.save) with train_report.json.")
-    ray: RayConfig = Field(default_factory=RayConfig, description="Where Ray runs.")
     walk_pretrain: GatePretrainConfig = Field(
         default_factory=GatePretrainConfig,
         description="Pretrain the gated walk's gates on many training-side questions' relation paths (rg.training.gate_pretrain).",
@@ -184,11 +174,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     :class:`TrainConfig` dict).
     """
     import ray
-    import ray.train
-    import ray.train.torch
 
-    context = ray.train.get_context()
-    rank = context.get_world_rank()
     train_cfg = TrainConfig.model_validate(config["train"])
     tables: EmbeddingTables = ray.get(config["tables"])
     train_graphs = equal_steps(shard_rows("train", "graph"))
@@ -201,67 +187,35 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     if config.get("walk_state") is not None:
         retriever.walk.load_state_dict(config["walk_state"])  # pretrained gates (a checkpoint overrides them)
         retriever.walk.requires_grad_(not config["freeze_walk"])
-    start_epoch, optimizer_state, history = 0, None, []
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as folder:
-            folder = Path(folder)
-            retriever.load_state_dict(torch.load(folder / MODEL_FILE, map_location="cpu"))
-            optimizer_state = torch.load(folder / OPTIMIZER_FILE, map_location="cpu")
-            start_epoch = int(json.loads((folder / EPOCH_FILE).read_text())["epoch"]) + 1
-            history = json.loads((folder / HISTORY_FILE).read_text())
-    if start_epoch >= train_cfg.epochs:
-        return
-    wrapped = ray.train.torch.prepare_model(
-        _LossModule(retriever), parallel_strategy_kwargs={"find_unused_parameters": True}
-    )
-    model = _DistributedRetriever(retriever, wrapped)
 
-    shard_triples = float(sum(g.num_triples for g in train_graphs))
+    def load(folder: Path) -> None:
+        retriever.load_state_dict(torch.load(folder / MODEL_FILE, map_location="cpu"))
 
-    def on_epoch_end(epoch: int, metrics: dict[str, float], _model: Any, optimizer: torch.optim.Optimizer) -> None:
-        row = {**metrics, "start_epoch": float(start_epoch), "world_size": float(context.get_world_size())}
-        row["train_questions_per_worker"] = float(len(train_graphs))
-        row["train_triples_this_worker"] = shard_triples
-        history.append(row)
-        # ASYNC: a background thread uploads the checkpoint and waits for the controller to take the
-        # report (it polls every few seconds), so training goes on; the folder is deleted once uploaded.
-        if rank != 0:
-            ray.train.report(with_worker_group(row), checkpoint_upload_mode=ray.train.CheckpointUploadMode.ASYNC)
-            return
-        folder = Path(tempfile.mkdtemp(prefix="rg_checkpoint_"))
+    def save(folder: Path, _epoch: int) -> None:
+        folder.mkdir(parents=True)
         torch.save(retriever.state_dict(), folder / MODEL_FILE)
-        torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
-        (folder / EPOCH_FILE).write_text(json.dumps({"epoch": epoch}) + "\n")
         (folder / MODEL_CONFIG_FILE).write_text(retriever.config.model_dump_json(indent=2) + "\n")
-        (folder / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
-        ray.train.report(
-            with_worker_group(row),
-            checkpoint=ray.train.Checkpoint.from_directory(str(folder)),
-            checkpoint_upload_mode=ray.train.CheckpointUploadMode.ASYNC,
-            delete_local_checkpoint_after_upload=True,
-        )
 
+    resumed = resume(load)
+    if resumed.start_epoch >= train_cfg.epochs:
+        return
+    _, wrapped = distribute(_LossModule(retriever), find_unused=True)
+    model = _DistributedRetriever(retriever, wrapped)
+    # ASYNC: a background thread uploads the checkpoint and waits for the controller to take the
+    # report (it polls every few seconds), so training goes on; the folder is deleted once uploaded.
+    reporter = EpochReporter(save, resumed, row={"train_questions_per_worker": float(len(train_graphs)),
+                                                 "train_triples_this_worker": float(sum(g.num_triples for g in train_graphs))},
+                             upload_async=True)
     fit(
         model,  # type: ignore[arg-type]  # duck-typed: loss through DDP, everything else the raw module
         train_graphs,
         val_graphs,
         tables,
         train_cfg,
-        on_epoch_end=on_epoch_end,
-        start_epoch=start_epoch,
-        optimizer_state=optimizer_state,
+        on_epoch_end=lambda epoch, metrics, _model, optimizer: reporter(epoch, metrics, optimizer),
+        start_epoch=resumed.start_epoch,
+        optimizer_state=resumed.optimizer_state,
     )
-
-
-def _json_ready(value: Any) -> Any:
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_ready(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_ready(v) for v in value]
-    return value
 
 
 def _pretrained_walk(
@@ -318,15 +272,11 @@ def train_retriever(cfg: TrainJobConfig, callbacks: Sequence[Any] = ()) -> dict[
 
 def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, Any]:
     import ray
-    import ray.train
-    from ray.train.torch import TorchTrainer
 
     started = time.perf_counter()
     for path in [cfg.input] if isinstance(cfg.input, str) else cfg.input:
         require_input(path)  # before Ray starts and before the run's settings are recorded
-    storage = resolve_data_path(cfg.storage_path)
-    storage_path = cfg.storage_path if "://" in cfg.storage_path else str(storage.resolve())
-    check_run_config(storage_path, cfg.run_name, cfg)  # before any work: a changed config must not resume
+    storage_path = start_run(cfg)
     init_ray(cfg.ray)
     # questions without their subgraphs: the subgraphs go from the files to Ray Data tasks (rg.training.graph_stream)
     sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=False)
@@ -354,61 +304,35 @@ def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, An
     if cfg.walk_pretrain.questions:
         walk_state, pretrain_report = _pretrained_walk(cfg, model_config, val_samples, index, tables, encoder)
     metric = cfg.train.selection_metric
-    trainer = TorchTrainer(
-        train_loop_per_worker,
-        train_loop_config={
-            "tables": ray.put(tables),
-            "kind": cfg.retriever.kind,
-            "model_config": model_config.model_dump(mode="json"),
-            "train": cfg.train.model_dump(mode="json"),
-            "walk_state": walk_state,
-            "freeze_walk": cfg.walk_pretrain.freeze,
-        },
-        scaling_config=ray.train.ScalingConfig(
-            num_workers=cfg.num_workers, use_gpu=cfg.use_gpu, resources_per_worker=cfg.resources_per_worker
-        ),
-        run_config=ray.train.RunConfig(
-            name=cfg.run_name,
-            storage_path=storage_path,
-            checkpoint_config=ray.train.CheckpointConfig(
-                num_to_keep=cfg.keep_checkpoints,
-                checkpoint_score_attribute=metric,
-                checkpoint_score_order="max",
-            ),
-            failure_config=ray.train.FailureConfig(max_failures=cfg.max_failures),
-            callbacks=list(callbacks),
-        ),
-        datasets={"train": graphs.train, "val": graphs.val},
-        dataset_config=ray.train.DataConfig(datasets_to_split=["train"]),
-    )
-    result = trainer.fit()
+    loop_config = {
+        "tables": ray.put(tables),
+        "kind": cfg.retriever.kind,
+        "model_config": model_config.model_dump(mode="json"),
+        "train": cfg.train.model_dump(mode="json"),
+        "walk_state": walk_state,
+        "freeze_walk": cfg.walk_pretrain.freeze,
+    }
+    result = fit_run(cfg, train_loop_per_worker, loop_config, storage=storage_path,
+                     datasets={"train": graphs.train, "val": graphs.val}, metric=metric,
+                     resources_per_worker=cfg.resources_per_worker, callbacks=callbacks)
+    best = best_of(result, cfg, storage_path, metric)
 
-    kept = [(c, m) for c, m in (result.best_checkpoints or []) if m.get(metric) is not None]
-    if not kept:
-        raise RuntimeError(f"run {cfg.run_name!r} under {storage_path} produced no checkpoint with {metric!r}")
-    best_checkpoint, best_metrics = max(
-        kept, key=lambda cm: -math.inf if math.isnan(float(cm[1][metric])) else float(cm[1][metric])
-    )
-    latest = result.checkpoint or best_checkpoint
-    with latest.as_directory() as folder:
-        history = json.loads((Path(folder) / HISTORY_FILE).read_text())
-    output = Path(cfg.output_dir)
-    with best_checkpoint.as_directory() as folder:
-        folder = Path(folder)
-        best_epoch = int(json.loads((folder / EPOCH_FILE).read_text())["epoch"])
+    def read(folder: Path) -> Retriever:
         exported = build_retriever(cfg.retriever.kind, json.loads((folder / MODEL_CONFIG_FILE).read_text()))
         exported.load_state_dict(torch.load(folder / MODEL_FILE, map_location="cpu"))
+        return exported
+
+    exported = best.export(read)
     meta = CheckpointMeta(
         label_source=cfg.labels.source,
         encoder_model_id=index.encoder_model_id,
-        extra={"run_name": cfg.run_name, "epoch": best_epoch, "metric": metric, "value": best_metrics[metric]},
+        extra={"run_name": cfg.run_name, "epoch": best.epoch, "metric": metric, "value": best.metrics[metric]},
     )
-    retriever_dir = exported.save(output / "retriever", meta)
+    retriever_dir = exported.save(Path(cfg.output_dir) / "retriever", meta)
     load_retriever(retriever_dir)  # fail here, not at inference, if the export does not read back
 
-    start_epoch = int(history[-1]["start_epoch"]) if history else 0
-    run_epochs = [int(row["epoch"]) for row in history if int(row["start_epoch"]) == start_epoch]
-    report = _json_ready(
+    return write_report(
+        cfg.output_dir,
         {
             "run_name": cfg.run_name,
             "storage_path": storage_path,
@@ -421,21 +345,18 @@ def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, An
             "val_questions": len(val_samples),
             "num_workers": cfg.num_workers,
             "metric": metric,
-            "best_epoch": best_epoch,
-            "best_value": float(best_metrics[metric]),
-            "best_metrics": {k: v for k, v in best_metrics.items() if isinstance(v, (int, float))},
-            "resumed": start_epoch > 0,
-            "start_epoch": start_epoch,
-            "epochs_run": run_epochs,
-            "history": history,
+            "best_epoch": best.epoch,
+            "best_value": float(best.metrics[metric]),
+            "best_metrics": numeric(best.metrics),
+            "resumed": best.start_epoch > 0,
+            "start_epoch": best.start_epoch,
+            "epochs_run": best.epochs_run,
+            "history": best.history,
             "retriever_dir": str(Path(retriever_dir).resolve()),
             "walk_pretrain": pretrain_report,
             "seconds": time.perf_counter() - started,
-        }
+        },
     )
-    output.mkdir(parents=True, exist_ok=True)
-    (output / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n")
-    return report
 
 
 def format_report(report: dict[str, Any]) -> str:

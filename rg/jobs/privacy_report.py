@@ -35,7 +35,7 @@ from rg.data.records import BadRow
 from rg.data.rog import read_rog, sample_from_row
 from rg.data.sample import Sample
 from rg.data.sources import KBSource, read_kb_rows
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.streaming import read_input
 from rg.privacy.config import PrivacyConfig, PrivacyMode
 from rg.privacy.schema import SCHEMA_FILE, KGSchema, TypingConfig

@@ -12,16 +12,16 @@ kept as the baseline of ``bench.driver_memory`` and of the equivalence tests: ev
 its subgraph on the driver, examples built there and handed to ``ray.data.from_items``.) Each worker trains its shard of
 the training examples under DDP (gloo on CPU) with the shared loop
 :func:`rg.training.planner_loop.fit_planner`, evaluates the whole validation set and reports
-each epoch; rank 0 attaches a checkpoint holding the planner (adapter via peft
-``save_pretrained``, tokenizer, model config, prompt template id; a tiny model's base weights),
-the optimizer state, the epoch and the history.
+each epoch; rank 0 attaches a checkpoint in the harness's layout (:mod:`rg.jobs.harness`): the planner
+in ``model/`` (adapter via peft ``save_pretrained``, tokenizer, model config, prompt template id; a tiny
+model's base weights), the optimizer state, and the epoch and history in ``state.json``.
 
-Resumption follows :mod:`rg.training.ray_train`: the run is ``run_name`` under
+Resumption follows :mod:`rg.jobs.train_retriever`: the run is ``run_name`` under
 ``storage_path``; resubmitting restores the run and the workers continue after the latest
 checkpoint. Afterwards the best checkpoint (validation path exact match, then loss) is exported
 to ``<output_dir>/planner`` and, if ``evaluation.side`` is set, scored with constrained and
 unconstrained beam search, by Ray Data actors that read the side's subgraphs
-(:mod:`rg.training.planner_eval_stream`; on the driver with ``examples_on: driver``); the
+(:mod:`rg.jobs.planner_eval`; on the driver with ``examples_on: driver``); the
 report goes to ``<output_dir>/train_report.json``::
 
     report = train_planner(load_config("configs/train_planner_synthetic.yaml", PlannerTrainConfig))
@@ -37,7 +37,6 @@ the optimizer's moments.
 from __future__ import annotations
 
 import io
-import json
 import math
 import pickle
 import tarfile
@@ -52,20 +51,19 @@ import torch
 from pydantic import Field, model_validator
 
 from rg.config import Config
-from rg.data.paths import resolve_data_path
 from rg.data.sample import Sample
+from rg.run.paths import resolve_data_path
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta
 from rg.retrievers.planner.config import DecodeConfig, PlannerConfig
 from rg.retrievers.planner.evaluate import MODES, evaluate_planner
 from rg.retrievers.planner.model import PlannerModel, load_planner, prompt_question
-from rg.runtime import RayConfig, init_ray
+from rg.runtime import init_ray
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import Labels, labels_by_id
-from rg.train_progress import DriverBar, posting_progress, step_board
-from rg.training.run_guard import check_run_config
-from rg.training.shards import equal_steps, shard_rows, with_worker_group
-from rg.training.data import LabelConfig
+from rg.train_progress import posting_progress, step_board
+from rg.training.shards import equal_steps, shard_rows
+from rg.training.labels import LabelConfig
 from rg.training.planner_data import (
     TargetStats,
     TemplateConsensus,
@@ -75,16 +73,25 @@ from rg.training.planner_data import (
     target_rows,
 )
 from rg.training.planner_loop import SELECTION_METRIC, PlannerFitConfig, fit_planner
-from rg.training.planner_eval_stream import stream_planner_scores
 from rg.training.planner_stream import scan_targets, stream_planner_examples
 from rg.training.planner_view import load_view, view_name, view_references, view_relations, view_sample, view_target
-from rg.training.strategy import check_strategy, deepspeed_engine, load_engine_config
+from rg.training.strategy import check_strategy
+from rg.jobs.harness import (
+    EpochReporter,
+    TrainRunConfig,
+    best_of,
+    distribute,
+    finite_or_lowest,
+    fit_run,
+    numeric,
+    resume,
+    start_run,
+    write_report,
+)
+from rg.jobs.planner_eval import stream_planner_scores
 
-REPORT_FILE = "train_report.json"
 PLANNER_DIR = "planner"
-OPTIMIZER_FILE = "optimizer.pt"
-EPOCH_FILE = "epoch.json"
-HISTORY_FILE = "history.json"
+"""The exported planner's folder under ``output_dir``."""
 
 
 class PlannerEvalConfig(Config):
@@ -99,7 +106,7 @@ class PlannerEvalConfig(Config):
     by_hops: bool = Field(True, description="Also score each hop count separately when there are several.")
 
 
-class PlannerTrainConfig(Config):
+class PlannerTrainConfig(TrainRunConfig):
     """``python -m jobs.train`` (kind ``train_planner``): questions → path targets → LoRA planner."""
 
     KIND: ClassVar[str] = "train_planner"
@@ -123,18 +130,6 @@ class PlannerTrainConfig(Config):
         "worded alike (topic entities blanked out); see rg.training.planner_data.TemplateConsensus.",
     )
     train: PlannerFitConfig = Field(default_factory=PlannerFitConfig, description="Epochs, optimiser, batching.")
-    num_workers: int = Field(2, ge=1, description="Ray Train workers (DDP replicas).")
-    use_gpu: bool = Field(False, description="One GPU per worker (NCCL); False trains on CPU with gloo.")
-    run_name: str = Field(
-        min_length=1, description="Stable name of the Ray Train run; resubmitting with it resumes the run."
-    )
-    storage_path: str = Field(
-        "outputs/ray_results",
-        description="Where Ray Train persists checkpoints (<storage_path>/<run_name>); shared storage on a cluster.",
-    )
-    keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept (the best by validation path exact match).")
-    max_failures: int = Field(0, ge=-1, description="Worker-group restarts on failure (-1: unlimited).")
-    output_dir: str = Field(description="The best planner is exported here (planner/) with train_report.json.")
     evaluation: PlannerEvalConfig = Field(default_factory=PlannerEvalConfig, description="Scoring after training.")
     view_schema_dir: str | None = Field(
         None,
@@ -150,7 +145,6 @@ class PlannerTrainConfig(Config):
         "its subgraph read on the driver, examples handed to ray.data.from_items), kept as the baseline of "
         "bench.driver_memory. Both give the same examples.",
     )
-    ray: RayConfig = Field(default_factory=RayConfig, description="Where Ray runs.")
 
     @model_validator(mode="after")
     def _strategy_can_run(self) -> "PlannerTrainConfig":
@@ -184,58 +178,29 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
     """
     import ray
     import ray.train
-    import ray.train.torch
 
-    context = ray.train.get_context()
-    rank = context.get_world_rank()
     fit_cfg = PlannerFitConfig.model_validate(config["train"])
     meta = CheckpointMeta.model_validate(config["meta"])
     train = equal_steps(shard_rows("train", "example"))
     val = shard_rows("val", "example")
 
-    start_epoch, optimizer_state, history = 0, None, []
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as folder:
-            folder = Path(folder)
-            planner = PlannerModel.load(folder / PLANNER_DIR, trainable=True)
-            if (folder / OPTIMIZER_FILE).is_file():  # absent after a DeepSpeed epoch
-                optimizer_state = torch.load(folder / OPTIMIZER_FILE, map_location="cpu")
-            start_epoch = int(json.loads((folder / EPOCH_FILE).read_text())["epoch"]) + 1
-            history = json.loads((folder / HISTORY_FILE).read_text())
-    else:
+    resumed = resume(lambda folder: PlannerModel.load(folder, trainable=True))
+    planner = resumed.model
+    if planner is None:
         with tempfile.TemporaryDirectory() as tmp:
             planner = PlannerModel.load(unpack_folder(ray.get(config["initial"]), tmp), trainable=True)
-    if start_epoch >= fit_cfg.epochs:
+    if resumed.start_epoch >= fit_cfg.epochs:
         return
-    engine = wrapped = None
-    if fit_cfg.strategy == "deepspeed":  # Ray Train's DeepSpeed guide: the engine in place of prepare_model
-        torch.cuda.set_device(ray.train.torch.get_device())
-        engine_cfg = load_engine_config(fit_cfg.deepspeed, workers=context.get_world_size(),
-                                        micro_batch=fit_cfg.batch_size, lr=fit_cfg.lr,
-                                        weight_decay=fit_cfg.weight_decay, grad_clip=fit_cfg.grad_clip)
-        engine = deepspeed_engine(planner, [p for p in planner.parameters() if p.requires_grad], engine_cfg)
-    else:
-        wrapped = ray.train.torch.prepare_model(planner, parallel_strategy_kwargs={"find_unused_parameters": False})
+    engine, wrapped = distribute(planner, fit_cfg.strategy, fit_cfg.deepspeed, micro_batch=fit_cfg.batch_size,
+                                 lr=fit_cfg.lr, weight_decay=fit_cfg.weight_decay, grad_clip=fit_cfg.grad_clip)
 
-    def on_epoch_end(epoch: int, metrics: dict[str, float], optimizer: torch.optim.Optimizer) -> None:
-        row = {**metrics, "start_epoch": float(start_epoch), "world_size": float(context.get_world_size())}
-        history.append(row)
-        if rank != 0:
-            ray.train.report(with_worker_group(row))
-            return
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp)
-            planner.save(folder / PLANNER_DIR, meta.model_copy(update={"extra": {**meta.extra, "epoch": epoch}}))
-            if engine is None:  # a ZeRO optimizer's state is partitioned across ranks: not saved from rank 0
-                torch.save(optimizer.state_dict(), folder / OPTIMIZER_FILE)
-            (folder / EPOCH_FILE).write_text(json.dumps({"epoch": epoch}) + "\n")
-            (folder / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
-            ray.train.report(with_worker_group(row), checkpoint=ray.train.Checkpoint.from_directory(tmp))
+    def save(folder: Path, epoch: int) -> None:
+        planner.save(folder, meta.model_copy(update={"extra": {**meta.extra, "epoch": epoch}}))
 
-    fit_planner(planner, train, val, fit_cfg, model=wrapped, on_epoch_end=on_epoch_end,
-                start_epoch=start_epoch, optimizer_state=None if engine is not None else optimizer_state, engine=engine,
-                progress=posting_progress(config["board"], rank))
+    fit_planner(planner, train, val, fit_cfg, model=wrapped, on_epoch_end=EpochReporter(save, resumed, engine),
+                start_epoch=resumed.start_epoch,
+                optimizer_state=None if engine is not None else resumed.optimizer_state, engine=engine,
+                progress=posting_progress(config["board"], ray.train.get_context().get_world_rank()))
 
 
 def _labels(cfg: PlannerTrainConfig, samples: Sequence[Sample]) -> dict[str, Labels] | None:
@@ -250,19 +215,9 @@ def _relations(samples: Sequence[Sample]) -> set[str]:
 
 
 def _selection_key(metrics: dict[str, Any]) -> tuple[float, float]:
-    exact = float(metrics.get(SELECTION_METRIC, math.nan))
-    loss = float(metrics.get("val_loss", math.nan))
-    return (-math.inf if math.isnan(exact) else exact, -math.inf if math.isnan(loss) else -loss)
-
-
-def _json_ready(value: Any) -> Any:
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_ready(v) for v in value]
-    return value
+    """Validation path exact match, then the lower validation loss (NaN lowest)."""
+    return (finite_or_lowest(metrics.get(SELECTION_METRIC, math.nan)),
+            finite_or_lowest(-float(metrics.get("val_loss", math.nan))))
 
 
 def score_planner(planner: PlannerModel, samples: Sequence[Sample], gold: dict, cfg: PlannerEvalConfig) -> dict[str, Any]:
@@ -373,12 +328,9 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = (), progre
         RuntimeError: if the run produced no checkpoint.
     """
     import ray
-    import ray.train
-    from ray.train.torch import TorchTrainer
 
     started = time.perf_counter()
-    storage = cfg.storage_path if "://" in cfg.storage_path else str(resolve_data_path(cfg.storage_path).resolve())
-    check_run_config(storage, cfg.run_name, cfg)  # before any work: a changed config must not resume
+    storage = start_run(cfg)
     init_ray(cfg.ray)
     data = _driver_input(cfg) if cfg.examples_on == "driver" else _streamed_input(cfg)
     planner, train_stats, val_stats = data.planner, data.train_stats, data.val_stats
@@ -391,39 +343,14 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = (), progre
         initial = ray.put(pack_folder(planner.save(tmp, meta)))
 
     board = step_board(progress)
-    trainer = TorchTrainer(
-        planner_loop_per_worker,
-        train_loop_config={"initial": initial, "train": cfg.train.model_dump(mode="json"),
-                           "meta": meta.model_dump(mode="json"), "board": board},
-        scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
-        run_config=ray.train.RunConfig(
-            name=cfg.run_name,
-            storage_path=storage,
-            checkpoint_config=ray.train.CheckpointConfig(
-                num_to_keep=cfg.keep_checkpoints, checkpoint_score_attribute=SELECTION_METRIC,
-                checkpoint_score_order="max",
-            ),
-            failure_config=ray.train.FailureConfig(max_failures=cfg.max_failures),
-            callbacks=list(callbacks),
-        ),
-        datasets={"train": data.train, "val": data.val},
-        dataset_config=ray.train.DataConfig(datasets_to_split=["train"]),
-    )
-    with DriverBar(board):
-        result = trainer.fit()
-
-    kept = [(c, m) for c, m in (result.best_checkpoints or []) if m.get(SELECTION_METRIC) is not None]
-    if not kept:
-        raise RuntimeError(f"run {cfg.run_name!r} under {storage} produced no checkpoint with {SELECTION_METRIC!r}")
-    best_checkpoint, best_metrics = max(kept, key=lambda cm: _selection_key(cm[1]))
-    with (result.checkpoint or best_checkpoint).as_directory() as folder:
-        history = json.loads((Path(folder) / HISTORY_FILE).read_text())
-    output = Path(cfg.output_dir)
-    with best_checkpoint.as_directory() as folder:
-        best_epoch = int(json.loads((Path(folder) / EPOCH_FILE).read_text())["epoch"])
-        exported = PlannerModel.load(Path(folder) / PLANNER_DIR, merge=False)
-    planner_dir = exported.save(output / PLANNER_DIR, meta.model_copy(update={"extra": {
-        **meta.extra, "epoch": best_epoch, "metric": SELECTION_METRIC, "value": best_metrics[SELECTION_METRIC]}}))
+    result = fit_run(cfg, planner_loop_per_worker, {"initial": initial, "train": cfg.train.model_dump(mode="json"),
+                                                    "meta": meta.model_dump(mode="json"), "board": board},
+                     storage=storage, datasets={"train": data.train, "val": data.val}, metric=SELECTION_METRIC,
+                     callbacks=callbacks, board=board)
+    best = best_of(result, cfg, storage, SELECTION_METRIC, key=_selection_key)
+    exported = best.export(lambda folder: PlannerModel.load(folder, merge=False))
+    planner_dir = exported.save(Path(cfg.output_dir) / PLANNER_DIR, meta.model_copy(update={"extra": {
+        **meta.extra, "epoch": best.epoch, "metric": SELECTION_METRIC, "value": best.metrics[SELECTION_METRIC]}}))
     exported = load_planner(planner_dir)  # fail here, not at inference, if the export does not read back
 
     evaluation = None
@@ -443,8 +370,7 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = (), progre
         evaluation = stream_planner_scores(cfg.input, questions, planner_dir, labels_for_side,
                                            cfg.planner.max_path_len, cfg.evaluation, cfg.view_schema_dir)
 
-    start_epoch = int(history[-1]["start_epoch"]) if history else 0
-    report = _json_ready({
+    return write_report(cfg.output_dir, {
         "run_name": cfg.run_name,
         "storage_path": storage,
         "label_source": cfg.labels.source,
@@ -464,19 +390,16 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = (), progre
         "adapter_parameters": exported.adapter_parameters,
         "num_workers": cfg.num_workers,
         "metric": SELECTION_METRIC,
-        "best_epoch": best_epoch,
-        "best_metrics": {k: v for k, v in best_metrics.items() if isinstance(v, (int, float))},
-        "resumed": start_epoch > 0,
-        "start_epoch": start_epoch,
-        "epochs_run": [int(r["epoch"]) for r in history if int(r["start_epoch"]) == start_epoch],
-        "history": history,
+        "best_epoch": best.epoch,
+        "best_metrics": numeric(best.metrics),
+        "resumed": best.start_epoch > 0,
+        "start_epoch": best.start_epoch,
+        "epochs_run": best.epochs_run,
+        "history": best.history,
         "planner_dir": str(Path(planner_dir).resolve()),
         "evaluation": evaluation,
         "seconds": time.perf_counter() - started,
     })
-    output.mkdir(parents=True, exist_ok=True)
-    (output / REPORT_FILE).write_text(json.dumps(report, indent=2) + "\n")
-    return report
 
 
 def format_planner_report(report: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """Per-question subgraphs cut through a :class:`~rg.stores.base.KGStore` (``kg:`` in the build config).
 
-The same questions and the same :class:`~rg.data.subgraphs.SubgraphConfig` as the in-memory
-path (:func:`rg.data.subgraphs.build_sample`), with what a store needs on top:
+The same questions and the same :class:`~rg.subgraphs.cut.SubgraphConfig` as the in-memory
+path (:func:`rg.subgraphs.cut.build_sample`), with what a store needs on top:
 
 - **Topics and answers are names; a store works on ids.** A topic the store holds as an id is
   taken as it is (the in-memory store, where ids are names; topics linked against the store);
@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from rg.data.sample import Question, Sample
-from rg.data.subgraphs import Built, SubgraphConfig, Unbuildable
+from rg.subgraphs.cut import Built, SubgraphConfig, Unbuildable
 from rg.stores.base import KGStore
 
 

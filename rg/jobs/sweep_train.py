@@ -23,12 +23,12 @@ from typing import Any, ClassVar, Mapping
 from pydantic import Field, field_validator
 
 from rg.config import Config, ConfigError, apply_overrides, read_yaml, validate_config
-from rg.data.storage import resolve_mapping, submitted_job
-from rg.evaluation.sweep import check_space, grid_points, overrides_of
+from rg.run.storage import resolve_mapping, submitted_job
+from rg.jobs.sweep_qa import check_space, grid_points, overrides_of
 from rg.runtime import RayConfig
 from rg.training.planner_loop import SELECTION_METRIC as PLANNER_METRIC
-from rg.training.planner_ray import PlannerTrainConfig
-from rg.training.ray_train import TrainJobConfig
+from rg.jobs.train_planner import PlannerTrainConfig
+from rg.jobs.train_retriever import TrainJobConfig
 
 FIXED = ("run_name", "storage_path", "output_dir", "ray", "num_workers")
 """Keys a trial sets itself (its run, its folders, the sweep's Ray) and a sweep may not vary."""
@@ -83,7 +83,7 @@ class SweepTrainConfig(Config):
 
         Args:
             root: When given, the base's relative paths (inputs, labels, encoder cache) are resolved
-                against it (:func:`rg.data.storage.paths_root`; a submitted job always resolves them, so
+                against it (:func:`rg.run.storage.paths_root`; a submitted job always resolves them, so
                 without a root a relative path raises): trials run in their own folders.
 
         Raises:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from rg.config import Config
-from rg.data.integrity import write_json_atomic
+from rg.run.integrity import write_json_atomic
 from rg.data.sources import KBSource, load_kb
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
@@ -78,7 +78,7 @@ def source_graph(cfg: LoadKGConfig) -> tuple[KnowledgeGraph, dict[str, str] | No
     if cfg.kb is not None:
         kg, _ = load_kb(cfg.kb)
         return KnowledgeGraph.from_triples(kg.triples(), dedup=True), None
-    from rg.data.paths import resolve_data_path
+    from rg.run.paths import resolve_data_path
     from rg.data.rog import read_rog
 
     triples = [t for path in cfg.rog for sample in read_rog(resolve_data_path(path)) for t in sample.triples]

@@ -7,7 +7,7 @@ selector — with many questions in flight per actor (the client is created insi
 The driver writes each finished batch as a verified parquet part file
 (:mod:`rg.supervision.label_store`), so a killed job loses only the batches in flight; a restart
 skips ids already labelled, drops damaged parts and asks again the questions whose fallback was
-transient. Only one job writes into an output folder at a time (:mod:`rg.locks`). Every LLM
+transient. Only one job writes into an output folder at a time (:mod:`rg.run.locks`). Every LLM
 call is journaled by the actor that made it (:mod:`rg.llm.journal`); the JSON report (counts,
 fallback reasons, pool sizes, tokens and calls of this run and of all runs) sits next to the labels.
 """
@@ -29,18 +29,18 @@ from tqdm.auto import tqdm
 
 from rg.config import Config
 from rg.console import user_stream
-from rg.data.paths import resolve_data_path
+from rg.run.paths import resolve_data_path
 from rg.data.records import BadRow
-from rg.data.rog import iter_rog_rows, rog_files, sample_from_row
+from rg.data.rog import iter_rog_rows, sample_from_row
 from rg.data.sample import Sample
 from rg.data.splits import SplitConfig, SplitName
-from rg.data.integrity import write_json_atomic
+from rg.run.integrity import write_json_atomic
 from rg.data.streaming import READ_CPUS, count_input, read_input
 from rg.llm.client import OpenAICompatibleClient
 from rg.llm.journal import JOURNAL_FILE, UsageJournal, new_run_id, read_journal
 from rg.llm.probe import EndpointDownError, probe_endpoint
 from rg.llm.usage import Usage, UsageLedger
-from rg.locks import output_lock
+from rg.run.locks import output_lock
 from rg.runtime import RayConfig, init_ray
 from rg.data.webqsp import read_webqsp_labels
 from rg.supervision.candidates import CandidateConfig
