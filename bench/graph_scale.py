@@ -16,7 +16,6 @@ all-shortest-path queries between random entity pairs. Writes JSON with the memo
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import resource
 import time

@@ -20,7 +20,6 @@ on a CPU without a warm ``--cache-dir``; the full run uses ``--dense`` (default 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import random
 import tempfile

@@ -20,7 +20,6 @@ includes waiting for a core.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import tempfile

@@ -16,7 +16,6 @@ per-example seconds, the projected seconds of the stage's two epochs both ways, 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time

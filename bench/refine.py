@@ -17,7 +17,6 @@ waits for a core, which lowers the efficiency.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time

@@ -44,7 +44,6 @@ encoding is not timed. The model is untrained (scoring cost does not depend on t
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from collections.abc import Sequence

@@ -24,7 +24,6 @@ loads the MetaQA KB exported in the Freebase layout, and stops it by its PID at 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import random
 import tempfile

@@ -18,7 +18,6 @@ and a PNG plot beside it.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
