@@ -16,7 +16,7 @@ from rg.supervision.labels import labels_by_id, write_labels
 from rg.training.labels import LabelConfig, load_labels
 from rg.training.planner_data import reference_paths
 from rg.jobs.planner_eval import group_name, stream_planner_scores
-from rg.jobs.train_planner import PlannerEvalConfig
+from rg.jobs.planner_eval import PlannerEvalConfig
 from tests.synthetic_data import write_synthetic_parquet
 
 TIMING = ("questions_per_s", "seconds", "cpu_seconds")

@@ -1,4 +1,5 @@
-"""The planner's post-training scores computed by Ray Data actors: the driver never holds the side's subgraphs.
+"""The planner's post-training scores (:class:`PlannerEvalConfig`) computed by Ray Data actors: the driver never
+holds the side's subgraphs (:func:`score_planner` scores on the driver for ``examples_on: driver``).
 
 After training, :func:`rg.jobs.train_planner.train_planner` scores the exported planner on one
 split side for every decoding mode × beam width (:mod:`rg.retrievers.planner.evaluate`). Planning
@@ -22,14 +23,25 @@ import pickle
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import Field
+
+from rg.config import Config
 from rg.run.paths import resolve_data_path
 from rg.data.sample import Sample
 from rg.data.streaming import batch_samples, read_side
 from rg.retrievers.planner.config import DecodeConfig
-from rg.retrievers.planner.evaluate import GroupOutcome, QuestionScore, decode_settings, score_question, setting_rows
-from rg.retrievers.planner.model import load_planner
+from rg.retrievers.planner.evaluate import (
+    MODES,
+    GroupOutcome,
+    QuestionScore,
+    decode_settings,
+    evaluate_planner,
+    score_question,
+    setting_rows,
+)
+from rg.retrievers.planner.model import PlannerModel, load_planner
 from rg.retrievers.planner.plan import plan_questions
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import labels_by_id
@@ -40,7 +52,24 @@ from rg.training.planner_view import load_view, view_references, view_sample
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from rg.jobs.train_planner import PlannerEvalConfig
+
+class PlannerEvalConfig(Config):
+    """Scoring of the exported planner after training."""
+
+    side: Literal["val", "test"] | None = Field(
+        "val", description="Questions to score ('test' needs `split.file`); None skips the evaluation."
+    )
+    beam_widths: tuple[int, ...] = Field((1, 5), min_length=1, description="Beam widths k to score.")
+    modes: tuple[Literal["constrained", "unconstrained"], ...] = Field(MODES, min_length=1, description="Decoding modes.")
+    decode: DecodeConfig = Field(default_factory=DecodeConfig, description="Batch size and grounding cap.")
+    by_hops: bool = Field(True, description="Also score each hop count separately when there are several.")
+
+
+def score_planner(planner: PlannerModel, samples: Sequence[Sample], gold: dict, cfg: PlannerEvalConfig) -> dict[str, Any]:
+    """Scores of ``samples`` for every mode × k, overall and (``by_hops``) per hop count."""
+    group_of = (lambda s: f"{s.hops}hop" if s.hops is not None else "all") if cfg.by_hops else None
+    rows = evaluate_planner(planner, samples, gold, cfg.beam_widths, cfg.modes, cfg.decode, group_of)
+    return {"side": cfg.side, "questions": len(samples), "scores": [r.to_dict() for r in rows]}
 
 
 def group_name(sample: Sample, by_hops: bool) -> str:
@@ -54,7 +83,7 @@ def stream_planner_scores(
     planner_dir: str | Path,
     labels: LabelConfig | None,
     max_len: int | None,
-    cfg: "PlannerEvalConfig",
+    cfg: PlannerEvalConfig,
     view_schema_dir: str | None = None,
 ) -> dict[str, Any]:
     """Score the planner in ``planner_dir`` on the questions ``side`` with Ray Data actors (see the module doc).

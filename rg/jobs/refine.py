@@ -62,7 +62,6 @@ from rg.text.encoder import EncoderConfig, TextEncoder
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import ray
 
 LABELS_DIR = "labels"
 PREPARE_CPUS = 0.25

@@ -50,13 +50,11 @@ from typing import Any, ClassVar, Literal
 import torch
 from pydantic import Field, model_validator
 
-from rg.config import Config
 from rg.data.sample import Sample
 from rg.run.paths import resolve_data_path
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta
-from rg.retrievers.planner.config import DecodeConfig, PlannerConfig
-from rg.retrievers.planner.evaluate import MODES, evaluate_planner
+from rg.retrievers.planner.config import PlannerConfig
 from rg.retrievers.planner.model import PlannerModel, load_planner, prompt_question
 from rg.runtime import init_ray
 from rg.supervision.answer_paths import search_kb
@@ -88,22 +86,10 @@ from rg.jobs.harness import (
     start_run,
     write_report,
 )
-from rg.jobs.planner_eval import stream_planner_scores
+from rg.jobs.planner_eval import PlannerEvalConfig, score_planner, stream_planner_scores
 
 PLANNER_DIR = "planner"
 """The exported planner's folder under ``output_dir``."""
-
-
-class PlannerEvalConfig(Config):
-    """Scoring of the exported planner after training."""
-
-    side: Literal["val", "test"] | None = Field(
-        "val", description="Questions to score ('test' needs `split.file`); None skips the evaluation."
-    )
-    beam_widths: tuple[int, ...] = Field((1, 5), min_length=1, description="Beam widths k to score.")
-    modes: tuple[Literal["constrained", "unconstrained"], ...] = Field(MODES, min_length=1, description="Decoding modes.")
-    decode: DecodeConfig = Field(default_factory=DecodeConfig, description="Batch size and grounding cap.")
-    by_hops: bool = Field(True, description="Also score each hop count separately when there are several.")
 
 
 class PlannerTrainConfig(TrainRunConfig):
@@ -218,13 +204,6 @@ def _selection_key(metrics: dict[str, Any]) -> tuple[float, float]:
     """Validation path exact match, then the lower validation loss (NaN lowest)."""
     return (finite_or_lowest(metrics.get(SELECTION_METRIC, math.nan)),
             finite_or_lowest(-float(metrics.get("val_loss", math.nan))))
-
-
-def score_planner(planner: PlannerModel, samples: Sequence[Sample], gold: dict, cfg: PlannerEvalConfig) -> dict[str, Any]:
-    """Scores of ``samples`` for every mode × k, overall and (``by_hops``) per hop count."""
-    group_of = (lambda s: f"{s.hops}hop" if s.hops is not None else "all") if cfg.by_hops else None
-    rows = evaluate_planner(planner, samples, gold, cfg.beam_widths, cfg.modes, cfg.decode, group_of)
-    return {"side": cfg.side, "questions": len(samples), "scores": [r.to_dict() for r in rows]}
 
 
 @dataclass(frozen=True)
