@@ -20,6 +20,13 @@ if platform.machine().lower() in ("x86_64", "amd64"):
     os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
 
 
+def pytest_collection_modifyitems(config, items):
+    """A ``mission`` test (CI's second step, ``pytest -m mission``) is also ``slow``: off in the default run."""
+    for item in items:
+        if item.get_closest_marker("mission") is not None and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The shared real-data folder; tests using it skip with the reason when it is absent."""

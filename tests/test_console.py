@@ -53,6 +53,7 @@ def run_build(tmp_path: Path, *extra: str, out: str = "out") -> subprocess.Compl
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.mission  # 50 s: a real job's terminal output
 def test_a_job_shows_its_lines_and_logs_rays(tmp_path):
     done = run_build(tmp_path)
     assert done.returncode == 0, done.stderr

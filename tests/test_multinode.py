@@ -37,7 +37,7 @@ from tests.test_refine_job import samples_file  # noqa: F401 — fixture: 40 syn
 from tests.test_training_ray import encoder_cache  # noqa: F401 — fixture
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.mission]  # node loss: CI's second step
 
 PLACE = "rg_place"
 """The custom resource only the worker nodes offer (one unit each)."""

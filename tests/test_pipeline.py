@@ -128,6 +128,7 @@ def test_untrained_stages_end_to_end_then_skip_and_redo_a_changed_stage(ray_loca
     assert json.loads((root / "evaluate/retrieval.json").read_text())["results"][0]["ks"] == [5, 10, 100]
 
 
+@pytest.mark.mission  # the whole flow and its resume
 @pytest.mark.slow  # two Ray Train stages: 205 s of the default run's 25 minutes; the test above checks the rest
 def test_end_to_end_then_resume(ray_local, tmp_path):
     root, cache = tmp_path / "run", tmp_path / "cache"

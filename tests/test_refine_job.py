@@ -49,6 +49,7 @@ def test_similarity_job_labels_every_question_and_resumes(ray_local, samples_fil
     assert (again["this_run"], again["resumed"], again["questions"], again["duplicate_ids"]) == (0, 40, 40, 0)
 
 
+@pytest.mark.mission  # 35 s of Ray Data; the resume test above keeps the job in the default run
 def test_split_limits_the_job_to_the_chosen_sides(ray_local, samples_file, tmp_path):
     ids = sorted(s.id for s in read_rog(samples_file))
     split_file = tmp_path / "split.json"
@@ -97,6 +98,7 @@ def run_job(config: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
+@pytest.mark.mission  # SIGKILL and resume of the refine job
 @pytest.mark.slow  # a SIGKILLed job midway (85 s); the similarity job's resume test stays in the default run
 def test_killed_job_resumes_to_the_same_labels(ray_local, samples_file, tmp_path):
     def answer(body: dict) -> Reply:  # deterministic per prompt, slow enough to be killed midway

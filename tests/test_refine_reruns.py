@@ -43,6 +43,7 @@ def write_yaml(path: Path, cfg: RefineConfig) -> Path:
     return path
 
 
+@pytest.mark.mission  # 64 s; the LLM-fallback accounting
 def test_transient_fallbacks_are_asked_again_and_counted(ray_local, samples_file, tmp_path):
     state = {"n": 0, "flaky": True}
 
@@ -88,6 +89,7 @@ def test_endpoint_that_never_answers_stops_before_any_batch(ray_local, samples_f
     assert read_journal(tmp_path / "out" / JOURNAL_FILE).total().calls == 0  # the probe is no chat call
 
 
+@pytest.mark.mission  # 26 s; an endpoint down for the whole run
 def test_503_everywhere_then_recovery(ray_local, samples_file, tmp_path):
     """The probe passes (GET /v1/models answers), every chat call fails: the per-batch watch stops the run."""
     state = {"down": True}
@@ -130,6 +132,7 @@ def test_limit_means_the_first_questions_of_the_input(ray_local, samples_file, t
     assert more["resumed"] == 5 and {x.id for x in read_labels(tmp_path / "labels")} == set(ids[:9])
 
 
+@pytest.mark.mission  # 32 s; integrity of the labels parts
 def test_damaged_label_part_is_dropped_and_redone(ray_local, samples_file, tmp_path):
     with ScriptedServer(Script.always(Reply("ans: Path 1"))) as srv:
         cfg = llm_config(samples_file, tmp_path, srv.base_url)

@@ -363,6 +363,7 @@ def test_a_chat_reply_without_an_answer_names_why():
     assert no_answer_text(None) == "No answer found in the knowledge graph (the verified evidence names no answer)."
 
 
+@pytest.mark.mission  # 46 s with its Virtuoso; test_privacy_stores keeps the SPARQL privacy property in the default run
 def test_a_sparql_backed_app_answers_as_the_memory_one_and_sends_no_name(endpoint, client, scripted_brain, virtuoso,
                                                                          tmp_path):
     """The KG in Virtuoso (``m.0<hex>`` ids, names and an alias as literals) behind the same app: the question

@@ -137,6 +137,7 @@ def hand_pid(app: str) -> int:
     return ray.get(actor.__ray_call__.remote(lambda _self: os.getpid()), timeout=30)
 
 
+@pytest.mark.mission  # nothing lost when a replica dies
 @pytest.mark.slow  # starts its own Serve app (~40 s here) and waits for the replacement replica
 def test_killing_the_hand_under_load_loses_nothing_and_service_recovers(ray_local, tmp_path):
     from ray import serve

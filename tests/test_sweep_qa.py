@@ -110,6 +110,7 @@ def test_base_paths_resolve_against_the_root(tmp_path, monkeypatch):
         cfg.load_base()
 
 
+@pytest.mark.mission  # 22 s: a Tune sweep and its resume
 def test_sweep_end_to_end_and_resume(ray_local, tmp_path):
     parquet = tmp_path / "samples.parquet"
     write_rog_parquet(list(SAMPLES), parquet)

@@ -112,6 +112,7 @@ def test_train_export_and_resume(ray_local, synthetic_parquet, encoder_cache, tm
         train_retriever(config(4, lr=0.01))  # a changed setting must not continue the old checkpoints
 
 
+@pytest.mark.mission  # SIGKILL and resume of a Ray Train job
 @pytest.mark.slow  # a SIGKILLed job and three Ray Train runs (148 s); test_training_loop and test_run_guard check the resume rules
 def test_killed_job_resumes_when_resubmitted(ray_local, synthetic_parquet, encoder_cache, tmp_path, monkeypatch):
     """``python -m jobs.train`` is SIGKILLed after its first checkpoint; the resubmission resumes, streams its
