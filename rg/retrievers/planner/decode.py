@@ -24,7 +24,7 @@ two on the demo's and MetaQA's questions).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -52,6 +52,10 @@ class Beam:
     tokens: tuple[int, ...]
     score: float
     relation_path: tuple[str, ...] | None
+
+
+Decoder = Callable[[PlannerModel, Sequence[Sequence[int]], int, Sequence[TokenTrie] | None], list[list[Beam]]]
+"""A beam search with :func:`beam_search`'s signature (``bench.planner_decode`` passes an earlier one)."""
 
 
 class TrieConstraint(LogitsProcessor):
