@@ -44,7 +44,6 @@ from rg.data.sample import Sample
 from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
-from rg.llm.scripted_server import Respond, Script, ScriptedServer
 from rg.metrics import normalize_answer, precision_recall_f1
 from rg.privacy import KGSchema
 from rg.reasoning.dualtower import DualTowerConfig, build_controller, view_relation_path
@@ -53,6 +52,7 @@ from rg.retrievers.planner import PlannerConfig, PlannerModel
 from rg.retrievers.planner.prompt import mask_topics
 from rg.training.planner_data import plan_targets, target_rows
 from rg.training.planner_loop import PlannerFitConfig, fit_planner
+from tests.scripted_server import Respond, Script, ScriptedServer
 
 ANCHORS = {"privgemo_brain_calls_per_question": [4.6, 6.5], "tog_llm_calls_per_question": [13.5, 21.7]}
 MODES = {

@@ -144,7 +144,7 @@ def replay_cost(sizes: Sequence[int], folder: Path, seed: int) -> dict[str, Any]
 
 def rounds(questions: int, train_n: int, epochs: int, n_rounds: int, seed: int) -> dict[str, Any]:
     from bench.dualtower import hit1, samples, scripted_brain, train
-    from rg.llm.scripted_server import Respond, Script, ScriptedServer
+    from tests.scripted_server import Respond, Script, ScriptedServer
     from rg.reasoning.dualtower import DualTowerConfig, build_controller
     from rg.reasoning.dualtower.controller import privacy_tag
 

@@ -24,18 +24,28 @@ Two measurements, each against a baseline timed in the same run:
   the subgraph, prune it to the sanitiser's node budget (``--budget``) and anonymise and group
   what is kept (:meth:`rg.privacy.PrivacySession.expose`), mask the question, and pass the
   request through the guard. ``privacy_share_of_question_time`` is the layer's time over the
-  time without it. Target: ≤ 10%.
+  time without it. Target: ≤ 10%. The guard's shared index of the KG's raw strings
+  (:attr:`rg.privacy.KGSchema.guard_index`) is built once before the questions, as a server builds
+  it at start-up; its build seconds are reported apart (``guard_index``).
+* **Memory of the shared index.** Python heap (``tracemalloc``) and resident-set growth of building
+  a :class:`rg.privacy.guard.GuardIndex` over the ``--raw-strings`` names and over every entity
+  name of the KG.
+
+The JSON also records the machine (:func:`bench.machine.machine`: commit, CPU model and flags,
+cores, torch threads, load) before and after, and the run's wall seconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
-import platform
+import os
 import random
 import re
 import sys
 import time
+import tracemalloc
 from collections.abc import Sequence
 from itertools import islice
 from pathlib import Path
@@ -51,12 +61,14 @@ from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.privacy import EgressGuard, KGSchema, PrivacyConfig, PrivacySession, SanitiserConfig
-from rg.privacy.guard import COMMON_WORDS, guardable
+from rg.privacy.guard import COMMON_WORDS, GuardIndex, guardable
 from rg.privacy.normalise import normalise, whole_token
 from rg.retrievers.graphs import collate
 from rg.retrievers.mlp import MLPConfig, MLPRetriever
 from rg.text.encoder import EncoderConfig, TextEncoder
 from rg.training.data import build_tables, question_graph
+
+from bench.machine import machine
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "privacy.json"
 DEFAULT_KB = "@shared/metaqa/kb_reconstructed.txt.gz"
@@ -98,11 +110,13 @@ def make_payloads(names: Sequence[str], relations: Sequence[str], count: int, ch
 
 
 def guard_throughput(names: Sequence[str], relations: Sequence[str], payloads: int, chars: int,
-                     seed: int) -> dict[str, Any]:
-    """Requests per second of the guard and of the naive loop on the same requests."""
+                     seed: int, index: GuardIndex) -> dict[str, Any]:
+    """Requests per second of the guard and of the naive loop on the same requests; the guard is timed
+    with its own automaton and with the KG's shared ``index`` (as sessions use it)."""
     rng = random.Random(seed)
     public = frozenset(w for r in relations for w in re.split(r"[^0-9a-z]+", normalise(r)) if w)
     guard = EgressGuard({"entity_name": names}, public=public)  # as a utility-mode session's guard
+    shared = EgressGuard({"entity_name": names}, public=public, index=index)
     keys = list(dict.fromkeys(k for k in (normalise(n) for n in names) if guardable(k, public)))
     texts = make_payloads(names, relations, payloads, chars, rng)
     guard.find("warm up")  # builds the automaton, as the first check of a session does
@@ -110,14 +124,46 @@ def guard_throughput(names: Sequence[str], relations: Sequence[str], payloads: i
     fast = [guard.find(t) is not None for t in texts]
     guard_s = time.perf_counter() - start
     start = time.perf_counter()
+    fast_shared = [shared.find(t) is not None for t in texts]
+    shared_s = time.perf_counter() - start
+    start = time.perf_counter()
     slow = [naive_find(keys, t) for t in texts]
     naive_s = time.perf_counter() - start
     return {
         "raw_strings": len(names), "guarded_strings": guard.size, "payloads": len(texts),
         "payload_chars": sum(map(len, texts)) / len(texts), "planted": sum(fast),
-        "guard_payloads_per_s": len(texts) / guard_s, "naive_payloads_per_s": len(texts) / naive_s,
-        "guard_speedup_vs_naive": naive_s / guard_s, "identical_verdicts": fast == slow,
+        "guard_payloads_per_s": len(texts) / guard_s, "guard_shared_index_payloads_per_s": len(texts) / shared_s,
+        "naive_payloads_per_s": len(texts) / naive_s,
+        "guard_speedup_vs_naive": naive_s / guard_s, "identical_verdicts": fast == slow == fast_shared,
     }
+
+
+def _rss_bytes() -> int:
+    """Resident set size now (Linux ``/proc/self/statm``; 0 elsewhere)."""
+    statm = Path("/proc/self/statm")
+    if not statm.exists():
+        return 0
+
+    return int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def index_memory(strings: Sequence[str]) -> dict[str, Any]:
+    """What a shared :class:`GuardIndex` over ``strings`` costs to build and hold: seconds, Python heap
+    (``tracemalloc``, which also sees the automaton's nodes: pyahocorasick allocates through Python) and
+    resident-set growth."""
+    gc.collect()
+    rss = _rss_bytes()
+    tracemalloc.start()
+    start = time.perf_counter()
+    index = GuardIndex(strings)
+    seconds = time.perf_counter() - start
+    heap, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    grown = _rss_bytes() - rss
+    result = {"strings": len(index), "build_s_traced": seconds, "tracemalloc_mb": heap / 2**20,
+              "rss_growth_mb": grown / 2**20}
+    del index
+    return result
 
 
 def load_kg(
@@ -156,6 +202,9 @@ def question_share(kg_triples: list[tuple[str, str, str]], questions: list[Quest
     """Mean milliseconds per question of extraction, retrieval and the privacy layer; the share."""
     kg = KnowledgeGraph.from_triples(kg_triples)
     schema = KGSchema.build(kg_triples, types)  # once per KG, not per question
+    start = time.perf_counter()
+    guard_index = schema.guard_index  # once per KG too: built at start-up, shared by every session
+    index_s = time.perf_counter() - start
     config = SubgraphConfig(max_triples=5000, direction="both")
     samples, extract_s = [], []
     for question in questions:
@@ -189,6 +238,7 @@ def question_share(kg_triples: list[tuple[str, str, str]], questions: list[Quest
         "ms_per_question": {"extract": 1000 * extract, "retrieve": 1000 * retrieve, "privacy": 1000 * private,
                             **{f"privacy_{k}": 1000 * v for k, v in steps.items()}},
         "privacy_share_of_question_time": private / (extract + retrieve),
+        "guard_index": {"strings": len(guard_index), "build_s": index_s},
     }
 
 
@@ -209,17 +259,21 @@ def main(argv: list[str] | None = None) -> int:
     count = args.questions or (60 if args.quick else 300)
     payloads = args.payloads or (100 if args.quick else 400)
     torch.set_num_threads(1)
+    wall = time.perf_counter()
+    before = machine()
 
     dataset, triples, questions, types = load_kg(args.quick, args.kb, args.questions_file, count)
     entities = list(dict.fromkeys(e for h, _, t in triples for e in (h, t)))
     names = [e for e in entities if guardable(normalise(e))][: args.raw_strings]
     relations = sorted({r for _, r, _ in triples})
-    guard = guard_throughput(names, relations, payloads, args.payload_chars, args.seed)
+    memory = {"raw_strings": index_memory(names), "kg_entities": index_memory(entities)}
+    guard = guard_throughput(names, relations, payloads, args.payload_chars, args.seed, GuardIndex(entities))
     share = question_share(triples, questions, types, args.budget, args.cache_dir)
     report = {
         "dataset": dataset, "quick": args.quick, "baseline": BASELINE, **guard, **share,
+        "guard_index_memory": memory,
         "budget": args.budget, "targets": {"guard_speedup_vs_naive": 20.0, "privacy_share_of_question_time": 0.10},
-        "machine": {"python": platform.python_version(), "cpu_threads": torch.get_num_threads()},
+        "machine": before, "machine_after": machine(), "wall_seconds": time.perf_counter() - wall,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -230,7 +284,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{guard['raw_strings']} raw strings, identical={guard['identical_verdicts']}); privacy layer "
           f"{ms['privacy']:.1f} ms = {share['privacy_share_of_question_time']:.1%} of extraction "
           f"{ms['extract']:.1f} ms "
-          f"+ retrieval {ms['retrieve']:.1f} ms ({share['questions']} questions) -> {out}")
+          f"+ retrieval {ms['retrieve']:.1f} ms ({share['questions']} questions); shared index of "
+          f"{memory['kg_entities']['strings']} names {memory['kg_entities']['tracemalloc_mb']:.1f} MB; "
+          f"load {before['load_1min']} -> {report['machine_after']['load_1min']} -> {out}")
     return 0
 
 

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 from bench.machine import machine
 from rg.data.synthetic import SyntheticConfig, generate
-from rg.llm.scripted_server import Respond, Script, ScriptedServer
+from tests.scripted_server import Respond, Script, ScriptedServer
 
 DEFAULT_OUT = Path("bench/results/privacy_stores.json")
 GRAPH = "http://rg.local/synthetic"
@@ -77,6 +77,7 @@ def app_args(config: Path, **kg) -> dict[str, Any]:
     [app] = yaml.safe_load(config.read_text())["applications"]
     args = dict(app["args"])
     args["kg"] = kg
+    args.pop("kg_edits", None)  # two apps, one edit log each at most: this bench asks questions only
     hand = args["dualtower"].get("hand", {})
     if hand.get("kind") == "tuned" and not Path(hand.get("reader", "")).is_dir():  # no demo run here
         args["dualtower"] = {**args["dualtower"], "hand": {"kind": "local"}}

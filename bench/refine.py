@@ -29,9 +29,9 @@ from rg.data.rog import write_rog_parquet
 from rg.data.subgraphs import SubgraphConfig, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
-from rg.llm.scripted_server import Reply, Script, ScriptedServer
 from rg.runtime import RayConfig, init_ray
 from rg.supervision.job import RefineConfig, refine
+from tests.scripted_server import Reply, Script, ScriptedServer
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "refine.json"
 

@@ -55,7 +55,7 @@ from typing import Any
 import aiohttp
 
 from rg.data.synthetic import SyntheticConfig, generate
-from rg.llm.scripted_server import Respond, Script, ScriptedServer
+from tests.scripted_server import Respond, Script, ScriptedServer
 
 HAND = {"min_replicas": 1, "max_replicas": 3, "target_ongoing_requests": 1, "max_ongoing_requests": 2,
         "max_queued_requests": 4, "num_cpus": 0.5, "upscale_delay_s": 1.0, "downscale_delay_s": 4.0,
@@ -88,7 +88,7 @@ def app_args(brain_url: str, questions: int) -> dict[str, Any]:
         "dualtower": {"privacy": {"mode": "utility"}, "similarity": "lexical",
                       "brain": {"kind": "llm", "llm": {"base_url": brain_url, "model": "scripted", "side": "brain",
                                                        "max_retries": 0, "timeout_s": 10.0}}},
-        "request_timeout_s": 60.0, "brain_timeout_s": 30.0,
+        "request_timeout_s": 60.0, "brain_timeout_s": 30.0, "auth": {"mode": "off"},
         "ingress": {"max_ongoing_requests": 256, "max_queued_requests": 256, "num_cpus": 0.1},
         "hand": HAND, "brain": {"max_ongoing_requests": 16, "max_queued_requests": 64, "num_cpus": 0.25},
     }

@@ -100,8 +100,9 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     from rg.llm.probe import EndpointDownError
     from rg.models.registry import ModelNotAvailableError
     from rg.text.encoder import EncoderLoadError
+    from rg.kgedits import EditLogError, EditRejected
 
-    return (ConfigError, FileNotFoundError, NotADirectoryError, DamagedFileError, EmptyInputError, BadRowError, MissingAPIKeyError,
+    return (EditRejected, EditLogError, ConfigError, FileNotFoundError, NotADirectoryError, DamagedFileError, EmptyInputError, BadRowError, MissingAPIKeyError,
             OutputLockedError, EndpointDownError, StorageRootError, EncoderLoadError, HubUnavailableError,
             VirtuosoError, StoreError, ModelNotAvailableError, DuplicateIdError)
 

@@ -31,7 +31,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
@@ -42,12 +42,15 @@ from ray.serve.handle import DeploymentHandle
 
 from rg.config import ConfigError, validate_config
 from rg.data.paths import resolve_data_path
+from rg.kgedits import EditBatch, EditLogError, read_log
 from rg.memory.keys import MemoryKeyError, load_key
 from rg.stores.config import MemoryStoreConfig
+from serve.auth import Authenticator, require
 from serve.brain_proxy import BrainProxy
 from serve.config import DeploymentSettings, ServeConfig
 from serve.hand import HandServer
 from serve.hand_call import ask_hand
+from serve.kg_edit_owner import KGEditOwner
 from serve.memory_owner import MemoryOwner
 
 PAGE = Path(__file__).with_name("page.html")
@@ -108,6 +111,8 @@ class ChatBody(BaseModel):
 async def body_limit(request: Request, call_next):
     """413 for a body over the replica's ``max_body_bytes`` (411 when a POST does not say its length)."""
     limit = request.app.state.max_body_bytes
+    if request.url.path.endswith("/v1/kg/edits"):
+        limit = request.app.state.max_edit_body_bytes
     if request.method == "POST":
         length = request.headers.get("content-length")
         if length is None:
@@ -132,13 +137,17 @@ class Ingress:
         hand: Handle of the Hand deployment.
         brain: Handle of the BrainProxy deployment (for readiness only; answers go through the Hand).
         memory: Handle of the MemoryOwner deployment (for readiness only), None without memory.
+        kg_owner: Handle of the KGEditOwner deployment, None without ``kg_edits``.
     """
 
     def __init__(self, config: dict[str, Any], hand: DeploymentHandle, brain: DeploymentHandle,
-                 memory: DeploymentHandle | None = None) -> None:
+                 memory: DeploymentHandle | None = None, kg_owner: DeploymentHandle | None = None) -> None:
         self.config = ServeConfig.model_validate(config)
-        self.hand, self.brain, self.memory = hand, brain, memory
+        self.hand, self.brain, self.memory, self.kg_owner = hand, brain, memory, kg_owner
         api.state.max_body_bytes = self.config.max_body_bytes  # this replica's app (one process per replica)
+        api.state.max_edit_body_bytes = self.config.max_edit_body_bytes
+        assert self.config.auth is not None  # required by ServeConfig
+        api.state.auth = Authenticator(self.config.auth)  # tokens read in this replica's process
         self.page = PAGE.read_text(encoding="utf-8")
         self.created = int(time.time())
 
@@ -153,18 +162,20 @@ class Ingress:
         response.headers[ATTEMPTS_HEADER] = str(attempts)
         return result
 
-    @api.post("/v1/answer")
+    @api.post("/v1/answer", dependencies=[Depends(require("ask"))])
     async def answer(self, body: AnswerBody, response: Response) -> dict[str, Any]:
         """Answer one question: answers, evidence, what the Brain saw, usage per side, exposure."""
         result = await self._answer(body.question, body.topics, response)
         out = {
             "question": result["question"], "answers": result["answers"], "evidence": result["evidence"],
-            "topics": result["topics"], "fallback": result["fallback"],
+            "support": result["support"], "topics": result["topics"], "fallback": result["fallback"],
             "brain": result["brain_status"], "brain_name": result["brain"], "brain_calls": result["brain_calls"],
             "brain_saw": [json.loads(p) for p in result["brain_payloads"]],
             "usage": result["usage_by_side"], "usage_ledger": result["usage"], "exposure": result["exposure"],
             "exposure_totals": result["exposure_totals"],
             "faults": result["faults"], "memory": result["memory"],
+            "kg_version": result["kg_version"], "kg_sync": result["kg_sync"],
+            "answer_touches_edits": result["answer_touches_edits"],
         }
         if body.options.include_timings:
             out["timings"] = result["timings"]
@@ -172,7 +183,7 @@ class Ingress:
             out["tree"] = result["tree"]
         return out
 
-    @api.post("/v1/chat/completions")
+    @api.post("/v1/chat/completions", dependencies=[Depends(require("ask"))])
     async def chat_completions(self, body: ChatBody, response: Response) -> JSONResponse:
         """OpenAI-compatible: the last user message is the question; the answers are the reply."""
         if body.model is not None and body.model != self.config.model_name:
@@ -193,10 +204,43 @@ class Ingress:
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": brain["prompt_tokens"], "completion_tokens": brain["completion_tokens"],
                       "total_tokens": brain["total_tokens"]},
-            "rg": {"answers": answers, "evidence": result["evidence"], "brain": result["brain_status"]},
+            "rg": {"answers": answers, "evidence": result["evidence"], "brain": result["brain_status"],
+                   "kg_version": result["kg_version"]},
         }, headers={ATTEMPTS_HEADER: response.headers[ATTEMPTS_HEADER]})
 
-    @api.get("/v1/models")
+    @api.post("/v1/kg/edits", dependencies=[Depends(require("edit"))])
+    async def kg_edits(self, body: EditBatch) -> JSONResponse:
+        """Apply a batch of ``add``/``delete`` triples (by name or ``{"id": ...}``), all or none: 200 with the KG
+        version it made once the batch is durable in the edit log; 422 naming each bad edit and the reason."""
+        if self.kg_owner is None:
+            raise HTTPException(404, detail="KG edits are off on this endpoint. Fix: set kg_edits "
+                                            "(kg_edits.log_path) in the app's config")
+        try:
+            reply = await asyncio.wait_for(_resolve(self.kg_owner.edit.remote(body.model_dump(mode="json"))),
+                                           self.config.request_timeout_s)
+        except asyncio.TimeoutError:
+            raise HTTPException(504, detail=f"the edit owner gave no reply within {self.config.request_timeout_s} s; "
+                                            "the batch may or may not be applied: GET /v1/kg/version") from None
+        except (RayServeException, RayActorError, RayTaskError) as err:
+            raise HTTPException(503, detail=f"the edit owner is not reachable ({type(err).__name__}); nothing was "
+                                            "acknowledged", headers={"Retry-After": str(self.config.retry_after_s)}
+                                ) from None
+        if "rejected" in reply:
+            return JSONResponse(status_code=422, content={"detail": reply["rejected"]})
+        record = reply["record"]
+        return JSONResponse({
+            "version": record["version"], "added": len(record["adds"]), "deleted": len(record["deletes"]),
+            "new_entities": record["new_entities"], "new_relations": record["new_relations"],
+            "unchanged": record["unchanged"], "memory_forgotten": reply.get("memory_forgotten")})
+
+    @api.get("/v1/kg/version", dependencies=[Depends(require("ask"))])
+    async def kg_version(self) -> dict[str, Any]:
+        """The KG's newest version (the edit log's), and the edit log's state (a torn record cut on open)."""
+        if self.kg_owner is None:
+            return {"version": 0, "edits": "off"}
+        return {**await _resolve(self.kg_owner.status.remote()), "edits": "on"}
+
+    @api.get("/v1/models", dependencies=[Depends(require("ask"))])
     async def models(self) -> dict[str, Any]:
         return {"object": "list", "data": [{"id": self.config.model_name, "object": "model", "created": self.created,
                                              "owned_by": "rg"}]}
@@ -213,6 +257,8 @@ class Ingress:
         checks = {"hand": self.hand.probe.remote(), "brain": self.brain.name.remote()}
         if self.memory is not None:
             checks["memory"] = self.memory.stats.remote()
+        if self.kg_owner is not None:
+            checks["kg_edits"] = self.kg_owner.version.remote()
         status: dict[str, Any] = {}
         for name, response in checks.items():
             try:
@@ -262,16 +308,19 @@ def deployment(config: ServeConfig) -> serve.Application:
     data = config.model_dump(exclude={"tunables"})
     brain = BrainProxy.options(**_options(config.brain, config.retry_after_s)).bind(
         config.dualtower.model_dump(), config.usage_journal, config.brain_max_batch_size, config.brain_batch_wait_s)
-    memory = None
+    memory = kg_owner = None
     if config.memory is not None:
         memory = MemoryOwner.options(**_options(config.memory_owner, config.retry_after_s)).bind(
             config.memory.model_dump())
+    if config.kg_edits is not None:
+        kg_owner = KGEditOwner.options(**_options(config.kg_edit_owner, config.retry_after_s)).bind(data, memory)
     hand = HandServer.options(**_options(config.hand, config.retry_after_s),
-                              user_config=config.tunables.model_dump(exclude_none=True)).bind(data, brain, memory)
+                              user_config=config.tunables.model_dump(exclude_none=True)).bind(
+        data, brain, memory, kg_owner)
     return Ingress.options(
         **_options(config.ingress, config.retry_after_s),
         backpressure_config=BackpressureConfig(status_code=503, retry_after_s=config.retry_after_s),
-    ).bind(data, hand, brain, memory)
+    ).bind(data, hand, brain, memory, kg_owner)
 
 
 def build_app(args: dict[str, Any]) -> serve.Application:
@@ -311,6 +360,13 @@ def check_artifacts(config: ServeConfig) -> None:
         except MemoryKeyError as err:
             raise ConfigError(f"{err} (the MemoryOwner replica reads the key from the same place: on a cluster, pass "
                               "the variable with --runtime-env-json or put the key file on every node)") from None
+    assert config.auth is not None  # required by ServeConfig
+    Authenticator(config.auth)  # every token resolves (the Ingress replica reads them again in its process)
+    if config.kg_edits is not None:
+        try:
+            read_log(config.kg_edits.log_path)  # damage before the end stops serve run here, naming it
+        except EditLogError as err:
+            raise ConfigError(f"kg_edits.log_path: {err}") from None
     store = config.kg.store
     if isinstance(store, MemoryStoreConfig) and not resolve_data_path(store.kb.path).exists():
         raise ConfigError(f"kg.store.kb.path {store.kb.path!r} does not exist (resolved: "

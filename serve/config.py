@@ -16,11 +16,13 @@ from pydantic import Field, field_validator, model_validator
 
 from rg.config import Config
 from rg.data.synthetic import SyntheticConfig
+from rg.kgedits.config import KGEditsConfig
 from rg.linking.config import LinkingConfig
 from rg.memory.config import MemoryConfig
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.stores.config import MemoryStoreConfig, SparqlStoreConfig
 from rg.text.encoder import EncoderConfig
+from serve.auth import AuthConfig
 
 
 class DeploymentSettings(Config):
@@ -122,6 +124,21 @@ class ServeConfig(Config):
     memory_timeout_s: float = Field(
         5.0, gt=0, le=600, description="Deadline of one memory call from the Hand; then the question goes on without "
                                        "memory (noted in the answer's `memory`).")
+    auth: Optional[AuthConfig] = Field(
+        None, description="Who may call the endpoint: bearer tokens with scopes (`ask`, `edit`) or, said explicitly, "
+                          "`mode: off` (loopback clients only). Required: an endpoint never runs open by default.")
+    kg_edits: Optional[KGEditsConfig] = Field(
+        None, description="Live KG edits (POST /v1/kg/edits): the edit log, batch limits, new relations. None: the KG "
+                          "is read-only and the route answers 404.")
+    kg_edit_owner: DeploymentSettings = Field(
+        default_factory=lambda: DeploymentSettings(max_ongoing_requests=64, max_queued_requests=256, num_cpus=0.1),
+        description="The KGEditOwner deployment (the edit log's one writer): exactly one replica.")
+    kg_sync_timeout_s: float = Field(
+        2.0, gt=0, le=60, description="Deadline of a Hand's call for the edits it has not applied yet, made before each "
+                                      "question; past it the question is answered on the version the replica has "
+                                      "(its `kg_sync` says `unavailable`).")
+    max_edit_body_bytes: int = Field(1_000_000, ge=256, le=100_000_000,
+                                     description="Larger POST /v1/kg/edits bodies get 413.")
     tunables: Tunables = Field(default_factory=Tunables, description="The Hand's user_config (see Tunables).")
     model_name: str = Field("rg-dualtower", min_length=1, description="Model id of /v1/chat/completions.")
     max_body_bytes: int = Field(16_384, ge=256, le=10_000_000, description="Larger request bodies get 413.")
@@ -153,6 +170,13 @@ class ServeConfig(Config):
     def _absolute_journal(cls, value: Optional[str]) -> Optional[str]:
         return str(Path(value).resolve()) if value else None  # replicas run in other working directories
 
+    @field_validator("kg_edits")
+    @classmethod
+    def _absolute_edit_log(cls, value: Optional[KGEditsConfig]) -> Optional[KGEditsConfig]:
+        if value is None:
+            return None
+        return value.model_copy(update={"log_path": str(Path(value.log_path).expanduser().resolve())})
+
     @field_validator("encoder")
     @classmethod
     def _absolute_encoder_cache(cls, value: EncoderConfig) -> EncoderConfig:
@@ -177,6 +201,14 @@ class ServeConfig(Config):
 
     @model_validator(mode="after")
     def _linking(self) -> "ServeConfig":
+        if self.auth is None:
+            raise ValueError("auth is not set: the endpoint never runs open by default. Fix: add auth.tokens (e.g. "
+                             "[{name: ops, scopes: [ask, edit], env: RG_TOKEN}]) or, for a loopback-only endpoint, "
+                             "auth: {mode: off}")
+        if self.kg_edit_owner.min_replicas != 1 or self.kg_edit_owner.max_replicas != 1:
+            raise ValueError(f"kg_edit_owner runs {self.kg_edit_owner.min_replicas}..{self.kg_edit_owner.max_replicas} "
+                             "replicas, but the edit log has exactly one writer. Fix: set kg_edit_owner.min_replicas "
+                             "and kg_edit_owner.max_replicas to 1")
         if self.linking is not None and self.linking.index_dir is None:
             raise ValueError("linking is set but linking.index_dir is not. Fix: set linking.index_dir to a folder "
                              "(the Hand builds the name index there once, then reloads it)")

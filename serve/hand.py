@@ -11,53 +11,33 @@ without a redeploy. ``check_health`` probes the store, so a replica whose KG is 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from contextlib import nullcontext
 from typing import Any
 
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from rg.graph import KnowledgeGraph
+from rg.kgedits import EditRecord
+from rg.kgedits.editor import editable_store
 from rg.linking import EntityLinker, load_or_build_index
-from rg.linking.names import store_names
+from rg.linking.names import NamedEntity, store_names
 from rg.llm.usage import Usage, UsageLedger
-from rg.privacy.schema import KGSchema
 from rg.reasoning.dualtower import DualTowerController, DualTowerResult, build_controller
 from rg.reasoning.dualtower.controller import privacy_tag
 from rg.reasoning.dualtower.reading import TunedHand
 from rg.retrievers.planner.model import load_planner
 from rg.stores.base import KGStore
-from rg.stores.config import build_store
-from rg.stores.memory import MemoryStore
 from rg.text.encoder import TextEncoder
 from serve.brain_proxy import UNAVAILABLE, RemoteBrainFactory
 from serve.config import ServeConfig, Tunables
-from serve.memory_owner import ServeEdges, ServeMemory
+from serve.kg_source import load_kg
+from serve.memory_owner import UNREACHABLE, ServeEdges, ServeMemory
 
 SIDES = ("hand", "brain")
 BRAIN_DOWN = frozenset({UNAVAILABLE, "connection", "timeout", "server_error", "rate_limited"})
 """Fault reasons that mean the Brain could not be reached (as opposed to a reply it got wrong)."""
-
-
-def load_kg(config: ServeConfig) -> tuple[KGStore, KGSchema]:
-    """The Hand's store and the KG's schema."""
-    source = config.kg
-    if source.synthetic is not None:
-        from rg.data.synthetic import generate
-
-        kg = generate(source.synthetic)
-        store: KGStore = MemoryStore(KnowledgeGraph.from_triples(kg.triples, dedup=True))
-        schema = KGSchema.build(kg.triples, kg.entity_types)
-    else:
-        assert source.store is not None  # checked by KGSource
-        store = build_store(source.store)
-        schema = None
-    if source.schema_dir is not None:
-        schema = KGSchema.load(source.schema_dir)
-    elif schema is None:
-        assert isinstance(store, MemoryStore)  # a SPARQL store needs schema_dir (checked by KGSource)
-        schema = KGSchema.build(store.kg.triples())
-    return store, schema
 
 
 def load_linker(config: ServeConfig, store: KGStore, encoder: TextEncoder | None) -> EntityLinker | None:
@@ -75,6 +55,10 @@ def load_linker(config: ServeConfig, store: KGStore, encoder: TextEncoder | None
     index, _ = load_or_build_index(linking.index_dir, lambda: store_names(store, linking.unnamed_pattern),
                                    encoder if dense else None, key)
     return EntityLinker(index, linking, encoder if dense else None)
+
+
+async def _settle(response: Any) -> Any:
+    return await response
 
 
 def brain_status(result: DualTowerResult) -> str:
@@ -95,11 +79,17 @@ class HandServer:
         config: :class:`ServeConfig` as a dict (validated again here, in the replica).
         brain: Handle of the BrainProxy deployment.
         memory: Handle of the MemoryOwner deployment (None without ``memory``).
+        kg_owner: Handle of the KGEditOwner deployment (None without ``kg_edits``): before each question the
+            replica applies the edits it has not applied yet, in order, and answers on one pinned version.
     """
 
-    def __init__(self, config: dict[str, Any], brain: DeploymentHandle, memory: DeploymentHandle | None = None) -> None:
+    def __init__(self, config: dict[str, Any], brain: DeploymentHandle, memory: DeploymentHandle | None = None,
+                 kg_owner: DeploymentHandle | None = None) -> None:
         self.config = ServeConfig.model_validate(config)
         self.store, self.schema = load_kg(self.config)
+        self.kg_owner = kg_owner
+        if self.config.kg_edits is not None:
+            self.store = editable_store(self.store, writer=False)  # the owner alone writes a shared triple store
         dt = self.config.dualtower
         self.encoder = TextEncoder(self.config.encoder) if dt.needs_encoder else None
         wants_planner = dt.hand.resolve_clusters == "planner" and dt.hand.planner
@@ -130,11 +120,43 @@ class HandServer:
         self.tunables = tunables
 
     async def answer(self, question: str, topics: list[str]) -> dict[str, Any]:
-        """One question's result (:meth:`DualTowerResult.to_dict`) with ``brain_status``."""
-        result = await self.controller.aanswer(question, topics)
+        """One question's result (:meth:`DualTowerResult.to_dict`) with ``brain_status``, answered on one KG
+        version (``kg_version``) after catching up with the edit log (``kg_sync``)."""
+        sync = await self.sync()
+        pin = self.store.pin() if hasattr(self.store, "pin") else nullcontext(None)
+        with pin as snapshot:
+            result = await self.controller.aanswer(question, topics)
         sides = UsageLedger.from_dict(result.usage).by_side() if result.usage.get("stages") else {}
         by_side = {side: sides.get(side, Usage()).to_dict() for side in SIDES}
-        return {**result.to_dict(), "brain_status": brain_status(result), "usage_by_side": by_side}
+        # drift: an answer that is an end of a triple added since version 0 may rest on a fact the retrievers and
+        # the planner never saw (an upper bound: that entity may also be answered through an old fact)
+        added = snapshot.added_names if snapshot is not None else frozenset()
+        return {**result.to_dict(), "brain_status": brain_status(result), "usage_by_side": by_side,
+                "kg_version": snapshot.version if snapshot is not None else 0, "kg_sync": sync,
+                "answer_touches_edits": any(a in added for a in result.answers)}
+
+    async def sync(self) -> str:
+        """Apply the edits this replica has not applied yet, in order: ``ok``, ``static`` (no edits configured) or
+        ``unavailable: ...`` (the owner did not answer within ``kg_sync_timeout_s``; the replica's version stands)."""
+        if self.kg_owner is None:
+            return "static"
+        response = self.kg_owner.since.remote(self.store.version)
+        try:
+            records = await asyncio.wait_for(_settle(response), self.config.kg_sync_timeout_s)
+        except asyncio.TimeoutError:
+            response.cancel()
+            return f"unavailable: no reply within {self.config.kg_sync_timeout_s} s"
+        except UNREACHABLE as err:
+            return f"unavailable: {type(err).__name__}"
+        for data in records:
+            record = EditRecord.from_dict(data)
+            if self.store.apply(record) and record.new_entities and self.linker is not None:
+                self.linker.learn([NamedEntity(i, n) for i, n in sorted(record.new_entities.items())])
+        return "ok"
+
+    def kg_version(self) -> int:
+        """The newest KG version this replica has applied."""
+        return getattr(self.store, "version", 0)
 
     def settings(self) -> dict[str, Any]:
         """The controller's limits in force (what ``user_config`` set)."""

@@ -75,6 +75,12 @@ class MemoryOwner:
         with self.lock:
             return self.memories.edges.memorise(q, set(effective), set(traversed))
 
+    def forget(self, triples: list[tuple[str, str, str]]) -> int:
+        """Drop the edge vectors of facts deleted from the KG (KG edits); returns how many were held."""
+        with self.lock:
+            edges = self.memories.edges
+            return edges.forget(triples) if edges is not None else 0
+
     def stats(self) -> dict[str, Any]:
         """Records, buffer and edges held (the readiness check shows them)."""
         pool, edges = self.memories.pool, self.memories.edges

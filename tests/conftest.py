@@ -1,4 +1,5 @@
-"""Shared fixtures: the real data folder (skipped when absent) and a session-wide local Ray."""
+"""Shared fixtures: the real data folder (skipped when absent), a session-wide local Ray and the synthetic RoG
+parquet file most Ray job tests read."""
 
 from __future__ import annotations
 
@@ -44,6 +45,17 @@ def ray_local():
     import ray
 
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def synthetic_parquet(tmp_path_factory) -> Path:
+    """40 synthetic questions (seed 0) with subgraphs capped at 200 triples, as one RoG parquet file
+    (``tests/synthetic_data.py``); shared by the Ray training, planner, sweep and multi-node tests."""
+    from tests.synthetic_data import write_synthetic_parquet
+
+    path = tmp_path_factory.mktemp("rog") / "synthetic.parquet"
+    write_synthetic_parquet(path, questions=40, max_triples=200)
+    return path
 
 
 @pytest.fixture

@@ -6,9 +6,12 @@ Not a test module: imported by tests/test_dualtower*.py and bench.dualtower's --
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import torch
 
+from rg.data.rog import write_rog_parquet
+from rg.data.sample import Sample
 from rg.privacy import KGSchema
 from rg.retrievers.planner import PlannerConfig, PlannerModel
 from rg.retrievers.planner.prompt import mask_topics
@@ -73,6 +76,15 @@ ANSWER_SETS = {"who directed the films starring Tom Cruise": {"Michael Mann", "T
 
 def schema() -> KGSchema:
     return KGSchema.build(TRIPLES, TYPES)
+
+
+def write_qa_input(folder: Path, questions=QUESTIONS) -> Path:
+    """``questions`` as RoG samples ``q0, q1, ...`` over the whole film graph in ``folder/samples.parquet``, and the
+    schema saved in ``folder``: a dual-tower QA evaluation's ``input`` and ``schema_dir``. Returns the parquet file."""
+    samples = [Sample(f"q{i}", q, (a,), topics, (a,), TRIPLES) for i, (q, topics, a) in enumerate(questions)]
+    write_rog_parquet(samples, folder / "samples.parquet")
+    schema().save(folder)
+    return folder / "samples.parquet"
 
 
 def training_rows(film_templates=FILM_TEMPLATES) -> list[tuple[str, str, tuple[str, ...]]]:

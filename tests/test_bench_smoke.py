@@ -557,7 +557,7 @@ def test_serve_quality_smoke(tmp_path: Path, ray_local) -> None:
     from bench import serve_quality
     from bench.privacy_stores import relation_brain
     from rg.data.synthetic import SyntheticConfig, generate
-    from rg.llm.scripted_server import Respond, Script, ScriptedServer
+    from tests.scripted_server import Respond, Script, ScriptedServer
 
     questions = generate(SyntheticConfig(seed=0, questions=200)).questions[:3]
     for stage in ("dualtower", "tuned"):
@@ -567,7 +567,7 @@ def test_serve_quality_smoke(tmp_path: Path, ray_local) -> None:
                 for q in questions]
         (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     with ScriptedServer(Script.always(Respond(relation_brain))) as brain:
-        args = {"kg": {"synthetic": {"seed": 0, "questions": 200}},
+        args = {"kg": {"synthetic": {"seed": 0, "questions": 200}}, "auth": {"mode": "off"},
                 "linking": {"index_dir": str(tmp_path / "index"), "dense": "off"},
                 "dualtower": {"similarity": "lexical", "brain": {"kind": "llm", "llm": {
                     "base_url": brain.base_url, "model": "scripted", "side": "brain"}}}}
@@ -631,3 +631,29 @@ def test_read_stage_smoke(tmp_path: Path) -> None:
         "prefix_s_per_example", "projected_train_s_full", "projected_train_s_cached", "padding_share",
     ])
     assert report["frozen_layers"] == 2 and report["layers"] == 4 and report["timed_steps"] == 3
+
+
+def test_kg_edits_bench_checks_staleness_against_acknowledged_deletes() -> None:
+    from bench.kg_edits import History, p
+
+    history = History({"Casino": {"Nicholas Pileggi"}})
+    history.deleted_at[("Casino", "Nicholas Pileggi")] = 10.0
+    assert history.stale("Casino", ["Nicholas Pileggi"], sent=11.0)      # asked after the delete's reply
+    assert not history.stale("Casino", ["Nicholas Pileggi"], sent=9.0)   # asked before it: not stale
+    assert not history.stale("Casino", ["Ann Newwriter"], sent=11.0)
+    assert p([3.0, 1.0, 2.0], 0.5) == 2.0 and p([], 0.95) is None
+
+
+@pytest.mark.slow  # starts a Serve app with five deployments (1-3 min on the shared 2-core machine)
+def test_kg_edits_bench_smoke(tmp_path: Path) -> None:
+    import json
+
+    from bench.kg_edits import run
+
+    out = tmp_path / "kg_edits.json"
+    result = run(seconds=3.0, edit_period_s=0.5, edit_count=8, out=out)
+    saved = json.loads(out.read_text())
+    for key in ("visible_p95_s", "stale_answers", "lost_edits", "latency_ratio_under_edits", "edits_per_s",
+                "machine_before"):
+        assert key in saved
+    assert result["stale_answers"] == 0 and result["lost_edits"] == 0

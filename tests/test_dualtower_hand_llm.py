@@ -14,11 +14,11 @@ from rg.evaluation.dualtower_qa import prediction
 from rg.evaluation.qa import Prediction
 from rg.graph import KnowledgeGraph
 from rg.llm.journal import UsageJournal, read_journal
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from rg.reasoning.dualtower import DualTowerConfig, build_controller
 from rg.reasoning.dualtower.result import DualTowerResult
 from rg.stores.memory import MemoryStore
 from tests.dualtower_world import TRIPLES, schema
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from tests.test_dualtower_wire import RAW_ENTITIES, brain, leaks
 
 FAST = {"max_retries": 0, "backoff_s": 0.0, "max_backoff_s": 0.0, "timeout_s": 5.0}
@@ -52,7 +52,7 @@ def test_the_hand_llm_reads_raw_evidence_and_is_booked_on_the_hand_side(tmp_path
     assert alone.answers == ("Martin Scorsese",) and "read" not in alone.usage.get("stages", {})
     assert result.answers == ("Robert De Niro",) and not result.faults and result.fallback is None
     assert len(hand_prompts) == 1 and "Casino → [starred_actors] → Robert De Niro" in hand_prompts[0]
-    assert "Question: who starred in Casino" in hand_prompts[0]  # the Hand's model sees raw names
+    assert "Question: Who starred in Casino?" in hand_prompts[0]  # raw names, written as the tuned reader learnt
     assert [leaks(body, RAW_ENTITIES) for body in brain_bodies] == [[]] * len(brain_bodies)
     read = result.usage["stages"]["read"]
     assert list(read) == ["hand"] and read["hand"]["calls"] == 1 and read["hand"]["prompt_tokens"] > 0

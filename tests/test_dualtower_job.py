@@ -17,7 +17,7 @@ from rg.evaluation.qa_job import QAEvaluateConfig, _QAActor
 from rg.privacy.schema import KGSchema
 from rg.reasoning.dualtower import DualTowerConfig
 from rg.retrievers.base import CheckpointMeta
-from tests.dualtower_world import QUESTIONS, TRIPLES, schema, shared_planner
+from tests.dualtower_world import QUESTIONS, TRIPLES, schema, shared_planner, write_qa_input
 
 BASE = {"input": "x", "output_dir": "out", "side": "test"}
 
@@ -86,13 +86,9 @@ def test_the_actor_answers_inference_views_with_the_controller(checkpoint, tmp_p
 
 
 def test_the_job_runs_the_dualtower_reasoner_through_ray_data(ray_local, checkpoint, tmp_path):
-    from rg.data.rog import write_rog_parquet
-    from rg.data.sample import Sample
     from rg.evaluation.qa_job import evaluate_qa
 
-    samples = [Sample(f"q{i}", q, (a,), topics, (a,), TRIPLES) for i, (q, topics, a) in enumerate(QUESTIONS)]
-    write_rog_parquet(samples, tmp_path / "samples.parquet")
-    schema().save(tmp_path)
+    write_qa_input(tmp_path)
     cfg = validate_config({"input": str(tmp_path / "samples.parquet"), "output_dir": str(tmp_path / "out"),
                            "side": "all", "reasoner": "dualtower", "schema_dir": str(tmp_path),
                            "dualtower": {"brain": {"planner": str(checkpoint)}, "similarity": "lexical"},
@@ -106,15 +102,11 @@ def test_the_job_runs_the_dualtower_reasoner_through_ray_data(ray_local, checkpo
 
 
 def test_the_job_report_totals_what_the_brain_endpoint_received(ray_local, tmp_path):
-    from rg.data.rog import write_rog_parquet
-    from rg.data.sample import Sample
     from rg.evaluation.qa_job import evaluate_qa
-    from rg.llm.scripted_server import Respond, Script, ScriptedServer
+    from tests.scripted_server import Respond, Script, ScriptedServer
     from tests.test_dualtower_wire import brain
 
-    samples = [Sample(f"q{i}", q, (a,), topics, (a,), TRIPLES) for i, (q, topics, a) in enumerate(QUESTIONS)]
-    write_rog_parquet(samples, tmp_path / "samples.parquet")
-    schema().save(tmp_path)
+    write_qa_input(tmp_path)
     with ScriptedServer(Script.always(Respond(brain))) as server:
         cfg = validate_config({"input": str(tmp_path / "samples.parquet"), "output_dir": str(tmp_path / "out"),
                                "side": "all", "reasoner": "dualtower", "schema_dir": str(tmp_path),

@@ -20,7 +20,6 @@ import pytest
 
 from rg.graph import KnowledgeGraph
 from rg.llm.config import LLMConfig
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from rg.privacy import KGSchema, PrivacyConfig, PrivacySession
 from rg.reasoning.dualtower import DualTowerConfig, build_controller
 from rg.reasoning.dualtower.brain import BrainError, Indicator
@@ -31,6 +30,7 @@ from rg.reasoning.dualtower.payload import FollowUpPayload, PredictionPayload, T
 from rg.reasoning.dualtower.phases import Tried, follow_up_payload, place
 from rg.stores.memory import MemoryStore
 from tests.dualtower_world import TRIPLES, TYPES, schema, shared_planner
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from tests.test_dualtower_wire import RAW_ENTITIES, leaks, payload_of, relation_leaks
 
 RELEASED = ("when was Casino released", ["Casino"])

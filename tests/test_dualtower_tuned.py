@@ -58,7 +58,7 @@ def test_a_tuned_hand_answers_from_the_verified_walks(tmp_path):
     from rg.training.reader_loop import ReaderLora, lora_reader_model
     from rg.training.reader_ray import save_reader
     from tests.test_dualtower_wire import brain
-    from rg.llm.scripted_server import Respond, Script, ScriptedServer
+    from tests.scripted_server import Respond, Script, ScriptedServer
 
     try:
         REGISTRY["smollm2-135m"].locate()

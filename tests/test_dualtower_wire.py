@@ -13,10 +13,10 @@ import unicodedata
 import pytest
 
 from rg.graph import KnowledgeGraph
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from rg.reasoning.dualtower import DualTowerConfig, build_controller
 from rg.stores.memory import MemoryStore
 from tests.dualtower_world import QUESTIONS, TRIPLES, schema
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 
 RAW_ENTITIES = sorted({e for h, _, t in TRIPLES for e in (h, t)})
 RAW_RELATIONS = sorted({r for _, r, _ in TRIPLES})

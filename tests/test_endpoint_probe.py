@@ -14,9 +14,9 @@ from rg.config import validate_config
 from rg.evaluation import qa_job
 from rg.llm.config import LLMConfig
 from rg.llm.probe import EndpointDownError, probe_endpoint
-from rg.llm.scripted_server import Reply, Script, ScriptedServer, Status
 from rg.supervision import job as refine_module
 from rg.supervision.labels import read_labels
+from tests.scripted_server import Reply, Script, ScriptedServer, Status
 from tests.test_refine_reruns import free_port, llm_config, samples_file, write_yaml  # noqa: F401 — fixture
 
 DOWN = Script.always(Reply("ans: Path 1"), models=Status(503, message="upstream down"))

@@ -17,7 +17,6 @@ from rg.data.sample import Sample
 from rg.evaluation import (
     HopDistanceScorer,
     RetrievalResult,
-    TripleScorer,
     answers_in_subgraph,
     evaluate_retrieval,
     labels_reference,
@@ -178,10 +177,6 @@ class TestBatchingAndValidation:
     def test_bad_ks(self, ks: tuple[int, ...]) -> None:
         with pytest.raises(ValueError, match="k"):
             evaluate_retrieval([A], FixedScorer(SCORES), {}, ks=ks)
-
-    def test_fixed_scorer_is_a_triple_scorer(self) -> None:
-        assert isinstance(FixedScorer(SCORES), TripleScorer)
-        assert isinstance(HopDistanceScorer(), TripleScorer)
 
 
 def test_to_dict_is_json_and_round_trips(result: RetrievalResult) -> None:

@@ -11,8 +11,8 @@ import pytest
 from rg.llm.client import Completion, LLMClient, LLMError, OpenAICompatibleClient, complete_sync
 from rg.llm.config import LLMConfig
 from rg.privacy import EgressGuard
-from rg.llm.scripted_server import Raw, Reply, Script, ScriptedServer, Status
 from rg.llm.usage import Usage
+from tests.scripted_server import Raw, Reply, Script, ScriptedServer, Status
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "which path answers it"}]
 PROMPT_ID = "echo_topic@v1"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rg.llm.scripted_server import Reply, Script, ScriptedServer
 from rg.llm.usage import UsageLedger
+from tests.scripted_server import Reply, Script, ScriptedServer
 
 
 def test_client_inside_async_actor(ray_local):

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from rg.llm.scripted_server import Raw, Reply, Respond, Script, ScriptedServer, Status
+from tests.scripted_server import Raw, Reply, Respond, Script, ScriptedServer, Status
 
 BODY = {"model": "m", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "a b c"}]}
 

@@ -12,7 +12,7 @@ from rg.evaluation.qa_job import QAEvaluateConfig
 from rg.memory.config import MemoryConfig
 from rg.memory.keys import new_key_hex
 from rg.reasoning.dualtower.memory import RecalledAnalysis, Trace
-from tests.dualtower_world import QUESTIONS, TRIPLES, schema, shared_planner
+from tests.dualtower_world import shared_planner, write_qa_input
 
 TAG = "utility|1.0|0"
 
@@ -74,15 +74,11 @@ def test_named_actor_shares_and_persists_the_pool(ray_local, tmp_path):
 
 @pytest.mark.slow
 def test_evaluate_qa_memory_rounds(ray_local, tmp_path):
-    from rg.data.rog import write_rog_parquet
-    from rg.data.sample import Sample
     from rg.evaluation.qa_job import evaluate_qa
 
     folder = tmp_path / "planner"
     shared_planner().save(folder)
-    samples = [Sample(f"q{i}", q, (a,), topics, (a,), TRIPLES) for i, (q, topics, a) in enumerate(QUESTIONS)]
-    write_rog_parquet(samples, tmp_path / "samples.parquet")
-    schema().save(tmp_path)
+    write_qa_input(tmp_path)
     cfg = validate_config({"input": str(tmp_path / "samples.parquet"), "output_dir": str(tmp_path / "out"),
                            "side": "all", "reasoner": "dualtower", "schema_dir": str(tmp_path),
                            "dualtower": {"brain": {"planner": str(folder)}, "similarity": "lexical"},

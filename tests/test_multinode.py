@@ -34,7 +34,7 @@ from rg.training.ray_train import REPORT_FILE
 from tests.conftest import start_local_ray
 from tests.ray_cluster import free_ports, registered_epoch, short_temp_dir
 from tests.test_refine_job import samples_file  # noqa: F401 — fixture: 40 synthetic questions with subgraphs
-from tests.test_training_ray import encoder_cache, synthetic_parquet  # noqa: F401 — fixtures
+from tests.test_training_ray import encoder_cache  # noqa: F401 — fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

@@ -8,11 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from rg.data.rog import write_rog_parquet
 from rg.data.splits import SplitConfig, load_split_samples
-from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
-from rg.data.synthetic import SyntheticConfig, generate
-from rg.graph.kg import KnowledgeGraph
 from rg.retrievers.planner.config import PlannerConfig
 from rg.retrievers.planner.evaluate import evaluate_planner
 from rg.retrievers.planner.model import PlannerModel, load_planner
@@ -21,6 +17,7 @@ from rg.training.data import LabelConfig, load_labels
 from rg.training.planner_data import reference_paths
 from rg.training.planner_eval_stream import group_name, stream_planner_scores
 from rg.training.planner_ray import PlannerEvalConfig
+from tests.synthetic_data import write_synthetic_parquet
 
 TIMING = ("questions_per_s", "seconds", "cpu_seconds")
 SPLIT = SplitConfig(val_fraction=0.4, seed=5)
@@ -29,19 +26,10 @@ SPLIT = SplitConfig(val_fraction=0.4, seed=5)
 @pytest.fixture(scope="module")
 def inputs_and_planner(tmp_path_factory):
     """40 synthetic questions (no gold paths) in two RoG files, and an untrained tiny planner exported to a folder."""
-    syn = generate(SyntheticConfig(questions=40))
-    kg = KnowledgeGraph.from_triples(syn.triples)
-    samples = []
-    for question in syn.questions:
-        try:
-            # without gold paths, as MetaQA: the references are the labels' or the weak rule's paths
-            samples.append(replace(build_sample(kg, question, SubgraphConfig(max_triples=120)).sample, relation_paths=()))
-        except Unbuildable:
-            continue
     folder = tmp_path_factory.mktemp("planner_eval_stream")
     first, second = folder / "a.parquet", folder / "b.parquet"
-    write_rog_parquet(samples[: len(samples) // 2], first)
-    write_rog_parquet(samples[len(samples) // 2 :], second)
+    # without gold paths, as MetaQA: the references are the labels' or the weak rule's paths
+    samples = write_synthetic_parquet([first, second], questions=40, max_triples=120, gold_paths=False).samples
     config = PlannerConfig.model_validate(
         {"tiny": {"layers": 1, "hidden": 32, "heads": 4, "max_positions": 48}, "max_prompt_tokens": 32, "max_path_len": 3}
     )

@@ -13,31 +13,12 @@ import yaml
 
 from jobs.train import main as train_main
 from rg.config import load_config
-from rg.data.rog import read_rog, write_rog_parquet
-from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
-from rg.data.synthetic import SyntheticConfig, generate
-from rg.graph.kg import KnowledgeGraph
+from rg.data.rog import read_rog
 from rg.evaluation.qa import answer_questions, inference_view
 from rg.reasoning import RetrieverReader, RetrieverReaderConfig
 from rg.retrievers.planner import DecodeConfig, load_planner, plan_questions, read_planner_meta
 from rg.retrievers.planner.scorer import PlannerScorer
 from rg.training.planner_ray import REPORT_FILE, PlannerTrainConfig, pack_folder, train_planner, unpack_folder
-
-
-@pytest.fixture(scope="module")
-def synthetic_parquet(tmp_path_factory):
-    """40 synthetic questions with subgraphs capped at 200 triples, as one RoG parquet file."""
-    syn = generate(SyntheticConfig(questions=40))
-    kg = KnowledgeGraph.from_triples(syn.triples)
-    samples = []
-    for question in syn.questions:
-        try:
-            samples.append(build_sample(kg, question, SubgraphConfig(max_triples=200)).sample)
-        except Unbuildable:
-            continue
-    path = tmp_path_factory.mktemp("rog") / "synthetic.parquet"
-    write_rog_parquet(samples, path)
-    return path
 
 
 def config_dict(parquet, tmp_path, epochs: int) -> dict:

@@ -12,32 +12,20 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rg.data.rog import write_rog_parquet
 from rg.privacy import KGSchema
 from rg.data.splits import load_split_samples
-from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
-from rg.data.synthetic import SyntheticConfig, generate
-from rg.graph.kg import KnowledgeGraph
 from rg.supervision.labels import write_labels
 from rg.training.data import LabelConfig, load_labels
 from rg.training.planner_ray import PlannerTrainConfig, _driver_input, _streamed_input, train_planner
+from tests.synthetic_data import write_synthetic_parquet
 
 
 @pytest.fixture(scope="module")
 def two_inputs(tmp_path_factory):
     """60 synthetic questions (subgraphs capped at 150 triples) in two RoG parquet files, and the KB as TSV."""
-    syn = generate(SyntheticConfig(questions=60))
-    kg = KnowledgeGraph.from_triples(syn.triples)
-    samples = []
-    for question in syn.questions:
-        try:
-            samples.append(build_sample(kg, question, SubgraphConfig(max_triples=150)).sample)
-        except Unbuildable:
-            continue
     folder = tmp_path_factory.mktemp("planner_stream")
     first, second = folder / "a.parquet", folder / "b.parquet"
-    write_rog_parquet(samples[: len(samples) // 2], first)
-    write_rog_parquet(samples[len(samples) // 2 :], second)
+    syn = write_synthetic_parquet([first, second], questions=60, max_triples=150).data
     kb = folder / "kb.tsv"
     kb.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in syn.triples))
     KGSchema.build(syn.triples, syn.entity_types).save(folder)  # the privacy view's clusters

@@ -10,8 +10,6 @@ import pytest
 import torch
 
 from rg.data.sample import Sample
-from rg.data.subgraphs import SubgraphConfig, buildable_samples
-from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph.kg import KnowledgeGraph
 from rg.retrievers.planner import (
     DecodeConfig,
@@ -27,6 +25,7 @@ from rg.retrievers.planner.plan import Plan, PlannedPath
 from rg.supervision.labels import Labels
 from rg.training.planner_data import plan_targets, reference_paths, target_rows, weak_relation_paths
 from rg.training.planner_loop import PlannerFitConfig, collate, epoch_lr, evaluate_examples, fit_planner
+from tests.synthetic_data import synthetic_subgraphs
 
 TINY = {"layers": 2, "hidden": 32, "heads": 4, "max_positions": 48}
 
@@ -34,9 +33,7 @@ TINY = {"layers": 2, "hidden": 32, "heads": 4, "max_positions": 48}
 @pytest.fixture(scope="module")
 def synthetic_samples() -> list[Sample]:
     """Synthetic questions with subgraphs capped at 300 triples (gold relation paths known)."""
-    syn = generate(SyntheticConfig(questions=60, seed=1))
-    kg = KnowledgeGraph.from_triples(syn.triples)
-    return buildable_samples(kg, syn.questions, SubgraphConfig(max_triples=300))
+    return synthetic_subgraphs(questions=60, max_triples=300, seed=1).samples
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import pytest
 from rg.config import ConfigError, validate_config
 from rg.llm.client import LLMError, OpenAICompatibleClient, complete_sync
 from rg.llm.config import LLMConfig
-from rg.llm.scripted_server import Reply, ScriptedServer
 from rg.privacy import (
     EgressGuard,
     EgressRefused,
@@ -26,6 +25,7 @@ from rg.privacy import (
 from rg.privacy.report import PrivacyReportConfig
 from rg.reasoning.llm_reader import LLMReaderConfig
 from rg.supervision.llm_selector import LLMSelectorConfig
+from tests.scripted_server import Reply, ScriptedServer
 
 TRIPLES = [
     ("Heat", "directed_by", "Michael Mann"),

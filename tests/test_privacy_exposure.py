@@ -8,9 +8,9 @@ import pytest
 
 from rg.llm.client import LLMError
 from rg.llm.config import LLMConfig
-from rg.llm.scripted_server import Reply, Script, ScriptedServer, Status
 from rg.privacy import ExposureLedger, ExposureTotals, KGSchema, PrivacyConfig, PrivacySession, brain_client
 from rg.privacy.structure import Uniqueness
+from tests.scripted_server import Reply, Script, ScriptedServer, Status
 
 TRIPLES = [("Zed Quill", "directed_by", "Ann Vale"), ("Zed Quill", "release_year", "1999"),
            ("Ann Vale", "born_in", "Port Ruin")]

@@ -22,13 +22,13 @@ import re
 import pytest
 
 from rg.graph import KnowledgeGraph
-from rg.llm.scripted_server import Respond, Script, ScriptedServer
 from rg.privacy import KGSchema, PrivacyConfig, PrivacySession
 from rg.privacy.exposure import PSEUDONYM_IN_TEXT
 from rg.privacy.names import NameBook
 from rg.stores.base import StoreError
 from rg.stores.memory import MemoryStore
 from bench.privacy_stores import payload_of, relation_brain
+from tests.scripted_server import Respond, Script, ScriptedServer
 from tests.store_world import controller, leak_finder, memory_world, raw_strings, sparql_world, synthetic_data
 
 CONCURRENCY = 8

@@ -32,8 +32,8 @@ from rg.data.rog import read_rog
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.llm.client import LLMError, OpenAICompatibleClient
 from rg.llm.config import LLMConfig
-from rg.llm.scripted_server import Reply, Script, ScriptedServer
 from rg.privacy import KGSchema, PrivacyConfig, PrivacySession, brain_client
+from tests.scripted_server import Reply, Script, ScriptedServer
 
 BASE_QUESTIONS = 1300
 REAL_PER_SOURCE = 3_600

@@ -18,8 +18,8 @@ from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa, format_qa, pool_
 from rg.evaluation.qa_metrics import Gold, score_prediction, summarize
 from rg.evaluation.scorers import HopDistanceScorer
 from rg.evidence import EvidenceConfig
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer
 from rg.reasoning import FOLLOW_UP, NO_CANDIDATES, RetrieverReader
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer
 
 A = Sample(  # one topic; a high-scoring distractor triple that no topic reaches
     id="a", question="Who directed Film1?", answers=("Ann",), q_entities=("Film1",), a_entities=("Ann",),

@@ -8,28 +8,24 @@ import json
 
 import pytest
 
-from rg.data.rog import read_rog, write_rog_parquet
-from rg.data.subgraphs import SubgraphConfig, buildable_samples
-from rg.data.synthetic import SyntheticConfig, generate
+from rg.data.rog import read_rog
 from rg.evaluation.qa import TunedReaderChoice, answer_questions, build_reader, inference_view
 from rg.evaluation.scorers import HopDistanceScorer
 from rg.evidence import EvidenceConfig
-from rg.graph import KnowledgeGraph
 from rg.models import REGISTRY, ModelNotAvailableError
-from rg.training.reader_ray import REPORT_FILE, ReaderTrainConfig, train_reader
+from rg.training.reader_ray import REPORT_FILE, ReaderTrainConfig, fit_depth, train_reader
+from tests.synthetic_data import write_synthetic_parquet
 
 
 @pytest.fixture(scope="module")
-def synthetic_parquet(tmp_path_factory):
+def reader_parquet(tmp_path_factory):
+    """24 synthetic questions (seed 3) with subgraphs capped at 60 triples, as one RoG parquet file."""
     try:
         REGISTRY["smollm2-135m"].locate()
     except ModelNotAvailableError as err:
         pytest.skip(str(err))
-    syn = generate(SyntheticConfig(questions=24, seed=3))
-    kg = KnowledgeGraph.from_triples(syn.triples)
-    samples = buildable_samples(kg, syn.questions, SubgraphConfig(max_triples=60))
     path = tmp_path_factory.mktemp("rog") / "synthetic.parquet"
-    write_rog_parquet(samples, path)
+    write_synthetic_parquet(path, questions=24, max_triples=60, seed=3)
     return path
 
 
@@ -44,9 +40,26 @@ def config(parquet, tmp_path, epochs: int) -> ReaderTrainConfig:
     })
 
 
+def test_the_depth_predictor_is_fitted_on_the_training_side_and_scored_on_the_validation_side(reader_parquet, tmp_path):
+    from rg.data.splits import load_split_samples
+    from rg.reasoning.dualtower.template import topic_template
+    from rg.reasoning.hops import HopPredictor
+    from rg.text import TextEncoder
+
+    cfg = config(reader_parquet, tmp_path, epochs=1)
+    report = fit_depth(cfg, tmp_path / "hops")
+    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=False)
+    assert (report["train_questions"], report["val_questions"]) == (len(sides["train"]), len(sides["val"]))
+    predictor = HopPredictor.load(tmp_path / "hops")
+    assert sorted(predictor.hops.tolist()) == sorted(s.hops for s in sides["train"])
+    val = sides["val"]
+    predicted = predictor.predict([topic_template(s.question, s.q_entities) for s in val], TextEncoder(cfg.encoder))
+    assert report["val_accuracy"] == sum(p == s.hops for p, s in zip(predicted, val)) / len(val)
+
+
 @pytest.mark.slow  # two Ray Train runs; the README's main command (the demo) trains the reader on Ray Train too
-def test_two_workers_train_export_resume_and_answer(ray_local, synthetic_parquet, tmp_path):
-    report = train_reader(config(synthetic_parquet, tmp_path, epochs=1))
+def test_two_workers_train_export_resume_and_answer(ray_local, reader_parquet, tmp_path):
+    report = train_reader(config(reader_parquet, tmp_path, epochs=1))
     assert report["train_examples"] + report["train_questions_without_gold_in_evidence"] == report["train_questions"]
     assert report["train_examples"] >= 2 and report["num_workers"] == 2 and not report["resumed"]
     [row] = report["history"]
@@ -56,27 +69,27 @@ def test_two_workers_train_export_resume_and_answer(ray_local, synthetic_parquet
     # the workers say what `auto` meant for them: fp32 under the tests' AVX2 pin (tests/conftest.py)
     assert report["precision"] == {"setting": "auto", "base_weights": "fp32"}
 
-    resumed = train_reader(config(synthetic_parquet, tmp_path, epochs=2))
+    resumed = train_reader(config(reader_parquet, tmp_path, epochs=2))
     assert resumed["resumed"] and [int(r["epoch"]) for r in resumed["history"]] == [0, 1]
 
     reader = build_reader(TunedReaderChoice(kind="tuned", checkpoint=resumed["reader_dir"]))
     # the checkpoint records the evidence settings it was trained on, for QA runs to compare theirs with
     assert reader.settings.evidence == EvidenceConfig(merge_entities=False)
-    samples = [inference_view(s) for s in list(read_rog(synthetic_parquet))[:3]]
+    samples = [inference_view(s) for s in list(read_rog(reader_parquet))[:3]]
     predictions = asyncio.run(answer_questions(samples, HopDistanceScorer(), reader, top_k=30))
     assert [p.reader for p in predictions] == ["tuned:smollm2-135m+lora"] * 3
     assert all(p.ok and 1 <= len(p.answers) <= 2 for p in predictions)
 
 
 @pytest.mark.slow  # 45 s; the README's main command streams the reader's examples on Ray Train
-def test_streamed_examples_equal_the_driver_built_ones(ray_local, synthetic_parquet, tmp_path):
+def test_streamed_examples_equal_the_driver_built_ones(ray_local, reader_parquet, tmp_path):
     """Ray Data actors score, build evidence and tokenise what the driver used to (examples_on: driver), in order."""
     import pickle
 
     from rg.models.registry import resolve_model
     from rg.training.reader_ray import _driver_input, _streamed_input
 
-    cfg = config(synthetic_parquet, tmp_path, epochs=1).model_copy(update={"max_train_questions": 14})
+    cfg = config(reader_parquet, tmp_path, epochs=1).model_copy(update={"max_train_questions": 14})
     base = resolve_model(cfg.reader.base)
     before = _driver_input(cfg.model_copy(update={"examples_on": "driver"}), base)
     after = _streamed_input(cfg, base)

@@ -11,7 +11,6 @@ import pytest
 from rg.evidence import EvidenceConfig, build_evidence, triple_evidence
 from rg.llm.client import OpenAICompatibleClient
 from rg.llm.config import LLMConfig
-from rg.llm.scripted_server import Reply, Script, ScriptedServer, Status, whitespace_tokens
 from rg.reasoning import (
     FOLLOW_UP,
     NO_ANSWER_LINE,
@@ -24,6 +23,7 @@ from rg.reasoning import (
     RetrieverReaderConfig,
     parse_answers,
 )
+from tests.scripted_server import Reply, Script, ScriptedServer, Status, whitespace_tokens
 
 TWO_TOPICS = (
     ("F1", "directed_by", "Ann"),

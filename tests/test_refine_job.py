@@ -16,14 +16,12 @@ import numpy as np
 import pytest
 import yaml
 
-from rg.data.rog import read_rog, write_rog_parquet
-from rg.data.subgraphs import SubgraphConfig, build_sample
-from rg.data.synthetic import SyntheticConfig, generate
-from rg.graph import KnowledgeGraph
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer
+from rg.data.rog import read_rog
 from rg.supervision.job import EndpointWatch, RefineConfig, _SelectorActor, refine
 from rg.supervision.labels import read_labels
 from rg.supervision.refine import prepare_question
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer
+from tests.synthetic_data import write_synthetic_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,11 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def samples_file(tmp_path_factory) -> Path:
     """40 synthetic questions with their subgraphs, as one RoG parquet file."""
-    data = generate(SyntheticConfig(questions=40))
-    kg = KnowledgeGraph.from_triples(data.triples)
-    samples = [build_sample(kg, q, SubgraphConfig(max_triples=400)).sample for q in data.questions]
     path = tmp_path_factory.mktemp("refine") / "samples.parquet"
-    write_rog_parquet(samples, path)
+    write_synthetic_parquet(path, questions=40, max_triples=400)
     return path
 
 

@@ -11,7 +11,6 @@ import pytest
 from rg.data.sample import Sample
 from rg.llm.client import OpenAICompatibleClient
 from rg.llm.config import LLMConfig
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from rg.supervision.llm_selector import (
     OUT_OF_RANGE,
     SELECT_PATHS,
@@ -21,6 +20,7 @@ from rg.supervision.llm_selector import (
     parse_selection,
 )
 from rg.supervision.refine import refine_sample
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 
 TRIPLES = (
     ("Film A", "directed_by", "Ann"),

@@ -14,24 +14,19 @@ import pytest
 from jobs import refine as refine_job
 from rg.cli import run_job
 from rg.data.rog import read_rog, write_rog_parquet
-from rg.data.subgraphs import SubgraphConfig, build_sample
-from rg.data.synthetic import SyntheticConfig, generate
-from rg.graph import KnowledgeGraph
 from rg.llm.journal import read_journal
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from rg.supervision import job as refine_module
 from rg.supervision.job import JOURNAL_FILE, RefineConfig, refine
 from rg.supervision.labels import read_labels
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer, Status
+from tests.synthetic_data import write_synthetic_parquet
 
 
 @pytest.fixture(scope="module")
 def samples_file(tmp_path_factory) -> Path:
     """24 synthetic questions with their subgraphs, as one RoG parquet file."""
-    data = generate(SyntheticConfig(questions=24))
-    kg = KnowledgeGraph.from_triples(data.triples)
-    samples = [build_sample(kg, q, SubgraphConfig(max_triples=300)).sample for q in data.questions]
     path = tmp_path_factory.mktemp("reruns") / "samples.parquet"
-    write_rog_parquet(samples, path)
+    write_synthetic_parquet(path, questions=24, max_triples=300)
     return path
 
 

@@ -22,13 +22,12 @@ from jobs import train as train_job
 from rg.cli import run_job
 from rg.data.integrity import DamagedFileError, write_json_atomic
 from rg.data.remote import LOCK_OBJECT, RemoteDir, staged
-from rg.data.rog import write_rog_parquet
 from rg.data.storage import JOB_ENV, StorageRootError
-from rg.data.synthetic import SyntheticConfig, generate
 from rg.locks import OutputLockedError
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer
 from rg.supervision.job import RefineConfig
 from rg.supervision.labels import read_labels
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer
+from tests.synthetic_data import write_synthetic_parquet
 from tests.test_refine_job import samples_file, slow_llm_config  # noqa: F401 — fixture
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,13 +43,7 @@ def staging(tmp_path, monkeypatch) -> Path:
 
 def shard(folder: Path, name: str, n: int) -> None:
     """A parquet shard of ``n`` synthetic samples with its stats file, as the builder writes them."""
-    from rg.data.subgraphs import SubgraphConfig, build_sample
-    from rg.graph import KnowledgeGraph
-
-    data = generate(SyntheticConfig(questions=n))
-    kg = KnowledgeGraph.from_triples(data.triples)
-    write_rog_parquet([build_sample(kg, q, SubgraphConfig(max_triples=50)).sample for q in data.questions],
-                      folder / f"{name}.parquet")
+    write_synthetic_parquet(folder / f"{name}.parquet", questions=n, max_triples=50)
     write_json_atomic({"built": n}, folder / f"{name}.stats.json")
 
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import pytest
 
 from rg.config import ConfigError
-from rg.llm.scripted_server import Respond, Script, ScriptedServer
 from tests.dualtower_world import TRIPLES, schema
+from tests.scripted_server import Respond, Script, ScriptedServer
 from tests.test_dualtower_wire import RAW_ENTITIES, leaks, payload_of
 
 ZERO_CPU = {"num_cpus": 0, "min_replicas": 1, "max_replicas": 1}
@@ -64,7 +64,7 @@ def app_config(folder: Path, brain_url: str, **overrides) -> dict:
                                 "llm": {"base_url": brain_url, "model": "scripted", "side": "brain",
                                         "max_retries": 0, "backoff_s": 0.0, "max_backoff_s": 0.0,
                                         "timeout_s": 5.0}}},
-        "max_body_bytes": 2048, "request_timeout_s": 30.0, "brain_timeout_s": 10.0,
+        "max_body_bytes": 2048, "request_timeout_s": 30.0, "brain_timeout_s": 10.0, "auth": {"mode": "off"},
         "ingress": ZERO_CPU, "hand": ZERO_CPU, "brain": ZERO_CPU, **overrides,
     }
 
@@ -187,6 +187,8 @@ def test_answer_with_evidence_what_the_brain_saw_and_usage_per_side(client, scri
     assert body["answers"] == ["Martin Scorsese"]
     assert body["brain"] == "ok" and body["faults"] == [] and body["brain_name"] == "proxy:llm"
     assert any("Casino" in line and "Martin Scorsese" in line for line in body["evidence"])
+    # why the answer: the lines its reader read that end at it (raw names, Hand side only)
+    assert body["support"] == {"Martin Scorsese": ["Casino → [directed_by] → Martin Scorsese"]}
     # what the Brain saw is exactly what reached the Brain's endpoint, with no raw entity name in it
     sent = [r.body for r in scripted_brain.chat_requests[before:]]
     assert len(body["brain_saw"]) == len(sent) == body["brain_calls"] == body["usage"]["brain"]["calls"] >= 1
@@ -264,6 +266,16 @@ def test_health_readiness_and_the_page(client):
     assert "/v1/answer" in client.get("/ok/openapi.json").json()["paths"]
 
 
+def test_kg_edits_are_off_unless_configured(client):
+    """Without `kg_edits` the KG is read-only: the edit route is a 404 naming the key; answers are on version 0."""
+    edit = client.post("/ok/v1/kg/edits", json={"edits": [{"op": "add", "head": "Heat", "relation": "release_year",
+                                                           "tail": "1996"}]})
+    assert edit.status_code == 404 and "kg_edits" in edit.json()["detail"]
+    assert client.get("/ok/v1/kg/version").json() == {"version": 0, "edits": "off"}
+    answer = client.post("/ok/v1/answer", json={"question": "when was Heat released", "topics": ["Heat"]}).json()
+    assert answer["answers"] == ["1995"] and answer["kg_version"] == 0 and answer["kg_sync"] == "static"
+
+
 @pytest.mark.slow  # redeploys the /ok app's replicas (~40 s here)
 def test_tunables_reach_the_running_hand_as_its_user_config(endpoint, client, ok_config):
     """serve.run from Python redeploys the replicas (Serve gives each run a new code version); with
@@ -329,6 +341,8 @@ def test_the_page_shows_the_answer_and_what_the_brain_saw(endpoint, tmp_path):
         assert driver.find_element(By.ID, "brain").text.startswith("brain: ok")
         chains = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#evidence li")]
         assert any("Casino" in c and "Martin Scorsese" in c for c in chains)
+        assert [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#support dt, #support dd")] == \
+            ["Martin Scorsese", "Casino → [directed_by] → Martin Scorsese"]
         shown = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#brain-saw pre.payload")]
         assert shown and '"kind": "analysis"' in shown[0] and "TE_1" in shown[0]
         assert [leaks(text, RAW_ENTITIES) for text in shown] == [[]] * len(shown)  # the anonymised view

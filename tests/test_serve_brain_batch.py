@@ -22,7 +22,6 @@ import pytest
 import torch
 
 from rg.llm.config import LLMConfig
-from rg.llm.scripted_server import Respond, Script, ScriptedServer
 from rg.llm.usage import UsageLedger
 from rg.privacy import PrivacyConfig, PrivacySession
 from rg.reasoning.dualtower.brain import BrainError, FollowUp, Indicator, Prediction
@@ -32,6 +31,7 @@ from rg.reasoning.dualtower.payload import FollowUpPayload, PredictionPayload, s
 from rg.retrievers.planner import PlannerConfig, PlannerModel
 from serve.brain_proxy import BrainProxy, RemoteBrainFactory
 from tests.dualtower_world import schema, shared_planner, training_rows
+from tests.scripted_server import Respond, Script, ScriptedServer
 from tests.test_dualtower import analysis_payloads
 from tests.test_dualtower_modes import (
     DIRECTED,

@@ -141,7 +141,7 @@ def hand_pid(app: str) -> int:
 def test_killing_the_hand_under_load_loses_nothing_and_service_recovers(ray_local, tmp_path):
     from ray import serve
 
-    from rg.llm.scripted_server import Respond, Script, ScriptedServer
+    from tests.scripted_server import Respond, Script, ScriptedServer
     from serve.app import ATTEMPTS_HEADER, build_app
     from tests.test_serve_app import Http, app_config, free_port, reading_brain
 

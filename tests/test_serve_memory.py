@@ -14,9 +14,9 @@ import time
 import pytest
 
 from rg.config import ConfigError
-from rg.llm.scripted_server import Respond, Script, ScriptedServer
 from rg.memory.keys import new_key_hex
 from rg.reasoning.dualtower.memory import MemoryUnavailable, settle
+from tests.scripted_server import Respond, Script, ScriptedServer
 from tests.test_serve_app import Http, app_config, free_port, reading_brain
 
 APP = "mem"

@@ -17,7 +17,6 @@ from rg.graph import KnowledgeGraph
 from rg.supervision.candidates import CandidateConfig, CandidatePool, build_pool
 from rg.supervision.refine import finish_question, prepare_question, refine_sample
 from rg.supervision.selectors import (
-    PathSelector,
     Selection,
     SimilarityPathSelector,
     SimilaritySelectorConfig,
@@ -103,10 +102,6 @@ class TestSelection:
             Selection(indices=(1,), failure="parse_error")
         with pytest.raises(ValueError, match="non-empty reason"):
             Selection(failure="")
-
-    def test_protocol(self, encoder: TextEncoder) -> None:
-        assert isinstance(SimilarityPathSelector(SimilaritySelectorConfig(), encoder), PathSelector)
-        assert isinstance(ScriptedSelector(Selection()), PathSelector)
 
 
 class TestSimilaritySelector:

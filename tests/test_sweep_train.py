@@ -15,7 +15,7 @@ from rg.training.ray_train import TrainJobConfig
 from rg.training.shards import WORKER_GROUP_KEY
 from rg.training.sweep import SweepTrainConfig, selection_metric
 from tests.test_storage_root import as_submitted_job  # noqa: F401 — fixture
-from tests.test_training_ray import encoder_cache, synthetic_parquet  # noqa: F401 — fixtures
+from tests.test_training_ray import encoder_cache  # noqa: F401 — fixture
 from tune.train import COST, ReleaseStoppedRuns, driver_request, format_train_sweep, run_train_sweep
 
 

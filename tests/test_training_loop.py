@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import math
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -42,25 +39,9 @@ from rg.training import (
     question_graph,
     question_graphs,
 )
+from tests.synthetic_data import HashEncoder
 
 DIM = 8
-
-
-class HashEncoder:
-    """A stand-in for TextEncoder: a fixed pseudo-random unit vector per text; records calls."""
-
-    model_id = "hash-encoder-test"
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        rows = [
-            np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")).normal(size=DIM)
-            for t in texts
-        ]
-        return np.asarray(rows, dtype=np.float32).reshape(len(texts), DIM)
 
 
 ALICE = Sample(
@@ -89,7 +70,7 @@ BOB = Sample(
 
 class TestTablesAndGraphs:
     def test_tables_embed_each_string_once_and_skip_mids(self) -> None:
-        encoder = HashEncoder()
+        encoder = HashEncoder(DIM)
         tables, index = build_tables([ALICE, BOB], encoder)
         assert index.entities == {"Alice": 0, "Paris": 1, "Bob": 2, "France": 3}
         assert list(index.relations)[:2] == ["people.person.place_of_birth", "people.person.spouse_s"]
@@ -107,10 +88,10 @@ class TestTablesAndGraphs:
 
     def test_duplicate_ids_are_refused(self) -> None:
         with pytest.raises(ValueError, match="s1"):
-            build_tables([ALICE, ALICE], HashEncoder())
+            build_tables([ALICE, ALICE], HashEncoder(DIM))
 
     def test_question_graph(self) -> None:
-        _, index = build_tables([ALICE, BOB], HashEncoder())
+        _, index = build_tables([ALICE, BOB], HashEncoder(DIM))
         labels = Labels(id="s1", positive_triples=(0, 4), paths=(), relation_paths=(), source="refined", selector="t")
         g = question_graph(ALICE, index, labels)
         # local ids by first appearance: Alice 0, Paris 1, m.0x1 2, Bob 3, France 4
@@ -125,7 +106,7 @@ class TestTablesAndGraphs:
         assert question_graph(BOB, index).entity_text.tolist() == [2, 3, -1]
 
     def test_labels_must_fit_the_subgraph(self) -> None:
-        _, index = build_tables([ALICE], HashEncoder())
+        _, index = build_tables([ALICE], HashEncoder(DIM))
         bad = Labels(id="s1", positive_triples=(7,), paths=(), relation_paths=(), source="refined", selector="t")
         with pytest.raises(ValueError, match="outside the subgraph"):
             question_graph(ALICE, index, bad)
@@ -152,7 +133,7 @@ class TestLabelSources:
         write_labels(rows, tmp_path / "labels" / "part-0.parquet")
         labels = load_labels([ALICE, BOB], LabelConfig(source="refined", path=str(tmp_path / "labels")))
         assert list(labels) == ["s1"] and labels["s1"].positive_triples == (0, 4)
-        _, index = build_tables([ALICE, BOB], HashEncoder())
+        _, index = build_tables([ALICE, BOB], HashEncoder(DIM))
         with pytest.raises(KeyError, match=r"1 sample\(s\) have no labels, e.g. \['s2'\]"):
             question_graphs([ALICE, BOB], index, labels)
 
@@ -347,7 +328,7 @@ class TestFit:
 
 
 def test_end_to_end_from_samples() -> None:
-    encoder = HashEncoder()
+    encoder = HashEncoder(DIM)
     tables, index = build_tables([ALICE, BOB], encoder)
     graphs = question_graphs([ALICE, BOB], index, load_labels([ALICE, BOB], LabelConfig()))
     torch.manual_seed(0)

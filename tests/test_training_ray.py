@@ -15,32 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rg.data.rog import write_rog_parquet
 from rg.data.splits import load_split_samples
-from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
-from rg.data.synthetic import SyntheticConfig, generate
-from rg.graph.kg import KnowledgeGraph
 from rg.config import load_config
 from rg.retrievers.registry import load_retriever
 from rg.text.encoder import EncoderConfig
 from rg.training.ray_train import REPORT_FILE, TrainJobConfig, train_retriever
 from tests.ray_cluster import registered_epoch
-
-
-@pytest.fixture(scope="module")
-def synthetic_parquet(tmp_path_factory):
-    """40 synthetic questions with subgraphs capped at 200 triples, as one RoG parquet file."""
-    syn = generate(SyntheticConfig(questions=40))
-    kg = KnowledgeGraph.from_triples(syn.triples)
-    samples = []
-    for question in syn.questions:
-        try:
-            samples.append(build_sample(kg, question, SubgraphConfig(max_triples=200)).sample)
-        except Unbuildable:
-            continue
-    path = tmp_path_factory.mktemp("rog") / "synthetic.parquet"
-    write_rog_parquet(samples, path)
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -4,52 +4,23 @@ graph, in order — for each label source, over two input files."""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
-
-import numpy as np
 import pytest
 import torch
 
-from rg.data.rog import write_rog_parquet
 from rg.data.splits import SplitConfig, load_split_samples
-from rg.data.subgraphs import SubgraphConfig, Unbuildable, build_sample
-from rg.data.synthetic import SyntheticConfig, generate
-from rg.graph.kg import KnowledgeGraph
 from rg.retrievers.graphs import QuestionGraph
 from rg.supervision.labels import write_labels
 from rg.training.data import LabelConfig, build_tables, load_labels, question_graphs
 from rg.training.graph_stream import iter_graphs, stream_training_graphs, trainable
-
-
-class HashEncoder:
-    """A fixed pseudo-random vector per text (no model)."""
-
-    model_id = "hash-encoder-stream-test"
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        rows = [
-            np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")).normal(size=4)
-            for t in texts
-        ]
-        return np.asarray(rows, dtype=np.float32).reshape(len(texts), 4)
+from tests.synthetic_data import HashEncoder, write_synthetic_parquet
 
 
 @pytest.fixture(scope="module")
 def two_inputs(tmp_path_factory):
     """60 synthetic questions (subgraphs capped at 150 triples) in two RoG parquet files, and the KB as TSV."""
-    syn = generate(SyntheticConfig(questions=60))
-    kg = KnowledgeGraph.from_triples(syn.triples)
-    samples = []
-    for question in syn.questions:
-        try:
-            samples.append(build_sample(kg, question, SubgraphConfig(max_triples=150)).sample)
-        except Unbuildable:
-            continue
     folder = tmp_path_factory.mktemp("stream")
     first, second = folder / "a.parquet", folder / "b.parquet"
-    write_rog_parquet(samples[: len(samples) // 2], first)
-    write_rog_parquet(samples[len(samples) // 2 :], second)
+    syn = write_synthetic_parquet([first, second], questions=60, max_triples=150).data
     kb = folder / "kb.tsv"
     kb.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in syn.triples))
     return [str(first), str(second)], str(kb)
@@ -89,7 +60,7 @@ def test_streamed_graphs_equal_the_driver_built_ones(ray_local, two_inputs, tmp_
     train, val = sides["train"], sides["val"]
     if mode == "refined":
         write_labels(load_labels(train + val, LabelConfig(weak={"rule": "answer_f1"})).values(), tmp_path / "labels" / "part-0.parquet")
-    tables, index = build_tables(train + val, HashEncoder())
+    tables, index = build_tables(train + val, HashEncoder(dim=4))
     rows = load_labels(train + val, labels, train_ids={s.id for s in train})
     train_graphs = [g for g in question_graphs(train, index, rows) if trainable(g, True)]
     val_graphs = question_graphs(val, index, rows)
@@ -97,7 +68,7 @@ def test_streamed_graphs_equal_the_driver_built_ones(ray_local, two_inputs, tmp_
     # after: questions without subgraphs on the driver, graphs built by Ray Data
     light = load_split_samples(inputs, split, ("train", "val"), limit=25, graph=False)
     assert [s.id for s in light["train"]] == [s.id for s in train] and all(not s.triples for s in light["train"])
-    streamed = stream_training_graphs(inputs, light["train"], light["val"], labels, HashEncoder(), True)
+    streamed = stream_training_graphs(inputs, light["train"], light["val"], labels, HashEncoder(dim=4), True)
 
     assert streamed.index == index
     for name in ("entities", "relations", "questions"):
@@ -121,7 +92,7 @@ def test_missing_refined_labels_fail_on_the_driver_before_any_graph(ray_local, t
     labels = LabelConfig(source="refined", path=str(tmp_path / "labels"))
     missing = len(light["train"]) + len(light["val"]) - 3
     with pytest.raises(KeyError, match=rf"{missing} sample\(s\) have no labels"):
-        stream_training_graphs(inputs, light["train"], light["val"], labels, HashEncoder(), True)
+        stream_training_graphs(inputs, light["train"], light["val"], labels, HashEncoder(dim=4), True)
 
 
 def test_a_duplicate_id_across_inputs_is_refused(ray_local, two_inputs, tmp_path):
@@ -129,5 +100,5 @@ def test_a_duplicate_id_across_inputs_is_refused(ray_local, two_inputs, tmp_path
     light = load_split_samples(inputs[:1], SplitConfig(seed=3), ("train", "val"), graph=False)
     again = [inputs[0], inputs[0]]  # every question twice in the files the graphs are read from
     with pytest.raises(ValueError, match="occurs twice"):
-        stream_training_graphs(again, light["train"], light["val"], LabelConfig(), HashEncoder(), True)
+        stream_training_graphs(again, light["train"], light["val"], LabelConfig(), HashEncoder(dim=4), True)
 

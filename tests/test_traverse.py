@@ -7,11 +7,11 @@ import asyncio
 import numpy as np
 import pytest
 
-from rg.llm.scripted_server import Reply, Script, ScriptedServer, Status
 from rg.memory.edges import EdgeMemory, EdgeMemoryConfig
 from rg.memory.embed import HashingEmbedder
 from rg.reasoning.traverse import Subgraph, TraverseConfig, Traverser
 from rg.reasoning.traverse.prompts import REASK
+from tests.scripted_server import Reply, Script, ScriptedServer, Status
 
 TRIPLES = (
     ("Heat", "directed_by", "Michael Mann"),     # 0

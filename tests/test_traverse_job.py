@@ -15,7 +15,7 @@ from rg.evaluation.rounds import RoundRewriter
 from rg.data.rog import write_rog_parquet
 from rg.data.sample import Sample
 from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer
 
 TRIPLES = (("Heat", "directed_by", "Michael Mann"), ("Heat", "release_year", "1995"),
            ("Michael Mann", "born_in", "Chicago"), ("Collateral", "directed_by", "Michael Mann"))

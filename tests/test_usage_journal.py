@@ -21,20 +21,18 @@ import yaml
 from rg.config import validate_config
 from rg.data.rog import write_rog_parquet
 from rg.data.sample import Sample
-from rg.data.subgraphs import SubgraphConfig, build_sample
-from rg.data.synthetic import SyntheticConfig, generate
 from rg.evaluation.qa_job import QAEvaluateConfig, evaluate_qa, format_qa
-from rg.graph import KnowledgeGraph
 from rg.llm.client import LLMError, OpenAICompatibleClient
 from rg.llm.config import LLMConfig
 from rg.llm.journal import JOURNAL_FILE, UsageJournal, read_journal, usage_by_side
-from rg.llm.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from rg.llm.usage import Usage
 from rg.privacy import brain_client
 from rg.privacy.config import PrivacyConfig
 from rg.privacy.session import PrivacySession
 from rg.reasoning.dualtower.payload import AnalysisPayload, TopicView
-from tests.dualtower_world import QUESTIONS, TRIPLES, schema
+from tests.dualtower_world import QUESTIONS, schema, write_qa_input
+from tests.scripted_server import Reply, Respond, Script, ScriptedServer, Status
+from tests.synthetic_data import write_synthetic_parquet
 from tests.test_dualtower_wire import brain as scripted_brain
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,10 +170,7 @@ def wait_for(condition, what: str, timeout_s: float = 300.0) -> None:
 
 @pytest.mark.slow  # two job processes, each starting its own Ray (150 s at load 20 on 2 CPUs)
 def test_killed_qa_run_and_its_rerun_book_exactly_what_the_server_answered(tmp_path):
-    data = generate(SyntheticConfig(questions=10))
-    kg = KnowledgeGraph.from_triples(data.triples)
-    samples = [build_sample(kg, q, SubgraphConfig(max_triples=200)).sample for q in data.questions]
-    write_rog_parquet(samples, tmp_path / "samples.parquet")
+    samples = write_synthetic_parquet(tmp_path / "samples.parquet", questions=10, max_triples=200).samples
     out, journal = tmp_path / "out", tmp_path / "out" / JOURNAL_FILE
     held, release = 4, threading.Event()
     seen: list[int] = []
@@ -227,9 +222,7 @@ def test_killed_qa_run_and_its_rerun_book_exactly_what_the_server_answered(tmp_p
 
 # ------------------------------------------------------------------------------ the dual tower's LLM Brain
 def test_dualtower_llm_brain_books_brain_side_entries_and_sums_every_run_per_side(ray_local, tmp_path):
-    samples = [Sample(f"q{i}", q, (a,), topics, (a,), TRIPLES) for i, (q, topics, a) in enumerate(QUESTIONS[:4])]
-    write_rog_parquet(samples, tmp_path / "samples.parquet")
-    schema().save(tmp_path)
+    write_qa_input(tmp_path, QUESTIONS[:4])
     out = tmp_path / "out"
     earlier = UsageJournal(out / JOURNAL_FILE, run="earlier")  # what a killed earlier run left
     earlier.append("brain_analyse", "brain", Usage(prompt_tokens=7, completion_tokens=1, total_tokens=8, calls=1))
@@ -246,7 +239,7 @@ def test_dualtower_llm_brain_books_brain_side_entries_and_sums_every_run_per_sid
         result = evaluate_qa(cfg, progress=False)
         requests = len(srv.chat_requests)
     lines = [e for e in entries(out / JOURNAL_FILE) if e["run"] == result.run["run_id"]]
-    assert len(lines) == requests >= len(samples) and len(entries(out / JOURNAL_FILE)) == requests + 2
+    assert len(lines) == requests >= len(QUESTIONS[:4]) and len(entries(out / JOURNAL_FILE)) == requests + 2
     assert {e["side"] for e in lines} == {"brain"}
     assert "brain_analyse" in {e["stage"] for e in lines} and {e["stage"] for e in lines} <= {"brain_analyse",
                                                                                                 "brain_select"}
@@ -268,7 +261,7 @@ def test_brain_proxy_books_each_brain_call_in_the_serve_journal(tmp_path, monkey
     from serve.config import ServeConfig
 
     monkeypatch.chdir(tmp_path)
-    cfg = validate_config({"kg": {"synthetic": {}}, "usage_journal": "usage/brain.jsonl"}, ServeConfig)
+    cfg = validate_config({"kg": {"synthetic": {}}, "auth": {"mode": "off"}, "usage_journal": "usage/brain.jsonl"}, ServeConfig)
     assert cfg.usage_journal == str(tmp_path / "usage" / "brain.jsonl")  # absolute where the app is built
     payload = AnalysisPayload(question="who directed TE_1", topics=(TopicView(tag="TE_1", node="ent_1 (film)"),),
                               max_depth=2)

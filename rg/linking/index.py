@@ -91,6 +91,32 @@ class NameIndex:
             index.add(np.ascontiguousarray(encoder.encode(dense_keys), dtype=np.float32))  # (K, D)
         return cls(entries, keys, dense_keys, index, encoder.model_id, kg_key, time.perf_counter() - start)
 
+    def add(self, names: Sequence[NamedEntity], encoder: TextEncoder | None = None) -> int:
+        """Learn more names in place (entities a KG edit added); returns the entries added.
+
+        New keys are embedded with ``encoder`` and appended to the FAISS index (required when the
+        index is dense); the saved files are left as they were (a restart replays the edits again).
+
+        Raises:
+            ValueError: for a dense index without ``encoder``, or with another encoder than built it.
+        """
+        have = set(zip((e.entity_id for e in self.entries), (e.name for e in self.entries)))
+        fresh = [(n, normalise(n.name)) for n in names if (n.entity_id, n.name) not in have]
+        fresh = [(n, k) for n, k in fresh if k]
+        if not fresh:
+            return 0
+        new_keys = sorted({k for _, k in fresh} - set(self.by_key))
+        if self.faiss_index is not None and new_keys:
+            if encoder is None or encoder.model_id != self.encoder_id:
+                raise ValueError(f"the name index is dense ({self.encoder_id}); adding names needs that encoder")
+            self.faiss_index.add(np.ascontiguousarray(encoder.encode(new_keys), dtype=np.float32))  # (K, D)
+        self.dense_keys.extend(new_keys)
+        for entry, key in fresh:
+            self.by_key.setdefault(key, []).append(len(self.entries))
+            self.entries.append(entry)
+            self.keys.append(key)
+        return len(fresh)
+
     def save(self, folder: str | Path) -> int:
         """Write the three files; return their total size in bytes."""
         import faiss

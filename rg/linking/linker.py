@@ -37,6 +37,7 @@ import numpy as np
 
 from rg.linking.config import LinkingConfig
 from rg.linking.index import NameIndex
+from rg.linking.names import NamedEntity
 from rg.privacy.normalise import normalise_with_map
 from rg.text.encoder import TextEncoder
 
@@ -161,6 +162,10 @@ class EntityLinker:
             self._encoder = TextEncoder(self.config.encoder.model_copy(update={"cache_dir": None}))
             self._check_encoder(self._encoder)
         return self._encoder
+
+    def learn(self, names: Sequence[NamedEntity]) -> int:
+        """Add names to the index in place (entities a KG edit added); returns the entries added."""
+        return self.index.add(names, self.encoder if self.index.faiss_index is not None else None)
 
     def link(self, question: str) -> LinkResult:
         """Topic entities of one question (see the module docstring)."""

@@ -1,6 +1,7 @@
 """LLM client layer: the LLMClient protocol, an OpenAI-compatible client, usage ledger, prompts.
 
-The scripted test server lives in :mod:`rg.llm.scripted_server` and is not imported here.
+The scripted OpenAI-compatible server the tests and benchmarks run against is ``tests/scripted_server.py``
+(not part of the package).
 """
 
 from rg.llm.client import (

@@ -20,6 +20,11 @@ unvisited neighbour ``b`` over edge ``e`` when ``w = α·sim(a, b) + (1−α)·q
 Persistence: each changed vector is appended to a :class:`~rg.memory.sealed.SealedLog` (the edge
 key and the float32 vector, encrypted); on load the last write of an edge wins; :meth:`compact`
 keeps one record per edge.
+
+KG edits (issue 59): when a fact is deleted from the KG, :meth:`EdgeMemory.forget` drops its
+edge's vector and appends a zero vector as a tombstone, so neither this process nor a reload
+replays a memory resting on a fact the KG no longer holds, and a fact added again later starts
+from zero instead of resurrecting what was learnt about the old one.
 """
 
 from __future__ import annotations
@@ -127,7 +132,10 @@ class EdgeMemory:
             self.refused = len(log.report.refused)
             for _, data in log.report.records:
                 edge, vector = self._decode(data)
-                self.vectors[edge] = vector
+                if vector.any():
+                    self.vectors[edge] = vector
+                else:  # a tombstone: the edge's fact was deleted from the KG (forget)
+                    self.vectors.pop(edge, None)
 
     # ------------------------------------------------------------------ storage
     def _encode(self, edge: Edge) -> bytes:
@@ -193,6 +201,16 @@ class EdgeMemory:
                 penalised += 1
         self._persist(changed)
         return len(good), penalised
+
+    def forget(self, edges: Iterable[Edge]) -> int:
+        """Drop the vectors of ``edges`` (facts deleted from the KG), durably; returns how many were held."""
+        gone = sorted(e for e in {tuple(e) for e in edges} if e in self.vectors)  # type: ignore[misc]
+        for edge in gone:
+            self.vectors[edge] = np.zeros(self.dim)
+        self._persist(gone)
+        for edge in gone:
+            del self.vectors[edge]
+        return len(gone)
 
     # ------------------------------------------------------------------ replay
     def _nodes(self, names: Sequence[str]) -> dict[str, np.ndarray]:

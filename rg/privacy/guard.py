@@ -13,14 +13,31 @@ word (:data:`COMMON_WORDS`), or a word of the schema the Brain sees anyway (``pu
 ``utility`` mode the words of relation labels, e.g. a profession named ``Actor`` beside the
 relation ``film.performance.actor``). Such a name cannot be told apart from ordinary text, so it is never
 matched in questions either; it reaches the Brain only as a pseudonym in structured fields.
+
+**One automaton per KG.** Building a session's automaton from its raw strings cost more than
+the rest of the privacy layer together (issue 58: normalising ~500 names per question, adding
+them, compiling). A :class:`GuardIndex` normalises every raw string of a KG once (its entity
+ids or names and relation labels; :attr:`rg.privacy.schema.KGSchema.guard_index` builds it once
+per schema) and holds their keys in shared automata. A session's guard then only *activates*
+keys: adding a string the index holds is a dictionary lookup, and a check runs the shared
+automaton and counts a match only if its key is active in this session, so a session refuses
+exactly the strings it was given, never another session's. A string the index lacks (a name
+fetched from a triple store, an alias, a linked mention, a name added to the KG after the index
+was built) goes into the session's own small automaton, so the verdicts never depend on what
+the index holds: it only saves work. An index is immutable (sessions in other threads may be
+reading it); :meth:`GuardIndex.extended` builds a new one with additions for its holder to swap in.
+
+Plain keys are stored padded with a space on each side and looked for in the padded normalised
+text. A normalised text holds only word characters and single spaces, so a padded match is a
+whole-token match and nothing else: the automaton reports no match inside a longer word.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Literal, NamedTuple
 
 import ahocorasick
 
@@ -59,6 +76,108 @@ def guardable(normalised: str, public: frozenset[str] = frozenset()) -> bool:
     return not (normalised.isdigit() and len(normalised) < MIN_DIGITS)
 
 
+class Keys(NamedTuple):
+    """A raw string's normal forms (:func:`keys_of`), worked out once per string.
+
+    Attributes:
+        plain: :func:`~rg.privacy.normalise.normalise` of the string.
+        spaced: ``plain`` with underscores as spaces (an id such as ``barack_obama``), "" when
+            ``plain`` has no underscore.
+        marked: The string normalised with its punctuation kept, "" when that equals ``plain``.
+        plain_ok: Whether ``plain`` is guardable before any session's public words.
+        marked_ok: The same for ``marked``.
+    """
+
+    plain: str
+    spaced: str
+    marked: str
+    plain_ok: bool
+    marked_ok: bool
+
+
+def keys_of(string: str) -> Keys:
+    """The keys the guard looks for ``string`` by (see :class:`Keys`)."""
+    plain = normalise(string)
+    spaced = " ".join(plain.replace("_", " ").split()) if "_" in plain else ""
+    marked = normalise(string, punctuation=True)
+    marked = "" if marked == plain else marked
+    return Keys(plain, spaced, marked, guardable(plain), bool(marked) and guardable(marked))
+
+
+def _padded(key: str) -> str:
+    return f" {key} "
+
+
+class GuardIndex:
+    """The raw strings of one KG, normalised once, in automata shared by every session's guard.
+
+    Args:
+        strings: The KG's raw strings (entity ids or names, relation labels, literal values).
+
+    An index never refuses anything by itself: a session's :class:`EgressGuard` activates the
+    keys of the strings it is given and counts a match only on an active key (module docstring).
+    """
+
+    def __init__(self, strings: Iterable[str] = ()) -> None:
+        self._keys: dict[str, Keys] = {}
+        for string in strings:
+            if string not in self._keys:
+                self._keys[string] = keys_of(string)
+        self.keys: Callable[[str], Keys | None] = self._keys.get
+        """The keys of a string if the index holds it, else None (a dict lookup: guards call it per string)."""
+        self._plain = ahocorasick.Automaton()  # " key " → key: guardable plain keys and their spaced forms
+        self._marked = ahocorasick.Automaton()  # marked key → key
+        for keys in self._keys.values():
+            if keys.plain_ok:
+                for key in (keys.plain, keys.spaced):
+                    if key and _padded(key) not in self._plain:
+                        self._plain.add_word(_padded(key), key)
+            if keys.marked_ok and keys.marked not in self._marked:
+                self._marked.add_word(keys.marked, keys.marked)
+        for automaton in (self._plain, self._marked):
+            if len(automaton):
+                automaton.make_automaton()
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, string: object) -> bool:
+        return string in self._keys
+
+    def holds_plain(self, key: str) -> bool:
+        """Whether the shared automaton finds the plain (or spaced) key ``key``."""
+        return len(self._plain) > 0 and _padded(key) in self._plain
+
+    def holds_marked(self, key: str) -> bool:
+        """Whether the shared automaton finds the marked key ``key``."""
+        return len(self._marked) > 0 and key in self._marked
+
+    def extended(self, strings: Iterable[str]) -> "GuardIndex":
+        """A new index over this one's strings and ``strings`` (a KG edited live): the holder swaps it in.
+
+        Sessions already open keep the index they were given; a new name reaches them anyway, in
+        their own automaton, when they are given it (the module docstring).
+        """
+        return GuardIndex([*self._keys, *strings])
+
+    def plain_matches(self, padded: str) -> Iterator[tuple[int, str]]:
+        """(end, key) of every plain key occurring as whole tokens in a padded normalised text,
+        by end, longest first at one end."""
+        return self._plain.iter(padded) if len(self._plain) else iter(())
+
+    def marked_matches(self, folded: str) -> Iterator[tuple[int, str]]:
+        """(end, key) of every marked key in a text normalised with its punctuation (not only whole tokens)."""
+        return self._marked.iter(folded) if len(self._marked) else iter(())
+
+    def occurring(self, plain: str, marked: str | None = None) -> tuple[set[str], set[str]]:
+        """The plain keys found as whole tokens in the normalised text ``plain``, and the marked keys in
+        ``marked`` (the same text normalised with its punctuation), whoever's strings they are."""
+        found = {key for _, key in self.plain_matches(_padded(plain))}
+        found_marked = set() if marked is None else {
+            key for end, key in self.marked_matches(marked) if whole_token(marked, end + 1 - len(key), end + 1)}
+        return found, found_marked
+
+
 class EgressGuard:
     """Refuses any text that holds one of its raw strings as a whole token.
 
@@ -68,80 +187,138 @@ class EgressGuard:
             schema view); a raw string equal to one of them cannot be told apart and is skipped.
         exposure: The ledger every request that passes (or is refused) is booked in; a new one
             by default.
+        index: The KG's shared :class:`GuardIndex` (none: every string goes into this guard's own
+            automaton). It changes the work done, never a verdict.
     """
 
     def __init__(self, raw: Mapping[str, Iterable[str]] | None = None, public: Iterable[str] = (),
-                 exposure: ExposureLedger | None = None) -> None:
-        self._automaton = ahocorasick.Automaton()
-        self._marked = ahocorasick.Automaton()  # keys that keep their punctuation (61*, '71, C++)
+                 exposure: ExposureLedger | None = None, index: GuardIndex | None = None) -> None:
+        self.index = index if index is not None else GuardIndex()
         self.public = frozenset(public)
         self.exposure = exposure if exposure is not None else ExposureLedger()
         self.skipped: Counter[str] = Counter()
-        self.size = 0
-        self._marked_size = 0
-        self._seen: set[tuple[str, str]] = set()
-        self._built = False
         self.closed = False
+        self._reset()
         for category, strings in (raw or {}).items():
             self.add(category, strings)
 
+    def _reset(self) -> None:
+        self._active: dict[str, str] = {}  # plain or spaced key → category of the first string that gave it
+        self._active_marked: dict[str, str] = {}  # keys that keep their punctuation (61*, '71, C++)
+        self._own = ahocorasick.Automaton()  # padded keys the index does not find
+        self._own_marked = ahocorasick.Automaton()
+        self._seen: set[tuple[str, str]] = set()  # strings skipped, each counted once
+        self._built = True
+
+    @property
+    def size(self) -> int:
+        """Plain keys guarded (a string and its spaced form count apart)."""
+        return len(self._active)
+
+    @property
+    def marked_size(self) -> int:
+        """Keys guarded with their punctuation."""
+        return len(self._active_marked)
+
     def close(self) -> None:
         """Forget every raw string; from now on every check refuses (category ``closed_session``)."""
-        self._automaton = ahocorasick.Automaton()
-        self._marked = ahocorasick.Automaton()
-        self._seen = set()
-        self.size = self._marked_size = 0
-        self._built = False
+        self._reset()
         self.closed = True
 
     def add(self, category: str, strings: Iterable[str]) -> None:
-        """Guard more raw strings of ``category`` (the automaton is rebuilt on the next check)."""
+        """Guard more raw strings of ``category``."""
+        self.add_pairs((category, string) for string in strings)
+
+    def add_pairs(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Guard (category, raw string) pairs, in order: a key shared by two strings keeps the first one's
+        category (the only thing a refusal names). A string the index holds costs a lookup; any other
+        is normalised here and goes into this guard's own automaton."""
         if self.closed:
             raise RuntimeError("this egress guard's session is closed; open a new session per question")
-        for string in strings:
-            if (category, string) in self._seen:
-                continue
-            self._seen.add((category, string))
-            key = normalise(string)
-            if guardable(key, self.public):
-                self._add(self._automaton, key, category)
-                if "_" in key and category != "relation":  # an id such as barack_obama is also written with
-                    # spaces; a relation label such as directed_by is not looked for as "directed by",
-                    # which is the question's own language
-                    self._add(self._automaton, " ".join(key.replace("_", " ").split()), category)
-                continue
-            marked = normalise(string, punctuation=True)
-            if marked != key and guardable(marked, self.public):  # a name that is nothing without its punctuation
-                self._add(self._marked, marked, category)
-                continue
-            self.skipped[category] += 1
-        self._built = False
-
-    def _add(self, automaton: ahocorasick.Automaton, key: str, category: str) -> None:
-        if key and key not in automaton:
-            automaton.add_word(key, (category, len(key)))
-            if automaton is self._marked:
-                self._marked_size += 1
+        indexed, public, active = self.index.keys, self.public, self._active
+        for category, string in pairs:
+            keys = indexed(string)
+            if keys is None:
+                self._add_own(category, string)
+            elif keys.plain_ok and keys.plain not in public:  # the hot path: activate the shared keys
+                active.setdefault(keys.plain, category)
+                if keys.spaced and category != "relation":
+                    active.setdefault(keys.spaced, category)
             else:
-                self.size += 1
+                self._add_rest(category, string, keys, own=False)
+
+    def _add_own(self, category: str, string: str) -> None:
+        """Guard a string the index lacks: its keys are worked out here and go into the own automaton."""
+        keys = keys_of(string)
+        if keys.plain_ok and keys.plain not in self.public:
+            self._activate(keys.plain, category)
+            if keys.spaced and category != "relation":  # an id such as barack_obama is also written with
+                # spaces; a relation label such as directed_by is not looked for as "directed by",
+                # which is the question's own language
+                self._activate(keys.spaced, category)
+        else:
+            self._add_rest(category, string, keys, own=True)
+
+    def _add_rest(self, category: str, string: str, keys: Keys, own: bool) -> None:
+        """A string whose plain key is too weak to guard: by its punctuated key, else skipped (counted once)."""
+        if keys.marked_ok and keys.marked not in self.public:  # a name that is nothing without its punctuation
+            if keys.marked not in self._active_marked:
+                self._active_marked[keys.marked] = category
+                if own and not self.index.holds_marked(keys.marked):
+                    self._own_marked.add_word(keys.marked, keys.marked)
+                    self._built = False
+        elif (category, string) not in self._seen:
+            self._seen.add((category, string))
+            self.skipped[category] += 1
+
+    def _activate(self, key: str, category: str) -> None:
+        if key in self._active:
+            return
+        self._active[key] = category
+        if not self.index.holds_plain(key) and _padded(key) not in self._own:
+            self._own.add_word(_padded(key), key)
+            self._built = False
 
     def find(self, text: str) -> str | None:
         """The category of the first raw string found in ``text`` as a whole token, or None
-        (``closed_session`` once the session is closed: nothing passes a closed guard)."""
+        (``closed_session`` once the session is closed: nothing passes a closed guard).
+
+        First means: the match ending earliest in the normalised text, the longest at one end;
+        matches of punctuated keys count only when no plain key matches.
+        """
         if self.closed:
             return "closed_session"
         if not self._built:
-            for automaton in (self._automaton, self._marked):
+            for automaton in (self._own, self._own_marked):
                 if len(automaton):
                     automaton.make_automaton()
             self._built = True
-        for automaton, punctuation in ((self._automaton, False), (self._marked, True)):
-            if not len(automaton):
-                continue
-            folded = normalise(text, punctuation)
-            for end, (category, length) in automaton.iter(folded):
-                if whole_token(folded, end + 1 - length, end + 1):
-                    return category
+        if self._active:
+            padded = _padded(normalise(text))
+            own = self._own.iter(padded) if len(self._own) else iter(())
+            best = min((hit for hit in (self._first(self.index.plain_matches(padded), self._active, None),
+                                        self._first(own, self._active, None)) if hit is not None), default=None)
+            if best is not None:
+                return best[2]
+        if self._active_marked:
+            folded = normalise(text, True)
+            own = self._own_marked.iter(folded) if len(self._own_marked) else iter(())
+            best = min((hit for hit in (self._first(self.index.marked_matches(folded), self._active_marked, folded),
+                                        self._first(own, self._active_marked, folded)) if hit is not None),
+                       default=None)
+            if best is not None:
+                return best[2]
+        return None
+
+    @staticmethod
+    def _first(matches: Iterator[tuple[int, str]], active: Mapping[str, str],
+               folded: str | None) -> tuple[int, int, str] | None:
+        """(end, -length, category) of the first match on an active key (checked for whole tokens in
+        ``folded``; a padded plain match is one already)."""
+        for end, key in matches:
+            category = active.get(key)
+            if category is not None and (folded is None or whole_token(folded, end + 1 - len(key), end + 1)):
+                return end, -len(key), category
         return None
 
     def check(self, text: str) -> None:

@@ -54,6 +54,8 @@ class NameBook:
         """Every string that identifies ``entity``, each with its guard category (``entity_id``,
         ``entity_name`` or ``alias``): its id, its name and its aliases, each once."""
         out = [(entity, "entity_id" if MID.match(entity) else "entity_name")]
+        if entity not in self.names and entity not in self.aliases:  # an id that is its own name
+            return (out[0],)
         name = self.names.get(entity, entity)
         if name is not None and name != entity:
             out.append((name, "entity_name"))

@@ -57,6 +57,7 @@ def normalise_with_map(text: str, punctuation: bool = False) -> tuple[str, list[
 
 _SPACES = re.compile(r"\s+")
 _ASCII_PUNCTUATION = re.compile(r"[^0-9a-z_\s]")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 
 def normalise(text: str, punctuation: bool = False) -> str:
@@ -67,10 +68,21 @@ def normalise(text: str, punctuation: bool = False) -> str:
     keeps punctuation, for names that are nothing without it (``61*``, ``'71``, ``C++``).
     """
     if text.isascii():
-        text = text.casefold() if punctuation else _ASCII_PUNCTUATION.sub(" ", text.casefold())
-    else:
-        text = "".join(_fold(c, punctuation) for c in text)
+        text = _fold_ascii(text, punctuation)
+    else:  # ASCII runs the fast way, the rest character by character (a request is mostly ASCII)
+        parts, done = [], 0
+        for run in _NON_ASCII.finditer(text):
+            parts.append(_fold_ascii(text[done:run.start()], punctuation))
+            parts.extend(_fold(c, punctuation) for c in run.group())
+            done = run.end()
+        parts.append(_fold_ascii(text[done:], punctuation))
+        text = "".join(parts)
     return _SPACES.sub(" ", text).strip()
+
+
+def _fold_ascii(text: str, punctuation: bool) -> str:
+    """:func:`_fold` of every character of an ASCII text, whitespace left to collapse."""
+    return text.casefold() if punctuation else _ASCII_PUNCTUATION.sub(" ", text.casefold())
 
 
 def is_word_char(char: str) -> bool:

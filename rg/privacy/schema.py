@@ -29,11 +29,15 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from rg.config import Config
 from rg.graph.path import INVERSE_SUFFIX, split_relation
+
+if TYPE_CHECKING:
+    from rg.privacy.guard import GuardIndex
 
 UNKNOWN = "entity"
 VIEW_WORDS = frozenset({UNKNOWN, "year", "number"})
@@ -153,6 +157,16 @@ class KGSchema:
     def _public_hidden(self) -> frozenset[str]:
         return _words([*{self.type_label(k, False) for k in self._kinds}, *self._type_nodes, *self.clusters.values(),
                        *VIEW_WORDS])
+
+    @functools.cached_property
+    def guard_index(self) -> "GuardIndex":
+        """The egress guard's shared index of this KG's raw strings (:class:`rg.privacy.guard.GuardIndex`):
+        every entity the schema types, the schema nodes' names and every relation label, normalised once
+        and compiled on first use, then shared by every session over this schema. A string it lacks (a name
+        fetched from a store, an alias, an entity added later) is guarded by the session's own automaton."""
+        from rg.privacy.guard import GuardIndex
+
+        return GuardIndex([*self.types, *self.names.values(), *self.clusters])
 
     def save(self, folder: str | Path) -> Path:
         path = Path(folder) / SCHEMA_FILE

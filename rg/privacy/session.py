@@ -30,10 +30,10 @@ from cryptography.hazmat.primitives import hashes, hmac
 
 from rg.privacy.config import PrivacyConfig
 from rg.privacy.exposure import ExposureLedger
-from rg.privacy.guard import EgressGuard, guardable
+from rg.privacy.guard import EgressGuard, GuardIndex, guardable, keys_of
 from rg.privacy.names import MID, NameBook
 from rg.privacy.normalise import INVISIBLE, normalise, normalise_with_map, whole_token
-from rg.privacy.schema import KGSchema
+from rg.privacy.schema import SCHEMA_KINDS, UNKNOWN, KGSchema
 from rg.privacy.structure import SanitisedView, SanitiserConfig, group_nodes, prune, public_label, structural_uniqueness
 
 KEY_BYTES = 32
@@ -141,20 +141,27 @@ class PrivacySession:
     Args:
         config: Mode, anonymisation ratio and pseudonym length.
         schema: The KG's coarse entity types and relation clusters (computed once per KG).
+        index: The KG's raw strings, normalised once, that the session's guard activates instead of
+            compiling its own automaton (:class:`rg.privacy.guard.GuardIndex`); by default the schema's
+            (:attr:`KGSchema.guard_index <rg.privacy.schema.KGSchema.guard_index>`). It changes the
+            work done per question, never what is guarded or masked.
     """
 
-    def __init__(self, config: PrivacyConfig, schema: KGSchema) -> None:
+    def __init__(self, config: PrivacyConfig, schema: KGSchema, index: GuardIndex | None = None) -> None:
         self.config = config
         self.schema = schema
         self._key: bytes | None = secrets.token_bytes(KEY_BYTES)
+        self._mac: hmac.HMAC | None = hmac.HMAC(self._key, hashes.SHA256())  # keyed once; copied per digest
         self._forward: dict[str, str] = {}
         self._inverse: dict[str, str] = {}
         self.shown_relations: set[str] = set()
         self._views: dict[tuple[str, bool], str] = {}  # (raw, topic) → view: each entity is worked out once
         self._relation_views: dict[str, str] = {}
         self.exposure = ExposureLedger(self.shown_relations)
+        if index is None and config.mode != "plaintext":  # plaintext guards nothing: no index to build
+            index = schema.guard_index
         self.guard = EgressGuard(public=schema.public_words(relations_shown=config.mode != "privacy"),
-                                 exposure=self.exposure)
+                                 exposure=self.exposure, index=index)
         self.collisions = 0
         self.names = NameBook()
         self._clear: dict[str, str] = {}  # an entity shown in the clear: its name as shown → its raw id
@@ -182,6 +189,7 @@ class PrivacySession:
     def close(self) -> None:
         """Drop the key and both maps; every later call raises :class:`SessionClosed`."""
         self._key = None
+        self._mac = None
         self._forward = {}
         self._inverse = {}
         self.shown_relations.clear()
@@ -196,17 +204,22 @@ class PrivacySession:
             raise SessionClosed("this privacy session is closed; open a new one per question")
         return self._key
 
+    def _keyed(self) -> hmac.HMAC:
+        """A fresh HMAC-SHA256 under the session's key (a copy of the keyed one: the key is set up once)."""
+        if self._mac is None:
+            raise SessionClosed("this privacy session is closed; open a new one per question")
+        return self._mac.copy()
+
     @property
     def anonymising(self) -> bool:
         return self.config.mode != "plaintext"
 
     def pseudonym(self, raw: str, prefix: str = "ent") -> str:
         """The session's pseudonym of ``raw`` (the same within the session, fresh in another)."""
-        key = self._live_key()
+        mac = self._keyed()
         known = self._forward.get(raw)
         if known is not None:
             return known
-        mac = hmac.HMAC(key, hashes.SHA256())
         mac.update(raw.encode("utf-8"))
         digest = mac.finalize().hex()
         chars = self.config.pseudonym_chars
@@ -225,7 +238,7 @@ class PrivacySession:
         """Whether the ratio anonymises this (non-topic) entity: a keyed, per-session choice."""
         if self.config.ratio >= 1.0:
             return True
-        mac = hmac.HMAC(self._live_key(), hashes.SHA256())
+        mac = self._keyed()
         mac.update(b"ratio\x00" + raw.encode("utf-8"))
         return int.from_bytes(mac.finalize()[:4], "big") / 2**32 < self.config.ratio
 
@@ -253,8 +266,12 @@ class PrivacySession:
 
     def _guard(self, raw: str, kind: str) -> None:
         """Guard every form of an entity (:meth:`NameBook.forms`); a literal's value as a ``literal``."""
-        for form, category in self.names.forms(raw):
-            self.guard.add("literal" if kind == "literal" and category == "entity_name" else category, [form])
+        self.guard.add_pairs(self._guard_pairs(raw, kind))
+
+    def _guard_pairs(self, raw: str, kind: str) -> list[tuple[str, str]]:
+        """(category, form) of every form of an entity, as :meth:`_guard` guards them."""
+        return [("literal" if kind == "literal" and category == "entity_name" else category, form)
+                for form, category in self.names.forms(raw)]
 
     def pattern_label(self, node: str) -> str:
         """What a view node adds to a DRM pattern (the Hand's relevance text, never sent): its type.
@@ -304,10 +321,18 @@ class PrivacySession:
         self._live_key()
         if not self.anonymising:
             return
+        pairs: list[tuple[str, str]] = []
+        types, book_names, book_aliases = self.schema.types, self.names.names, self.names.aliases
+        viewed, every = self._views, self.config.ratio >= 1.0
         for raw in entities:
-            if self.schema.is_public(raw) or (raw, False) in self._views or not self._anonymised(raw):
-                continue
-            self._guard(raw, self.schema.type_of(raw))
+            kind = types.get(raw, UNKNOWN)
+            if kind in SCHEMA_KINDS or (viewed and (raw, False) in viewed) or not (every or self._anonymised(raw)):
+                continue  # public (schema vocabulary), guarded when viewed, or left in the clear by the ratio
+            if raw in book_names or raw in book_aliases:
+                pairs += self._guard_pairs(raw, kind)
+            else:  # an id that is its own name: its one form (NameBook.forms), without building it
+                pairs.append(("entity_id" if MID.match(raw) else "literal" if kind == "literal" else "entity_name", raw))
+        self.guard.add_pairs(pairs)  # one call for the subgraph: the guard's per-call work is paid once
 
     def expose(self, triples: Iterable[tuple[str, str, str]], topics: Sequence[str],
                sanitiser: SanitiserConfig, stage: str | None = None) -> SanitisedView:
@@ -323,7 +348,8 @@ class PrivacySession:
         """
         self._live_key()
         distinct = list(dict.fromkeys(triples))
-        self.guard_entities({e for h, _, t in distinct for e in (h, t)})
+        heads, _, tails = zip(*distinct) if distinct else ((), (), ())
+        self.guard_entities(set(heads).union(tails))
         if self.config.mode == "privacy":
             self.guard.add("relation", {r for _, r, _ in distinct})
         kept = prune(distinct, frozenset(topics), sanitiser)
@@ -364,8 +390,21 @@ class PrivacySession:
         for t in topics:
             for form, category in self.names.forms(t):
                 self.guard.add(category, [form])
+        index = self.guard.index
+        # the KG's keys written in the question, found in one pass of the shared automaton: a name the
+        # index holds whose keys are not among them matches nowhere in the question, and is not looked for
+        hits, marked_hits = index.occurring(plain[0], normalise(question, punctuation=True))
+        book_names, book_aliases = self.names.names, self.names.aliases
         candidates = [(form, t, True) for t in topics for form, _ in self.names.forms(t)]
-        candidates += [(form, n, False) for n in names if n not in replacement for form, _ in self.names.forms(n)]
+        for n in names:
+            if n in replacement:
+                continue
+            if n not in book_names and n not in book_aliases:  # its only form is itself (NameBook.forms)
+                keys = index.keys(n)
+                if keys is not None and not (keys.plain_ok and keys.plain in hits) and not (
+                        keys.marked_ok and keys.marked in marked_hits):
+                    continue
+            candidates += [(form, n, False) for form, _ in self.names.forms(n)]
         spans: list[tuple[int, int, str]] = []
         taken = [False] * len(question)  # in the question's own positions, whichever form matched
         found: set[str] = set()
@@ -374,10 +413,11 @@ class PrivacySession:
             # another name is masked only where the guard would refuse it: a word of the shown schema
             # (``public``) stays the question's own language
             public = frozenset() if is_topic else self.guard.public
-            key, form = normalise(written), plain
-            if not guardable(key, public):  # a name that is nothing without its punctuation (61*, 'C++')
-                key = normalise(written, punctuation=True)
-                if not guardable(key, public):
+            keys = index.keys(written) or keys_of(written)
+            key, form = keys.plain, plain
+            if not (keys.plain_ok and key not in public):  # a name that is nothing without its punctuation (61*, 'C++')
+                key = keys.marked or keys.plain
+                if not (guardable(key, public)):
                     continue
                 marked = marked or normalise_with_map(question, punctuation=True)
                 form = marked

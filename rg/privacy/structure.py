@@ -23,6 +23,7 @@ that and reduces it, on the anonymised working subgraph (view triples from
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import re
 from collections import Counter, defaultdict, deque
@@ -144,19 +145,15 @@ class _Graph:
     """A view as integer arrays: node labels, and edges (head, relation id, tail)."""
 
     def __init__(self, triples: Iterable[Triple], extra: Iterable[str] = ()) -> None:
-        self.index: dict[str, int] = {}
-        relations: dict[str, int] = {}
-        heads, rels, tails = [], [], []
-        for h, r, t in dict.fromkeys(triples):
-            heads.append(self.index.setdefault(h, len(self.index)))
-            rels.append(relations.setdefault(r, len(relations)))
-            tails.append(self.index.setdefault(t, len(self.index)))
-        for node in extra:
-            self.index.setdefault(node, len(self.index))
-        self.names = list(self.index)
-        self.heads = np.asarray(heads, dtype=np.int64)
-        self.rels = np.asarray(rels, dtype=np.int64)
-        self.tails = np.asarray(tails, dtype=np.int64)
+        distinct = list(dict.fromkeys(triples))
+        heads, rels, tails = zip(*distinct) if distinct else ((), (), ())
+        # nodes numbered in order of first appearance (h1, t1, h2, t2, ...), then the extra ones
+        self.names = list(dict.fromkeys(itertools.chain(itertools.chain.from_iterable(zip(heads, tails)), extra)))
+        self.index: dict[str, int] = dict(zip(self.names, range(len(self.names))))
+        relations = dict(zip(dict.fromkeys(rels), itertools.count()))
+        self.heads = np.fromiter(map(self.index.__getitem__, heads), dtype=np.int64, count=len(heads))
+        self.rels = np.fromiter(map(relations.__getitem__, rels), dtype=np.int64, count=len(rels))
+        self.tails = np.fromiter(map(self.index.__getitem__, tails), dtype=np.int64, count=len(tails))
 
     def __len__(self) -> int:
         return len(self.names)
@@ -237,8 +234,7 @@ def personalised_pagerank(graph: _Graph, seeds: Sequence[int], restart: float, i
     score = jump.copy()
     share = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)
     for _ in range(iterations):
-        spread = np.zeros(n)
-        np.add.at(spread, dst, (score * share)[src])
+        spread = np.bincount(dst, weights=(score * share)[src], minlength=n)  # summed in edge order, as np.add.at
         score = restart * jump + (1.0 - restart) * spread
     return score
 
@@ -306,25 +302,31 @@ def prune(triples: Sequence[Triple], anchors: frozenset[str], config: SanitiserC
     bounds = np.searchsorted(src[order], np.arange(len(graph) + 1))
     node_budget = math.inf if config.max_nodes is None else max(0, config.max_nodes - len(seeds))
     edge_budget = math.inf if config.max_edges is None else config.max_edges
-    kept = np.zeros(len(graph), dtype=bool)
-    kept[seeds] = True
+    # the best-first growth runs in Python over plain lists: numpy's per-element indexing costs more than the work
+    neighbours, vias, starts = dst.tolist(), edge.tolist(), bounds.tolist()
+    negative_score = (-score).tolist()
+    kept_nodes = bytearray(len(graph))
+    for seed in seeds:
+        kept_nodes[seed] = 1
     tree: list[int] = []
     frontier: list[tuple[float, int, int]] = []
 
     def reach(node: int) -> None:
-        for other, via in zip(dst[bounds[node]:bounds[node + 1]].tolist(), edge[bounds[node]:bounds[node + 1]].tolist()):
-            if not kept[other]:
-                heapq.heappush(frontier, (-score[other], other, via))
+        for i in range(starts[node], starts[node + 1]):
+            other = neighbours[i]
+            if not kept_nodes[other]:
+                heapq.heappush(frontier, (negative_score[other], other, vias[i]))
 
     for seed in seeds:
         reach(seed)
     while frontier and len(tree) < min(node_budget, edge_budget):
         _, node, via = heapq.heappop(frontier)
-        if kept[node]:
+        if kept_nodes[node]:
             continue
-        kept[node] = True
+        kept_nodes[node] = 1
         tree.append(via)
         reach(node)
+    kept = np.frombuffer(bytes(kept_nodes), dtype=np.uint8).astype(bool)
     others = np.flatnonzero(kept[graph.heads] & kept[graph.tails])
     others = others[~np.isin(others, tree)]
     room = len(others) if math.isinf(edge_budget) else max(0, int(edge_budget) - len(tree))

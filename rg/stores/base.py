@@ -130,9 +130,14 @@ def content_keys(kg: KnowledgeGraph) -> np.ndarray:
     """
     keys = np.empty(kg.num_triples, dtype=np.uint64)
     for i, (h, r, t) in enumerate(kg.triples()):
-        digest = hashlib.blake2b(f"{h}\x00{r}\x00{t}".encode("utf-8"), digest_size=8).digest()
-        keys[i] = int.from_bytes(digest, "little")
+        keys[i] = triple_key(h, r, t)
     return keys
+
+
+def triple_key(head: str, relation: str, tail: str) -> int:
+    """The uint64 content key of one triple (:func:`content_keys`)."""
+    digest = hashlib.blake2b(f"{head}\x00{relation}\x00{tail}".encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
 
 
 def subgraph_of(kg: KnowledgeGraph, seeds: Sequence[str], hops: int, max_triples: int | None,

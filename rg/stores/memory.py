@@ -23,15 +23,19 @@ class MemoryStore:
         kg: The graph.
         names: Optional id → display name; ids missing from it are named by themselves.
         aliases: Optional id → other names (what :meth:`entity_aliases` answers).
+        keys: Optional :func:`~rg.stores.base.content_keys` of ``kg``, when the caller has them already
+            (an edited snapshot carries its parent's keys over instead of hashing every triple again).
     """
 
     def __init__(self, kg: KnowledgeGraph, names: Mapping[str, str] | None = None,
-                 aliases: Mapping[str, Sequence[str]] | None = None) -> None:
+                 aliases: Mapping[str, Sequence[str]] | None = None, keys: np.ndarray | None = None) -> None:
         self.kg = kg
         self._names = dict(names) if names is not None else None
         self._aliases = {k: tuple(sorted(set(v))) for k, v in (aliases or {}).items()}
         self._by_name: dict[str, list[str]] | None = None
-        self._keys: np.ndarray | None = None
+        if keys is not None and keys.shape != (kg.num_triples,):
+            raise ValueError(f"keys has shape {keys.shape}, the graph {kg.num_triples} triples")
+        self._keys: np.ndarray | None = keys
 
     def __repr__(self) -> str:
         return f"MemoryStore({self.kg!r})"
@@ -72,6 +76,37 @@ class MemoryStore:
     def has_entity(self, entity_id: str) -> bool:
         return self.kg.has_entity(entity_id)
 
+    @property
+    def names(self) -> dict[str, str] | None:
+        """The id → name mapping (None: every entity is named by its id)."""
+        return self._names
+
+    @property
+    def aliases(self) -> dict[str, tuple[str, ...]]:
+        return self._aliases
+
+    def content_keys(self) -> np.ndarray:
+        """The graph's :func:`~rg.stores.base.content_keys` (computed once). Shapes: -> (T,) uint64"""
+        if self._keys is None:
+            self._keys = content_keys(self.kg)
+        return self._keys
+
+    def has_relation(self, relation: str) -> bool:
+        return self.kg.has_relation(relation)
+
+    def has_triple(self, head: str, relation: str, tail: str) -> bool:
+        """Whether the graph holds ``(head, relation, tail)``."""
+        return len(self.triple_ids(head, relation, tail)) > 0
+
+    def triple_ids(self, head: str, relation: str, tail: str) -> np.ndarray:
+        """Triple ids of ``(head, relation, tail)`` in the graph (empty when absent). Shapes: -> (n,) int64"""
+        kg = self.kg
+        if not (kg.has_entity(head) and kg.has_relation(relation) and kg.has_entity(tail)):
+            return np.zeros(0, np.int64)
+        h, r, t = kg.entity_id(head), kg.relation_id(relation), kg.entity_id(tail)
+        out = kg.out_idx[kg.out_ptr[h]:kg.out_ptr[h + 1]]
+        return out[(kg.rel[out] == r) & (kg.tail[out] == t)]
+
     def neighbours(self, ids: Sequence[str], direction: Direction = "both") -> list[Triple]:
         present = np.array([self.kg.entity_id(e) for e in set(ids) if self.kg.has_entity(e)], dtype=np.int64)
         tids, _, _ = self.kg.incident(present, direction)
@@ -79,9 +114,7 @@ class MemoryStore:
 
     def k_hop(self, seeds: Sequence[str], hops: int, max_triples: int | None = None,
               direction: Direction = "both", cut: CutOrder = "walk") -> StoreSubgraph:
-        if self._keys is None:
-            self._keys = content_keys(self.kg)
-        return subgraph_of(self.kg, seeds, hops, max_triples, direction, cut, self._keys)
+        return subgraph_of(self.kg, seeds, hops, max_triples, direction, cut, self.content_keys())
 
     def shortest_paths(self, source: str, target: str, direction: Direction = "out",
                        max_len: int | None = None) -> list[Path]:

@@ -115,7 +115,26 @@ class SparqlStore:
         """
         return self._post(query, kind, bindings, "text/tab-separated-values", _parse_iri_tsv)
 
-    def _post(self, query: str, kind: str, bindings: int, accept: str, parse) -> list:
+    def ask(self, query: str, kind: str) -> bool:
+        """Run an ASK query (with the usual retries).
+
+        Raises:
+            StoreError: as :meth:`_post` does.
+        """
+        return bool(self._post(query, kind, 0, "application/sparql-results+json",
+                               lambda text: [json.loads(text)["boolean"]])[0])
+
+    def update(self, text: str, kind: str = "update") -> None:
+        """Run a SPARQL 1.1 Update request (``INSERT DATA`` / ``DELETE DATA``: set operations, so a retry after a
+        lost reply is safe), then drop the caches. Virtuoso needs ``GRANT SPARQL_UPDATE TO "SPARQL"`` for it.
+
+        Raises:
+            StoreError: as :meth:`_post` does (``bad_query`` for an endpoint that refuses updates).
+        """
+        self._post(text, kind, 0, "application/sparql-results+json,text/plain,*/*", lambda _: [], form="update")
+        self.clear_cache()
+
+    def _post(self, query: str, kind: str, bindings: int, accept: str, parse, form: str = "query") -> list:
         """POST ``query``, parse the answer with ``parse`` and record it in the ledger.
 
         Retries transport errors, timeouts, 429 and 5xx answers up to ``max_retries`` times
@@ -133,7 +152,7 @@ class SparqlStore:
             if attempt:
                 time.sleep(cfg.backoff_s * 2 ** (attempt - 1))
             try:
-                r = self.session.post(cfg.endpoint, data={"query": query}, timeout=cfg.timeout_s,
+                r = self.session.post(cfg.endpoint, data={form: query}, timeout=cfg.timeout_s,
                                       headers={"Accept": accept})
             except requests.Timeout as err:
                 reason, detail = "timeout", str(err)

@@ -46,6 +46,9 @@ from rg.evaluation.job import MethodConfig, build_scorer
 from rg.evaluation.qa import question_evidence
 from rg.evidence import EvidenceConfig
 from rg.models.precision import dtype_name
+from rg.reasoning.dualtower.template import topic_template
+from rg.reasoning.hops import FOLDER as HOPS_FOLDER
+from rg.reasoning.hops import HopPredictor
 from rg.reasoning.tuned_reader import ADAPTER_DIR, SETTINGS_FILE, TunedReader, TunedReaderSettings, eos_id
 from rg.runtime import RayConfig, init_ray
 from rg.text import EncoderConfig, TextEncoder
@@ -200,6 +203,25 @@ def save_reader(model, settings: TunedReaderSettings, folder: str | Path) -> Pat
     model.save_pretrained(str(folder / ADAPTER_DIR))
     (folder / SETTINGS_FILE).write_text(settings.model_dump_json(indent=2) + "\n")
     return folder
+
+
+def fit_depth(cfg: ReaderTrainConfig, folder: Path) -> dict[str, Any] | None:
+    """Fit the Hand's depth predictor (:mod:`rg.reasoning.hops`) on the training side's question templates and
+    their dataset depths, save it in ``folder``, and score it on the validation side; None (nothing saved)
+    when no training question states its depth."""
+    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=False)
+    known = {side: [s for s in samples if s.hops is not None] for side, samples in sides.items()}
+    if not known["train"]:
+        return None
+    encoder = TextEncoder(cfg.encoder)
+    predictor = HopPredictor.fit([topic_template(s.question, s.q_entities) for s in known["train"]],
+                                 [s.hops for s in known["train"]], encoder)
+    predictor.save(folder)
+    val = known["val"]
+    predicted = predictor.predict([topic_template(s.question, s.q_entities) for s in val], encoder)
+    right = sum(p == s.hops for p, s in zip(predicted, val))
+    return {"train_questions": len(known["train"]), "val_questions": len(val),
+            "val_accuracy": right / len(val) if val else None, "k": predictor.k}
 
 
 def reader_items(cfg: ReaderTrainConfig, samples, scorer) -> list[ReaderItem]:
@@ -377,6 +399,7 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=(), progress: bool = True) ->
     with (result.checkpoint or best_checkpoint).as_directory() as folder:
         history = json.loads((Path(folder) / STATE_FILE).read_text())["history"]
     TunedReader.load(target)  # fail here, not at inference, if the export does not read back
+    depth = fit_depth(cfg, target / HOPS_FOLDER)
     start_epoch = int(history[-1]["start_epoch"]) if history else 0
     report = {
         "run_name": cfg.run_name,
@@ -395,6 +418,7 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=(), progress: bool = True) ->
         "best_metrics": {k: v for k, v in best_metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)},
         "resumed": start_epoch > 0,
         "history": history,
+        "depth_predictor": depth,
         "reader_dir": str(target.resolve()),
         "seconds": time.perf_counter() - started,
     }
@@ -414,5 +438,12 @@ def format_reader_report(report: dict[str, Any]) -> str:
         f"{report['val_questions']} val; mean prompt {report['mean_prompt_tokens']:.0f} tokens",
         f"best epoch {report['best_epoch']}: val Hits@1 {best.get(SELECTION_METRIC, float('nan')):.3f}, "
         f"Hit {best.get('val_hit', float('nan')):.3f}",
+        *([] if not report.get("depth_predictor") else [_depth_line(report["depth_predictor"])]),
         f"reader saved to {report['reader_dir']}",
     ])
+
+
+def _depth_line(depth: dict[str, Any]) -> str:
+    accuracy = "no validation question states its depth" if depth["val_accuracy"] is None else \
+        f"right on {depth['val_accuracy']:.3f} of {depth['val_questions']} val questions"
+    return f"depth predictor ({depth['k']} nearest of {depth['train_questions']} train templates): {accuracy}"

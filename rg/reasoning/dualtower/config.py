@@ -101,11 +101,13 @@ class HandConfig(Config):
     top_k: int = Field(100, ge=1, le=10_000, description="kind tuned: retrieved triples the evidence chains are "
                                                           "built from (as the reader was trained).")
     retrieval_triples: Optional[int] = Field(
-        2000, ge=1, description="kind tuned, a subgraph cut from the store: the retriever scores the triples within "
-                                "the verified walks' length (else the Brain's predicted depth) of the topics, capped at "
-                                "this many, as the retriever's training subgraphs were cut (the demo's build: 2,000 "
-                                "around the question's hops); None: the whole working subgraph. A question's own "
-                                "subgraph is read whole.")
+        2000, ge=1, description="kind tuned: the retriever scores the triples within the question's depth of the "
+                                "topics, capped at this many, as the retriever's training subgraphs were cut (the demo's "
+                                "build: 2,000 around the question's hops). The depth is the reader folder's depth "
+                                "predictor's (hops/, written by the read stage; rg.reasoning.hops) for any subgraph; "
+                                "without one, a subgraph cut from the store is cut at the verified walks' length (else "
+                                "the Brain's predicted depth) and a question's own subgraph is read whole. None: the "
+                                "whole working subgraph.")
     verified: Literal["included", "first"] = Field(
         "included", description="kind tuned: the verified walks' triples kept beside the top_k retrieved ones at their "
                                 "own retrieval rank ('included'), or ranked above every retrieved one ('first': on the "

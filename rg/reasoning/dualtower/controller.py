@@ -23,7 +23,6 @@ re-asks malformed replies (bounded), and then the Hand goes on alone.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -82,40 +81,13 @@ from rg.reasoning.dualtower.phases import (
 from rg.reasoning.dualtower.prune import PruneScorer, agreeing, fuzzy_top
 from rg.reasoning.dualtower.result import BrainFault, DualTowerResult
 from rg.reasoning.dualtower.similarity import Similarity
+from rg.reasoning.dualtower.template import reader_question, tag_topics, topic_template
 from rg.reasoning.dualtower.tree import ReasoningTree, TreeNode, next_step
 from rg.reasoning.dualtower.reading import LOCAL_FALLBACK, HandReader, TunedHand
 from rg.retrievers.planner.model import PlannerModel
 
 if TYPE_CHECKING:
     from rg.memory.edges import EdgeMemory, Replay
-
-
-def _topic_forms(topics: Sequence[str], names: NameBook | None) -> list[tuple[str, int]]:
-    """Every way the question may write each topic (its name, aliases, linked mentions), with its index,
-    longer forms first."""
-    book = names if names is not None else NameBook()
-    forms = {(form, i) for i, t in enumerate(topics) for form in book.surface(t) if form.strip()}
-    return sorted(forms, key=lambda f: (-len(f[0]), f[1], f[0]))
-
-
-def tag_topics(question: str, topics: Sequence[str], names: NameBook | None = None) -> str:
-    """Plaintext mode: topic mentions written ``TE_i (name)``, as the anonymising modes write
-    ``TE_i (type)``, so both Brains read the same question shape (longer forms first; ``names`` gives
-    each topic's name and other forms, by default its id)."""
-    book = names if names is not None else NameBook()
-    for form, i in _topic_forms(topics, names):
-        question = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", f"TE_{i + 1} ({book.display(topics[i])})", question,
-                          flags=re.IGNORECASE)
-    return question
-
-
-def topic_template(text: str, topics: Sequence[str], names: NameBook | None = None) -> str:
-    """``text`` with each topic mention written ``TE_i`` (longer forms first; ``names`` gives each topic's
-    name, aliases and linked mentions, by default its id): the session-independent, name-free form the
-    experience memory keys and stores."""
-    for form, i in _topic_forms(topics, names):
-        text = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", f"TE_{i + 1}", text, flags=re.IGNORECASE)
-    return text
 
 
 def privacy_tag(config: DualTowerConfig) -> str:
@@ -306,18 +278,20 @@ class DualTowerController:
         evidence = self.hand.evidence(kg, topics, verified, q.names)
         walked = {t for g in verified for w in g.walks for t in w.triple_ids}
         # a store's subgraph is cut at d_max hops, wider than the question subgraphs the Hand's retriever learnt
-        # on: it retrieves within the verified walks' length (else the Brain's predicted depth)
+        # on: it retrieves within the question's depth (the tuned reader's depth predictor reads the template;
+        # without one, the verified walks' length, else the Brain's predicted depth)
         hops = max((len(w) for g in verified for w in g.walks), default=analysis.depth) if triples is None else None
         reading, hand_fault = await self.reader.read(
-            q.question, evidence, q.ledger, raw=q.names.display_triples(raw), topics=[q.names.display(t) for t in topics],
-            verified=q.names.display_triples(kg.triple(t) for t in sorted(walked)), hops=hops)
+            reader_question(q.question, topics, q.names), evidence, q.ledger, raw=q.names.display_triples(raw), topics=[q.names.display(t) for t in topics],
+            verified=q.names.display_triples(kg.triple(t) for t in sorted(walked)), hops=hops, template=template)
         if hand_fault is not None:
             q.faults.append(BrainFault("hand_read", hand_fault, reading.usage.calls, LOCAL_FALLBACK))
         q.timed("read", started)
         fallback = None if verified else "unverified"
         lines = tuple(c.render() for c in evidence.chains())
         await self._write_back(q, tree, analysis, verified, template, topics, kg, reading.answers, replay, qvec)
-        return self._result(q, reading.answers, lines, tuple(tree.to_dict()), fallback, topics)
+        support = {a.text: tuple(dict.fromkeys(c.render() for c in a.chains)) for a in reading.selected}
+        return self._result(q, reading.answers, lines, tuple(tree.to_dict()), fallback, topics, support)
 
     # ------------------------------------------------------------------------------ memory
     async def _recall(self, q: _Question, template: str, raw: Sequence[Triple], topics: Sequence[str]):
@@ -660,10 +634,10 @@ class DualTowerController:
             q.timed("brain", started)
 
     def _result(self, q: _Question, answers, evidence, tree, fallback: str | None,
-                topics: Sequence[str]) -> DualTowerResult:
+                topics: Sequence[str], support: dict[str, tuple[str, ...]] | None = None) -> DualTowerResult:
         return DualTowerResult(
             question=q.question, answers=tuple(answers), evidence=tuple(evidence), brain_payloads=tuple(q.payloads),
             brain=self.brains.name, brain_calls=q.ledger.by_side().get("brain", Usage()).calls, usage=q.ledger.to_dict(),
             exposure=q.session.exposure.to_dict(), faults=tuple(q.faults), tree=tuple(tree),
             timings=dict(q.timings), fallback=fallback, topics=tuple(topics), memory=dict(q.memory),
-            indicator_selections=q.indicator_selections)
+            indicator_selections=q.indicator_selections, support=dict(support or {}))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +33,8 @@ from rg.llm.journal import UsageJournal
 from rg.llm.usage import UsageLedger
 from rg.reasoning.base import Reading
 from rg.reasoning.dualtower.config import DualTowerConfig
+from rg.reasoning.hops import FOLDER as HOPS_FOLDER
+from rg.reasoning.hops import HopPredictor
 from rg.reasoning.llm_reader import LLMReader, LLMReaderConfig
 from rg.reasoning.retriever_reader import RetrieverReader
 from rg.text.encoder import TextEncoder
@@ -56,16 +59,21 @@ class TunedHand:
         hand = config.hand
         assert hand.reader is not None  # checked by HandConfig
         self.reader = TunedReader.load(hand.reader)
-        self.scorer = (RetrieverScorer(hand.retriever, encoder if encoder is not None else TextEncoder())
-                       if hand.retriever is not None else None)
+        self.encoder = encoder if encoder is not None else TextEncoder()
+        self.scorer = RetrieverScorer(hand.retriever, self.encoder) if hand.retriever is not None else None
+        depth = Path(hand.reader) / HOPS_FOLDER
+        self.depth = HopPredictor.load(depth) if HopPredictor.exists(depth) else None
         self.top_k, self.verified, self.cap = hand.top_k, hand.verified, hand.retrieval_triples
         self.evidence_config = self.reader.settings.evidence or EvidenceConfig()
         self.name = self.reader.name
 
     def evidence(self, question: str, triples: Sequence[Triple], topics: Sequence[str],
-                 verified: Sequence[Triple], hops: int | None = None) -> Evidence:
+                 verified: Sequence[Triple], hops: int | None = None, template: str | None = None) -> Evidence:
         """The reader's evidence (:func:`hand_evidence`) with the retriever's scores of the triples within ``hops``
-        (the Brain's predicted depth) of the topics, at most ``hand.retrieval_triples`` of them."""
+        of the topics, at most ``hand.retrieval_triples`` of them. With a depth predictor in the reader's folder
+        (``hops/``, written by the read stage) and the question's ``template``, its depth replaces ``hops``."""
+        if self.depth is not None and template is not None:
+            [hops] = self.depth.predict([template], self.encoder)
         if self.cap is not None and hops is not None:
             kg = KnowledgeGraph.from_triples(triples)
             present = [t for t in topics if kg.has_entity(t)]
@@ -134,12 +142,13 @@ class HandReader:
 
     async def read(self, question: str, evidence: Evidence, ledger: UsageLedger,
                    raw: Sequence[Triple] = (), topics: Sequence[str] = (),
-                   verified: Sequence[Triple] = (), hops: int | None = None) -> tuple[Reading, str | None]:
+                   verified: Sequence[Triple] = (), hops: int | None = None,
+                   template: str | None = None) -> tuple[Reading, str | None]:
         """The reading and, when the Hand LLM gave no answer, why (else None). The tuned reader reads its own
         evidence (:meth:`TunedHand.evidence`) over the ``raw`` subgraph with the ``verified`` triples first
         (entities written by their names)."""
         if self.tuned is not None and raw:
-            evidence = self.tuned.evidence(question, raw, topics, verified, hops)
+            evidence = self.tuned.evidence(question, raw, topics, verified, hops, template)
             return await self.tuned.reader.read(question, evidence), None
         if self.llm_config is None or not evidence.chains():
             return await self.local.read(question, evidence), None

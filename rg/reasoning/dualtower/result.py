@@ -56,6 +56,8 @@ class DualTowerResult:
             ``edges_penalised``.
         indicator_selections: Brain selections skipped because candidates walked the indicator's relation path
             (``selection: ambiguous``).
+        support: Why each answer: the evidence lines its reader read that end at it (raw names; Hand side only,
+            never sent), by answer; an answer no line ends at (an LLM reader's wording) maps to none.
     """
 
     question: str
@@ -73,6 +75,7 @@ class DualTowerResult:
     topics: tuple[str, ...] = ()
     memory: dict[str, Any] = field(default_factory=dict)
     indicator_selections: int = 0
+    support: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def exposure_totals(self) -> dict[str, Any]:
@@ -93,5 +96,5 @@ class DualTowerResult:
             "usage": self.usage, "exposure": self.exposure, "faults": [f.to_dict() for f in self.faults],
             "tree": list(self.tree), "timings": self.timings, "fallback": self.fallback, "topics": list(self.topics),
             "memory": dict(self.memory), "indicator_selections": self.indicator_selections,
-            "exposure_totals": self.exposure_totals,
+            "exposure_totals": self.exposure_totals, "support": {a: list(lines) for a, lines in self.support.items()},
         }

@@ -1,5 +1,8 @@
 """A scripted OpenAI-compatible HTTP server for tests and benchmarks (not a language model).
 
+Not a test module and not part of the ``rg`` package: imported as ``tests.scripted_server`` by the tests and
+by ``bench/`` (both run from the project root).
+
 :class:`ScriptedServer` serves ``POST /v1/chat/completions`` and ``GET /v1/models`` on
 127.0.0.1 (an OS-chosen port) from a background thread of the standard library's
 ``ThreadingHTTPServer``. It generates nothing: each request is answered by the next step of a
