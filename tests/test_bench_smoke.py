@@ -192,19 +192,41 @@ def test_planner_smoke(tmp_path: Path) -> None:
 
 
 def test_planner_decode_smoke(tmp_path: Path) -> None:
+    """This checkout as its own baseline: the comparison machinery must find the same beams everywhere."""
     from bench import planner_decode
 
     out = tmp_path / "planner_decode.json"
-    assert planner_decode.main(["--questions", "6", "--bases", "tiny", "--out", str(out)]) == 0
+    checkout = Path(planner_decode.__file__).resolve().parents[1]
+    assert planner_decode.main(["--baseline", str(checkout), "--questions", "6", "--bases", "tiny",
+                                "--out", str(out)]) == 0
     report = check_keys(out, [
-        "baseline", "candidate", "questions", "transformers", "bases.tiny.rows.*.same_beams",
-        "bases.tiny.rows.*.library_higher_total_score", "bases.tiny.rows.*.hand_questions_per_s",
-        "bases.tiny.rows.*.library_questions_per_s", "bases.tiny.rows.*.library_vs_hand",
+        "baseline", "baseline_commit", "candidate", "questions", "transformers", "machine.cpu_model",
+        "machine.cpu_flags.avx2", "machine.cores", "machine.torch_threads", "machine.load_1min", "machine.commit",
+        "load_1min_after", "wall_seconds", "bases.tiny.rows.*.same_beams", "bases.tiny.rows.*.generate_higher_total_score",
+        "bases.tiny.rows.*.baseline_questions_per_s", "bases.tiny.rows.*.generate_questions_per_s",
+        "bases.tiny.rows.*.generate_vs_baseline", "bases.tiny.rows.*.generate_vs_baseline_cpu",
     ])
     greedy, beams = report["bases"]["tiny"]["rows"]
     assert (greedy["k"], beams["k"]) == (1, 5)
-    assert greedy["same_beams"] == greedy["questions"] == report["questions"]  # k = 1: the two agree
-    assert beams["same_beams"] + beams["differ"] == beams["questions"]
+    assert greedy["same_beams"] == beams["same_beams"] == report["questions"]  # the same search on both sides
+
+
+def test_planner_decode_quality_rows(tmp_path: Path) -> None:
+    """The paths-and-Hits@1 part on a tiny untrained planner: both sides score the same paths the same way."""
+    from bench import planner_decode
+    from bench.planner import synthetic_samples
+    from rg.retrievers.planner import beam_search
+
+    samples = synthetic_samples(12, 3)[:4]
+    planner_dir = planner_decode.build_planner("tiny", samples).save(tmp_path / "planner")
+    rows = planner_decode.quality(planner_dir, samples, beam_search)
+    assert [(r["mode"], r["k"]) for r in rows] == [(m, k) for m in planner_decode.MODES for k in planner_decode.BEAM_WIDTHS]
+    for row in rows:
+        assert row["same_paths"] == row["questions"] == 4 and row["hits1_generate_minus_baseline"] == 0
+        assert {key: v for key, v in row["baseline"].items() if key != "seconds"} == \
+            {key: v for key, v in row["generate"].items() if key != "seconds"}
+        if row["mode"] == "constrained":
+            assert row["generate"]["groundable_fraction"] == 1.0 and row["generate"]["malformed_fraction"] == 0.0
 
 
 def test_dualtower_smoke(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from rg.retrievers.planner import (
     DecodeConfig,
     PlannerConfig,
     PlannerModel,
+    TrieConstraint,
     beam_search,
-    library_beam_search,
     graph_trie,
     plan_questions,
     relation_labels,
@@ -133,7 +133,7 @@ def test_constrained_beam_search_never_leaves_the_graph(planner, seed):
             assert set(plan.triple_ids) <= set(range(len(sample.triples)))
 
 
-def test_kv_cached_scores_match_a_full_forward_pass(planner):
+def test_beam_scores_match_a_full_forward_pass(planner):
     kg = KnowledgeGraph.from_triples([("a", "r0", "b"), ("b", "r1", "c"), ("c", "r2", "a"), ("b", "r2", "b")])
     trie, _ = token_trie(relation_trie(kg, ["a"], MAX_LEN), planner.vocab)
     prompts = planner.prompt_ids(["which entity follows e1", "what"])  # different lengths: left padding
@@ -249,14 +249,15 @@ def bigram_planner(relations: tuple[str, ...], table: dict[str, dict[str, float]
     return planner
 
 
-def test_library_generate_keeps_finished_paths_that_the_hand_loop_crowds_out():
-    """Why decode.py keeps its own loop: ``generate`` (num_beams=2, length_penalty=0) returns other beams.
+def test_finished_paths_keep_their_place_against_running_beams():
+    """``generate``'s pool of finished paths (num_beams=2, length_penalty=0): a finished path does
+    not take one of the k running slots, so a complete path is not crowded out.
 
     From <PATH>: a (best), b. After a: </PATH> almost surely; after b: <SEP>. After <SEP> the model
-    prefers z (allowed only after `a <SEP>`) to y (allowed only after `b <SEP>`). The hand loop's two
-    slots after step 2 hold the finished `a` and the running `b <SEP>`, so `a <SEP> z` is never
-    expanded and `b <SEP> y` (much less likely) comes second. ``generate`` keeps `a` in its finished
-    pool and continues two running beams, `b <SEP>` and `a <SEP>`, and returns `a <SEP> z` second.
+    prefers z (allowed only after `a <SEP>`) to y (allowed only after `b <SEP>`). The old hand loop's
+    two slots after step 2 held the finished `a` and the running `b <SEP>`, so `a <SEP> z` was never
+    expanded and `b <SEP> y` (much less likely) came second. Now `a` waits in the finished pool, the
+    two running beams are `b <SEP>` and `a <SEP>`, and `a <SEP> z` comes second.
     """
     table = {
         "<PATH>": {"<r:a>": 5.0, "<r:b>": 4.8},
@@ -276,20 +277,37 @@ def test_library_generate_keeps_finished_paths_that_the_hand_loop_crowds_out():
         seq = ("<PATH>", *tokens)
         return sum(float(planner.bigram[cur][ids(nxt)]) for cur, nxt in zip(seq, seq[1:]))
 
-    a_end, a_z, b_y = ("<r:a>", "</PATH>"), ("<r:a>", "<SEP>", "<r:z>", "</PATH>"), ("<r:b>", "<SEP>", "<r:y>", "</PATH>")
-    assert score(a_end) > score(a_z) > score(b_y)
-    for search, expected in ((beam_search, [a_end, b_y]), (library_beam_search, [a_end, a_z])):
-        [beams] = search(planner, prompts, 2, [trie])
-        assert [tuple(planner.tokenizer.convert_ids_to_tokens(list(x.tokens))) for x in beams] == expected, search
+    a_end, a_z, b_y, b_end = (("<r:a>", "</PATH>"), ("<r:a>", "<SEP>", "<r:z>", "</PATH>"),
+                              ("<r:b>", "<SEP>", "<r:y>", "</PATH>"), ("<r:b>", "</PATH>"))
+    assert score(a_end) > score(a_z) > score(b_end) > score(b_y)
+    # k = 3: at step 2 `b </PATH>` ranks fourth of the candidates, outside the top k that may finish
+    # (transformers' rule), so the third path is `b <SEP> y`; from k = 4 all four paths of the trie,
+    # best first, and slots beyond them are dropped
+    for k, expected in ((1, [a_end]), (2, [a_end, a_z]), (3, [a_end, a_z, b_y]), (4, [a_end, a_z, b_end, b_y]),
+                        (6, [a_end, a_z, b_end, b_y])):
+        [beams] = beam_search(planner, prompts, k, [trie])
+        assert [tuple(planner.tokenizer.convert_ids_to_tokens(list(x.tokens))) for x in beams] == expected, k
         assert [x.score for x in beams] == pytest.approx([score(t) for t in expected], abs=1e-3)
         assert [x.relation_path for x in beams] == [v.parse([ids(t) for t in e]) for e in expected]
-    for k in (1, 3):  # greedy, and three slots (room for `a <SEP> z` in the hand loop too): the same beams
-        [hand], [library] = beam_search(planner, prompts, k, [trie]), library_beam_search(planner, prompts, k, [trie])
-        assert [x.tokens for x in hand] == [x.tokens for x in library]
-        assert [x.score for x in hand] == pytest.approx([x.score for x in library], abs=1e-4)
 
 
-def test_library_generate_agrees_with_the_hand_loop_for_greedy_decoding(planner):
+def test_trie_constraint_keeps_the_allowed_scores_of_every_beam():
+    """The processor on its own: two prompts × two beams, prompts two columns wide, vocabulary 6."""
+    tries = [{1: {2: {}, 3: {4: {5: {}}}}}, {}]  # prompt 0: 1 (2 | 3 4 5); prompt 1: an empty trie
+    constraint = TrieConstraint(tries, beams=2, prompt_width=2, normalise=False)
+    scores = torch.arange(24, dtype=torch.float32).view(4, 6)
+    inf = float("-inf")
+    step0 = constraint(torch.tensor([[9, 9], [9, 9], [9, 9], [9, 9]]), scores)
+    assert step0.tolist() == [[inf, 1, inf, inf, inf, inf], [inf, 7, inf, inf, inf, inf], [inf] * 6, [inf] * 6]
+    step2 = constraint(torch.tensor([[9, 9, 1, 3], [9, 9, 1, 2], [9, 9, 0, 0], [9, 9, 1, 3]]), scores)
+    assert step2.tolist() == [[inf, inf, inf, inf, 4, inf], [inf] * 6, [inf] * 6, [inf] * 6]
+    assert constraint(torch.tensor([[9, 9, 0], [9, 9, 1], [9, 9, 1], [9, 9, 1]]), scores).tolist()[1] == \
+        [inf, inf, 8, 9, inf, inf]  # after `1`: 2 or 3, whatever came first (a token outside the trie: nothing)
+    normalised = TrieConstraint(tries, beams=2, prompt_width=2, normalise=True)(torch.tensor([[9, 9]] * 4), scores)
+    assert float(normalised[0, 1]) == pytest.approx(float(torch.log_softmax(scores[0], dim=-1)[1]))
+
+
+def test_greedy_decoding_scores_log_probabilities_and_matches_the_best_beam_of_a_width_one_search(planner):
     torch.manual_seed(3)
     with torch.no_grad():
         for name, param in planner.named_parameters():
@@ -301,7 +319,19 @@ def test_library_generate_agrees_with_the_hand_loop_for_greedy_decoding(planner)
         triples, topics = random_graph(40 + i)
         tries.append(graph_trie(KnowledgeGraph.from_triples(triples), topics, planner.vocab, MAX_LEN)[0])
     for constraint in (tries, None):
-        hand, library = beam_search(planner, prompts, 1, constraint), library_beam_search(planner, prompts, 1, constraint)
-        assert [[x.tokens for x in q] for q in hand] == [[x.tokens for x in q] for q in library]
-        for h, g in zip(hand, library):
-            assert [x.score for x in h] == pytest.approx([x.score for x in g], abs=1e-4)
+        greedy = beam_search(planner, prompts, 1, constraint)
+        for prompt, beams in zip(prompts, greedy):
+            [beam] = beams
+            ids = torch.tensor([prompt + list(beam.tokens)])
+            with torch.no_grad():
+                logp = torch.log_softmax(planner.lm(input_ids=ids).logits[0].float(), dim=-1)
+            steps = logp[len(prompt) - 1: len(prompt) - 1 + len(beam.tokens)]
+            assert beam.tokens == tuple(steps.argmax(-1).tolist()) or constraint is not None
+            assert beam.score == pytest.approx(float(steps.gather(-1, torch.tensor(beam.tokens)[:, None]).sum()),
+                                               abs=1e-4)
+        if constraint is not None:
+            for beams, trie in zip(greedy, constraint):
+                node = trie
+                for token in beams[0].tokens:
+                    node = node[token]
+                assert beams[0].tokens[-1] == planner.vocab.end and len(node) == 0

@@ -9,7 +9,7 @@ a trie of the paths in the question's graph) and grounded on the graph.
 
 Modules: ``config`` (PlannerConfig, DecodeConfig), ``prompt`` (the prompt template and path
 markers), ``tokenizer`` (offline tokenizer, PathVocab), ``model`` (PlannerModel, checkpoints),
-``trie`` (relation-path tries), ``decode`` (beam search with the KV cache), ``plan`` (decoding +
+``trie`` (relation-path tries), ``decode`` (beam search through ``generate``, the trie as a logits processor), ``plan`` (decoding +
 grounding), ``evaluate`` (path exact match, answer recall, groundability, speed).
 """
 
@@ -20,7 +20,7 @@ from rg.retrievers.planner.config import (
     TinyLlamaConfig,
     TokenizerConfig,
 )
-from rg.retrievers.planner.decode import Beam, beam_search, library_beam_search
+from rg.retrievers.planner.decode import Beam, TrieConstraint, beam_search
 from rg.retrievers.planner.evaluate import PlannerScores, evaluate_planner, score_plans
 from rg.retrievers.planner.model import Example, PlanEncoder, PlannerModel, load_planner, read_planner_meta
 from rg.retrievers.planner.plan import Plan, PlannedPath, ground_path, plan_questions
@@ -47,11 +47,11 @@ __all__ = [
     "RelationTrie",
     "TinyLlamaConfig",
     "TokenizerConfig",
+    "TrieConstraint",
     "TrieStats",
     "beam_search",
     "evaluate_planner",
     "graph_trie",
-    "library_beam_search",
     "ground_path",
     "load_planner",
     "plan_questions",

@@ -18,7 +18,7 @@ from rg.data.sample import Sample
 from rg.graph.kg import KnowledgeGraph
 from rg.graph.path import Path
 from rg.retrievers.planner.config import DecodeConfig
-from rg.retrievers.planner.decode import Beam, beam_search
+from rg.retrievers.planner.decode import Beam, Decoder, beam_search
 from rg.retrievers.planner.model import PlannerModel
 from rg.retrievers.planner.trie import graph_trie
 from rg.supervision.weak import topic_entities
@@ -91,7 +91,7 @@ def ground_path(
     return tuple(walk for topic in topics for walk in kg.ground(topic, relation_path, max_groundings))
 
 
-def _plan_batch(planner: PlannerModel, samples: Sequence[Sample], config: DecodeConfig) -> list[Plan]:
+def _plan_batch(planner: PlannerModel, samples: Sequence[Sample], config: DecodeConfig, search: Decoder) -> list[Plan]:
     graphs = [KnowledgeGraph.from_triples(s.triples) for s in samples]
     topics = [topic_entities(s, kg) for s, kg in zip(samples, graphs)]
     tries, stats = None, [None] * len(samples)
@@ -99,7 +99,7 @@ def _plan_batch(planner: PlannerModel, samples: Sequence[Sample], config: Decode
         built = [graph_trie(kg, topic, planner.vocab, planner.config.max_path_len) for kg, topic in zip(graphs, topics)]
         tries, stats = [trie for trie, _ in built], [counts for _, counts in built]
     prompts = planner.prompt_ids([planner.prompt_question(s.question, s.q_entities) for s in samples])
-    beams = beam_search(planner, prompts, config.beam_width, tries)
+    beams = search(planner, prompts, config.beam_width, tries)
     plans = []
     for sample, kg, topic, found, counts in zip(samples, graphs, topics, beams, stats):
         paths = tuple(_grounded(kg, topic, beam, config.max_groundings) for beam in found)
@@ -113,13 +113,16 @@ def _grounded(kg: KnowledgeGraph, topics: Sequence[str], beam: Beam, max_groundi
     return PlannedPath(beam.relation_path, beam.score, walks, beam.tokens)
 
 
-def plan_questions(planner: PlannerModel, samples: Sequence[Sample], config: DecodeConfig | None = None) -> list[Plan]:
+def plan_questions(planner: PlannerModel, samples: Sequence[Sample], config: DecodeConfig | None = None,
+                   search: Decoder = beam_search) -> list[Plan]:
     """Decode and ground ``config.beam_width`` relation paths for each question.
 
     Args:
         planner: A planner in eval mode (:func:`~rg.retrievers.planner.model.load_planner`).
         samples: Questions with their subgraphs (``question``, ``q_entities`` and ``triples`` are read).
         config: Beam width, constrained or unconstrained mode, batch size, grounding cap.
+        search: The beam search (:func:`~rg.retrievers.planner.decode.beam_search`; a benchmark
+            passes another one to compare).
 
     Returns:
         One :class:`Plan` per sample, in order.
@@ -127,5 +130,5 @@ def plan_questions(planner: PlannerModel, samples: Sequence[Sample], config: Dec
     config = config or DecodeConfig()
     plans: list[Plan] = []
     for start in range(0, len(samples), config.questions_per_batch):
-        plans.extend(_plan_batch(planner, samples[start : start + config.questions_per_batch], config))
+        plans.extend(_plan_batch(planner, samples[start : start + config.questions_per_batch], config, search))
     return plans

@@ -37,6 +37,7 @@ from rg.data.sample import Sample
 from rg.graph.kg import KnowledgeGraph
 from rg.graph.path import split_relation
 from rg.retrievers.planner.config import DecodeConfig
+from rg.retrievers.planner.decode import Decoder, beam_search
 from rg.retrievers.planner.model import load_planner, read_planner_meta
 from rg.retrievers.planner.plan import Plan, plan_questions
 from rg.supervision.weak import topic_entities
@@ -97,14 +98,17 @@ class PlannerScorer:
     Args:
         directory: A planner checkpoint folder (``jobs.train`` with a planner config exports one).
         decode: Beam width, constrained or unconstrained decoding, batch size (defaults when None).
+        search: The beam search (:func:`~rg.retrievers.planner.decode.beam_search`; a benchmark
+            passes another one to compare).
 
     Attributes:
         name: ``planner:<label source>`` (``planner:<label source>:unconstrained`` for RoG's decoding).
         plans: The plans of the last :meth:`score` call, in order (for reports and debugging).
     """
 
-    def __init__(self, directory: str | Path, decode: DecodeConfig | None = None) -> None:
+    def __init__(self, directory: str | Path, decode: DecodeConfig | None = None, search: Decoder = beam_search) -> None:
         self.planner = load_planner(directory)
+        self.search = search
         self.decode = decode if decode is not None else DecodeConfig()
         meta = read_planner_meta(directory)
         suffix = "" if self.decode.mode == "constrained" else f":{self.decode.mode}"
@@ -131,7 +135,7 @@ class PlannerScorer:
             samples: Q samples with T_i triples each -> Q float32 arrays of shape (T_i,)
         """
         samples = list(samples)
-        self.plans = plan_questions(self.planner, samples, self.decode)
+        self.plans = plan_questions(self.planner, samples, self.decode, self.search)
         out = []
         for sample, plan in zip(samples, self.plans):
             kg = KnowledgeGraph.from_triples(sample.triples)
