@@ -21,9 +21,11 @@ if platform.machine().lower() in ("x86_64", "amd64"):
 
 
 def pytest_collection_modifyitems(config, items):
-    """A ``mission`` test (CI's second step, ``pytest -m mission``) is also ``slow``: off in the default run."""
+    """A ``mission`` test or a ``heavy_smoke`` (CI's second step: ``pytest -m "mission or heavy_smoke"``) is also
+    ``slow``: off in the default run."""
     for item in items:
-        if item.get_closest_marker("mission") is not None and item.get_closest_marker("slow") is None:
+        second_step = item.get_closest_marker("mission") or item.get_closest_marker("heavy_smoke")
+        if second_step is not None and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
 
 

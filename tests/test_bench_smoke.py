@@ -271,6 +271,7 @@ def test_retriever_smoke(tmp_path: Path) -> None:
     assert report["questions"] == 6 and "train_speedup_2_workers" not in report
 
 
+@pytest.mark.heavy_smoke  # 87 s on 2 cores: CI's second step
 def test_retriever_one_worker_training_smoke(tmp_path: Path, ray_local) -> None:
     """The Ray Train part of bench.retriever with its one-worker baseline alone (``--workers 1``): one
     TorchTrainer run of one epoch on 4 synthetic questions; no ratio is written without the 2-worker run."""
@@ -307,6 +308,7 @@ def test_retriever_training_smoke(tmp_path: Path, ray_local) -> None:
     assert [w["workers"] for w in report["by_workers"]] == [1, 2]
 
 
+@pytest.mark.heavy_smoke  # 40 s on 2 cores: CI's second step
 def test_serve_smoke(tmp_path: Path, ray_local) -> None:
     """bench.serve on 2 questions at one client, a burst at the Hand's capacity, no load step and no Brain
     batching: the overhead is a share of the in-process question time measured in the same run."""
@@ -360,6 +362,7 @@ def test_refine_smoke(tmp_path: Path, ray_local) -> None:
     assert all(r["refined"] == r["questions"] for r in report["by_pool"])
 
 
+@pytest.mark.heavy_smoke  # 28 s on 2 cores: CI's second step
 def test_models_server_smoke(tmp_path: Path, ray_local) -> None:
     """bench.models: the LLM server with and without batching, 2 clients, a few tokens."""
     from bench import models
@@ -490,6 +493,7 @@ def test_sparql_smoke(tiny_metaqa: Path, tmp_path: Path, capsys: pytest.CaptureF
     assert "bench.sparql: 2-hop batching" in capsys.readouterr().out
 
 
+@pytest.mark.heavy_smoke  # 86 s on 2 cores: CI's second step
 def test_driver_memory_smoke(tmp_path: Path) -> None:
     """bench.driver_memory --quick on 12 questions and one Ray Train worker: jobs.train and the floor in child
     processes (their own local Ray)."""
@@ -536,6 +540,7 @@ def test_linking_smoke(tiny_metaqa: Path, tmp_path: Path, capsys: pytest.Capture
     assert "linking: MetaQA accuracy 1.000" in capsys.readouterr().out
 
 
+@pytest.mark.heavy_smoke  # 22 s on 2 cores: CI's second step
 def test_reader_tuned_quick_smoke(tmp_path: Path) -> None:
     """bench.reader_tuned --quick: tuned (SmolLM2-135M + LoRA, one epoch in process) vs retriever_scores reader on
     a tiny synthetic set; the file holds this run's keys alone."""
@@ -599,6 +604,7 @@ def test_dualtower_metaqa_flags_name_what_is_missing(tmp_path: Path, capsys) -> 
     assert "--metaqa-privacy-planner" in err and "--metaqa-schema" in err and "--metaqa-planner," not in err
 
 
+@pytest.mark.heavy_smoke  # 96 s on 2 cores: CI's second step
 def test_privacy_stores_smoke(tmp_path: Path, ray_local) -> None:
     """bench.privacy_stores with 3 questions: its own Virtuoso, both served apps, the scripted LLM Brain only."""
     import shutil
@@ -618,6 +624,7 @@ def test_privacy_stores_smoke(tmp_path: Path, ray_local) -> None:
     assert report["llm"]["exposure_matches"] == {"memory": 3, "sparql": 3}
 
 
+@pytest.mark.heavy_smoke  # 28 s on 2 cores: CI's second step
 def test_serve_quality_smoke(tmp_path: Path, ray_local) -> None:
     """bench.serve_quality on 3 synthetic questions: a serve config with a scripted LLM Brain and the local Hand
     reader, and pipeline predictions written here."""
@@ -654,6 +661,7 @@ def test_serve_quality_smoke(tmp_path: Path, ray_local) -> None:
     assert report["questions"] == 3 and report["pipeline_tuned"]["hits_at_1"] == 1.0
 
 
+@pytest.mark.heavy_smoke  # 59 s on 2 cores: CI's second step
 def test_demo_smoke_and_a_quiet_console(tmp_path: Path) -> None:
     """bench.demo over a tiny pipeline (build, refine, evaluate and one QA stage on 24 synthetic questions) in a
     child process, as the README runs the main command: every stage timed, and its captured console holds the

@@ -127,6 +127,7 @@ def test_limits_and_unknown_model(server):
     assert status == 404 and reply["error"]["param"] == "model" and "smollm2-135m" in reply["error"]["message"]
 
 
+@pytest.mark.mission  # 21 s: backpressure, no request lost
 def test_a_full_queue_answers_503_with_retry_after(server):
     # 2 requests run and 2 wait on the one replica; the rest of 10 at once are turned away.
     bodies = [chat(f"Write a long story about the number {i}.", max_tokens=48) for i in range(10)]
