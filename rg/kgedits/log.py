@@ -26,6 +26,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from rg.kgedits.model import EditRecord
+from rg.run.integrity import fsync_dir
 
 HEADER = b"RGKGEDITLOG1\n"
 FRAME = struct.Struct(">4sII")
@@ -126,14 +127,6 @@ def read_log(path: str | Path) -> LogReport:
     return LogReport(records, torn)
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class EditLog:
     """The open, locked log of one writer (module docstring). Use :meth:`open`; close with :meth:`close`."""
 
@@ -175,7 +168,7 @@ class EditLog:
                 handle.write(HEADER)
                 handle.flush()
                 os.fsync(handle.fileno())
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
             return LogReport()
         data = path.read_bytes()
         records, end, reason = scan(data, str(path))

@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from filelock import FileLock, Timeout
 
 from rg.memory.keys import KEY_BYTES, MemoryKeyError
+from rg.run.integrity import fsync_dir
 
 FILE_MAGIC = b"RGSEAL\x00\x01"
 FRAME_MAGIC = b"\xa7RGf"
@@ -151,14 +152,6 @@ def read_sealed(path: str | Path, key: bytes) -> LoadReport:
     return parse(Path(path).read_bytes(), key, str(path))
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -207,7 +200,7 @@ class SealedLog:
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, self.path)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
 
     def load(self) -> LoadReport:
         """Every readable record of the file now (refusals and a torn tail reported)."""
@@ -242,7 +235,7 @@ class SealedLog:
             os.fsync(handle.fileno())
         os.close(self._fd)
         os.replace(tmp, self.path)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         return len(frames)
 
