@@ -27,7 +27,7 @@ def test_memory_section_rules():
 
 def test_a_round_without_memory_is_compared_question_by_question(tmp_path):
     from rg.evaluation.qa import Prediction
-    from rg.jobs.evaluate_qa import LOST, without_memory
+    from rg.evaluation.memory_rounds import LOST, without_memory
     from rg.evaluation.qa_metrics import Gold, score_prediction
     from rg.llm.usage import Usage
 

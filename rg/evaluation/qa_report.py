@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rg.evaluation.qa_metrics import GroupMetrics, QASummary, QuestionScore
+from rg.llm.usage import Usage
+from rg.privacy.exposure import ExposureTotals, side_totals
 
 JSON_NAME = "qa.json"
 MARKDOWN_NAME = "qa.md"
@@ -161,3 +163,40 @@ def write_qa_results(
     markdown.write_text(text)
     plot = plot_qa(summary, scores, out / PLOT_NAME, title)
     return QAReportFiles(json=json_path, markdown=markdown, plot=plot, predictions=predictions)
+
+
+def exposure_totals(scores) -> dict[str, Any]:
+    """What every question sent to the Brain (:class:`rg.privacy.exposure.ExposureTotals`), with its short form
+    per side and category (``by_side``: :func:`rg.privacy.exposure.side_totals`)."""
+    totals = ExposureTotals()
+    hand = Usage()
+    for s in scores:
+        totals.add(s.prediction.exposure)
+        hand = hand + s.prediction.usage_by_side.get("hand", Usage())
+    out = totals.to_dict()
+    out["by_side"] = side_totals(out["stages"], out["refused"], hand.to_dict())
+    return out
+
+
+def per_side(scores) -> dict[str, dict[str, float]]:
+    """Mean calls and tokens per question on each side (``hand``, ``brain``), over every question."""
+    out = {}
+    for side in ("hand", "brain"):
+        used = [s.prediction.usage_by_side.get(side, Usage()) for s in scores]
+        out[side] = {key: sum(getattr(u, key) for u in used) / max(len(used), 1)
+                     for key in ("calls", "prompt_tokens", "completion_tokens", "total_tokens")}
+    return out
+
+
+def usage_line(run: dict[str, Any]) -> str:
+    """LLM calls and tokens of this run and of every run into the folder, per side; ``""`` when
+    no run into the folder made an LLM call."""
+    every = run.get("llm_usage_all_runs", {}).get("total", {})
+    if not every.get("calls"):
+        return ""
+    this = run["llm_usage_this_run"]["total"]
+    sides = "; ".join(f"{side} {u['calls']} calls {u['prompt_tokens']:,}+{u['completion_tokens']:,} tokens"
+                      for side, u in run["llm_usage_all_runs_by_side"].items() if u["calls"])
+    return (f"LLM calls this run {this['calls']} (failures {this['failures']}, tokens "
+            f"{this['prompt_tokens']:,}+{this['completion_tokens']:,}); all runs into this folder: {sides} "
+            f"(journal {run['llm_journal']})")

@@ -21,7 +21,6 @@ import math
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -44,13 +43,17 @@ from rg.evaluation.qa import (
     build_reader,
     inference_view,
 )
+from rg.evaluation.memory_rounds import LOST, round_summary, without_memory
 from rg.evaluation.qa_metrics import Gold, QASummary, QuestionScore, score_prediction, summarize
 from rg.evaluation.qa_report import (
     QAReportFiles,
     failure_line,
     markdown_table,
+    exposure_totals,
+    per_side,
     round_predictions_path,
     run_line,
+    usage_line,
     write_predictions,
     write_qa_results,
 )
@@ -59,8 +62,6 @@ from rg.evidence import EvidenceConfig
 from rg.linking.config import LinkingConfig, linking_setting
 from rg.llm.journal import JOURNAL_FILE, UsageJournal, journal_usage, new_run_id
 from rg.llm.probe import probe_endpoints
-from rg.llm.usage import Usage
-from rg.privacy.exposure import ExposureTotals, side_totals
 from rg.metrics import MatchMode
 from rg.memory.config import MemoryConfig
 from rg.reasoning.dualtower.config import DualTowerConfig
@@ -71,9 +72,6 @@ from rg.text.encoder import EncoderConfig, TextEncoder
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-LOST = "lost: the actor pool returned no prediction"
-"""Failure recorded for a question whose prediction never came back (should not happen)."""
 
 
 class QAEvaluateConfig(QuestionSetConfig):
@@ -389,58 +387,6 @@ def memory_actor_name(cfg: QAEvaluateConfig) -> str:
     return "rg-memory-" + hashlib.sha1(str(Path(cfg.output_dir).resolve()).encode()).hexdigest()[:10]
 
 
-def round_summary(round_no: int, scores: Sequence[QuestionScore], side: str = "brain",
-                  first: dict[str, float] | None = None) -> dict[str, Any]:
-    """One memory round: Hits@1, LLM calls and tokens per question on ``side`` (the dual tower's LLM is
-    the Brain, the traversal's the Hand), and where analyses came from; with ``first`` (round 1's
-    Hits@1 by id) the questions wrong in round 1 and right now (``corrected``) and the reverse (``lost``)."""
-    n = max(len(scores), 1)
-    sources: dict[str, int] = {}
-    for s in scores:
-        source = s.prediction.evidence_walks.partition(":")[2] or "none"
-        sources[source] = sources.get(source, 0) + 1
-    used = [s.prediction.usage_by_side.get(side, Usage()) if s.prediction.usage_by_side else s.prediction.usage
-            for s in scores]  # a reasoner that books sides (the dual tower with a Hand LLM) is split by side
-    calls = sum(u.calls for u in used) / n
-    out = {"round": round_no, "questions": len(scores),
-           "hits1": sum(s.hits_at_1 for s in scores) / n,
-           "brain_calls_per_question": calls if side == "brain" else 0.0,
-           "tokens_per_question": {side: sum(u.prompt_tokens + u.completion_tokens for u in used) / n},
-           "replay_hit_rate": sources.get("replay", 0) / n, "experience_hit_rate": sources.get("experience", 0) / n,
-           "evidence_lines_per_question": sum(s.prediction.evidence_lines for s in scores) / n,
-           "analysis_sources": sources}
-    if side != "brain":
-        out[f"{side}_calls_per_question"] = calls
-        out["replay_used_rate"] = sum(v for k, v in sources.items() if k.startswith("replay")) / n
-    if first is not None:
-        out["corrected"] = sum(1 for s in scores if first.get(s.prediction.id) == 0 and s.hits_at_1 == 1)
-        out["lost"] = sum(1 for s in scores if first.get(s.prediction.id) == 1 and s.hits_at_1 == 0)
-    return out
-
-
-def without_memory(scores: Sequence[QuestionScore], plain: dict[str, Prediction], gold: dict[str, Gold],
-                   match: str, side: str = "brain", out_dir: str | None = None, round_no: int = 1) -> dict[str, Any]:
-    """A round's figures with no memory (``memory.baseline``), beside the memory's ``scores``: Hits@1,
-    calls and tokens per question on ``side``, and the questions the memory made right (``better``) or
-    wrong (``worse``) against answering them without it, counted and by id. ``out_dir``: the baseline's
-    scored predictions are also written there (``predictions.round<N>.without_memory.jsonl``)."""
-    baseline = [score_prediction(plain.get(s.prediction.id) or Prediction(
-        id=s.prediction.id, question=s.prediction.question, failure=LOST), gold[s.prediction.id], match)
-        for s in scores]
-    if out_dir is not None:
-        write_predictions(baseline, round_predictions_path(out_dir, round_no, without_memory=True))
-    summary = round_summary(0, baseline, side)
-    plain_hit = {s.prediction.id: s.hits_at_1 for s in baseline}
-    better = sorted(s.prediction.id for s in scores if s.hits_at_1 > plain_hit[s.prediction.id])
-    worse = sorted(s.prediction.id for s in scores if s.hits_at_1 < plain_hit[s.prediction.id])
-    calls = "brain_calls_per_question" if side == "brain" else f"{side}_calls_per_question"
-    return {"hits1_without_memory": summary["hits1"],
-            f"{calls}_without_memory": summary[calls],
-            "tokens_per_question_without_memory": summary["tokens_per_question"],
-            "better_than_without_memory": len(better), "worse_than_without_memory": len(worse),
-            "better_ids": better, "worse_ids": worse}
-
-
 def reader_evidence_mismatch(cfg: QAEvaluateConfig) -> dict[str, list[Any]]:
     """How this run's evidence differs from what its tuned reader was trained on (warned about on stderr)."""
     if cfg.reasoner != "retriever" or cfg.reader.kind != "tuned":
@@ -556,29 +502,6 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     return QAResult(summary=summary, files=files, run=run)
 
 
-def exposure_totals(scores) -> dict[str, Any]:
-    """What every question sent to the Brain (:class:`rg.privacy.exposure.ExposureTotals`), with its short form
-    per side and category (``by_side``: :func:`rg.privacy.exposure.side_totals`)."""
-    totals = ExposureTotals()
-    hand = Usage()
-    for s in scores:
-        totals.add(s.prediction.exposure)
-        hand = hand + s.prediction.usage_by_side.get("hand", Usage())
-    out = totals.to_dict()
-    out["by_side"] = side_totals(out["stages"], out["refused"], hand.to_dict())
-    return out
-
-
-def per_side(scores) -> dict[str, dict[str, float]]:
-    """Mean calls and tokens per question on each side (``hand``, ``brain``), over every question."""
-    out = {}
-    for side in ("hand", "brain"):
-        used = [s.prediction.usage_by_side.get(side, Usage()) for s in scores]
-        out[side] = {key: sum(getattr(u, key) for u in used) / max(len(used), 1)
-                     for key in ("calls", "prompt_tokens", "completion_tokens", "total_tokens")}
-    return out
-
-
 def format_qa(result: QAResult) -> str:
     """The Markdown table with its run line, and where the files went."""
     files = result.files
@@ -587,17 +510,3 @@ def format_qa(result: QAResult) -> str:
     lines.append(f"results: {Path(files.json).resolve()}  table: {Path(files.markdown).resolve()}  "
                  f"plot: {Path(files.plot).resolve()}  predictions: {Path(files.predictions).resolve()}")
     return "\n".join(line for line in lines if line)
-
-
-def usage_line(run: dict[str, Any]) -> str:
-    """LLM calls and tokens of this run and of every run into the folder, per side; ``""`` when
-    no run into the folder made an LLM call."""
-    every = run.get("llm_usage_all_runs", {}).get("total", {})
-    if not every.get("calls"):
-        return ""
-    this = run["llm_usage_this_run"]["total"]
-    sides = "; ".join(f"{side} {u['calls']} calls {u['prompt_tokens']:,}+{u['completion_tokens']:,} tokens"
-                      for side, u in run["llm_usage_all_runs_by_side"].items() if u["calls"])
-    return (f"LLM calls this run {this['calls']} (failures {this['failures']}, tokens "
-            f"{this['prompt_tokens']:,}+{this['completion_tokens']:,}); all runs into this folder: {sides} "
-            f"(journal {run['llm_journal']})")
