@@ -38,7 +38,7 @@ from rg.privacy.session import PrivacySession
 from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, Choice, ExploringBrain, FollowUp, Prediction
 from rg.reasoning.dualtower.build import brain_factory
 from rg.reasoning.dualtower.config import DualTowerConfig
-from rg.reasoning.dualtower.controller import LocalBrainFactory
+from rg.reasoning.dualtower.brains import LocalBrainFactory
 from rg.reasoning.dualtower.local_brain import STAGE_ANALYSE, LocalBrain
 from rg.reasoning.dualtower.payload import SealedPayload
 

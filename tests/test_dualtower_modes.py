@@ -23,7 +23,7 @@ from rg.llm.config import LLMConfig
 from rg.privacy import KGSchema, PrivacyConfig, PrivacySession
 from rg.reasoning.dualtower import DualTowerConfig, build_controller
 from rg.reasoning.dualtower.brain import BrainError, Indicator
-from rg.reasoning.dualtower.controller import LLMBrainFactory
+from rg.reasoning.dualtower.brains import LLMBrainFactory
 from rg.reasoning.dualtower.explore import Candidate, ViewWalk, explore_via
 from rg.reasoning.dualtower.local_brain import LocalBrain
 from rg.reasoning.dualtower.payload import FollowUpPayload, PredictionPayload, TopicView, TriedView, seal

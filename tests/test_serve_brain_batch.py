@@ -25,7 +25,7 @@ from rg.llm.config import LLMConfig
 from rg.llm.usage import UsageLedger
 from rg.privacy import PrivacyConfig, PrivacySession
 from rg.reasoning.dualtower.brain import BrainError, FollowUp, Indicator, Prediction
-from rg.reasoning.dualtower.controller import LLMBrainFactory, LocalBrainFactory
+from rg.reasoning.dualtower.brains import LLMBrainFactory, LocalBrainFactory
 from rg.reasoning.dualtower.local_brain import LocalBrain
 from rg.reasoning.dualtower.payload import FollowUpPayload, PredictionPayload, seal
 from rg.retrievers.planner import PlannerConfig, PlannerModel

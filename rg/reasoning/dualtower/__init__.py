@@ -26,7 +26,8 @@ from rg.reasoning.dualtower.brain import (
 )
 from rg.reasoning.dualtower.build import build_controller
 from rg.reasoning.dualtower.config import BrainConfig, DualTowerConfig
-from rg.reasoning.dualtower.controller import DualTowerController, LLMBrainFactory, LocalBrainFactory
+from rg.reasoning.dualtower.brains import LLMBrainFactory, LocalBrainFactory
+from rg.reasoning.dualtower.controller import DualTowerController
 from rg.reasoning.dualtower.hand import Hand, HandError
 from rg.reasoning.dualtower.llm_brain import LLMBrain
 from rg.reasoning.dualtower.local_brain import LocalBrain, view_relation_path

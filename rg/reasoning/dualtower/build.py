@@ -6,7 +6,8 @@ from rg.linking.linker import EntityLinker
 from rg.llm.journal import UsageJournal
 from rg.privacy.schema import KGSchema
 from rg.reasoning.dualtower.config import DualTowerConfig
-from rg.reasoning.dualtower.controller import BrainFactory, DualTowerController, LLMBrainFactory, LocalBrainFactory
+from rg.reasoning.dualtower.brains import BrainFactory, LLMBrainFactory, LocalBrainFactory
+from rg.reasoning.dualtower.controller import DualTowerController
 from rg.reasoning.dualtower.hand import Hand
 from rg.reasoning.dualtower.memory import ExperienceMemory
 from rg.reasoning.dualtower.reading import TunedHand

@@ -25,12 +25,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from rg.data.sample import Triple
 from rg.graph import KnowledgeGraph
-from rg.llm.client import OpenAICompatibleClient
-from rg.llm.config import LLMConfig
 from rg.llm.journal import UsageJournal
 from rg.llm.usage import Usage, UsageLedger
 from rg.privacy.guard import EgressRefused
@@ -38,6 +36,7 @@ from rg.privacy.names import NameBook
 from rg.privacy.schema import KGSchema
 from rg.privacy.session import PrivacySession
 from rg.reasoning.dualtower.brain import Analysis, Brain, BrainError, ExploringBrain, Indicator
+from rg.reasoning.dualtower.brains import BrainFactory
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.explore import Candidate, Walking, band, explore, explore_each, explore_via, extend
 from rg.reasoning.dualtower.hand import (
@@ -49,8 +48,6 @@ from rg.reasoning.dualtower.hand import (
     question_scorer,
     with_twins,
 )
-from rg.reasoning.dualtower.llm_brain import LLMBrain
-from rg.reasoning.dualtower.local_brain import LocalBrain
 from rg.reasoning.dualtower.memory import (
     ExperienceMemory,
     GatingMemory,
@@ -84,7 +81,6 @@ from rg.reasoning.dualtower.similarity import Similarity
 from rg.reasoning.dualtower.template import reader_question, tag_topics, topic_template
 from rg.reasoning.dualtower.tree import ReasoningTree, TreeNode, next_step
 from rg.reasoning.dualtower.reading import LOCAL_FALLBACK, HandReader, TunedHand
-from rg.retrievers.planner.model import PlannerModel
 
 if TYPE_CHECKING:
     from rg.memory.edges import EdgeMemory, Replay
@@ -96,43 +92,6 @@ def privacy_tag(config: DualTowerConfig) -> str:
 
 
 STAGES = ("link", "subgraph", "anonymise", "explore", "brain", "verify", "read")
-
-
-class BrainFactory(Protocol):
-    """Makes the question's Brain, bound to its privacy session and booking into its ledger."""
-
-    name: str
-
-    def __call__(self, session: PrivacySession, ledger: UsageLedger) -> Brain: ...
-
-
-class LocalBrainFactory:
-    """The planner Brain for every question (the planner is loaded once)."""
-
-    def __init__(self, planner: PlannerModel, beams: int = 3, indicators: int = 1) -> None:
-        self.planner, self.beams, self.indicators = planner, beams, indicators
-        self.name = f"planner:{planner.prompt.full_id}"
-
-    def __call__(self, session: PrivacySession, ledger: UsageLedger) -> Brain:
-        return LocalBrain(self.planner, self.beams, self.indicators, ledger)
-
-
-class LLMBrainFactory:
-    """An LLM Brain per question over one shared connection pool, rebound to each session's guard;
-    every completed Brain call is also appended to ``journal`` (``rg.llm.journal``), when given."""
-
-    def __init__(self, config: LLMConfig, reasks: int = 1, journal: UsageJournal | None = None) -> None:
-        self.config, self.reasks, self.journal = config, reasks, journal
-        self._client: OpenAICompatibleClient | None = None
-        self.name = f"llm:{config.model}"
-
-    def __call__(self, session: PrivacySession, ledger: UsageLedger) -> Brain:
-        brain = LLMBrain(self._client if self._client is not None else self.config, session, self.reasks,
-                         journal=self.journal)
-        if self._client is None:
-            self._client = brain.client
-        brain.client.ledger = ledger  # the twin books this question's calls apart
-        return brain
 
 
 class _Question:
