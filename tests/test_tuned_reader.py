@@ -10,9 +10,9 @@ import torch
 
 from rg.evidence import EvidenceConfig, build_evidence
 from rg.models import REGISTRY, ModelNotAvailableError
+from rg.reasoning.answer_grammar import AnswerGrammar
 from rg.reasoning.tuned_reader import (
     NO_CANDIDATES,
-    AnswerGrammar,
     TunedReader,
     TunedReaderSettings,
     build_prompt,

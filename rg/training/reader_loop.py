@@ -31,8 +31,8 @@ from rg.config import Config
 from rg.evidence import Evidence
 from rg.metrics import normalize_answer
 from rg.models.precision import resolve_dtype
+from rg.reasoning.answer_grammar import AnswerGrammar
 from rg.reasoning.tuned_reader import (
-    AnswerGrammar,
     ReaderPrompt,
     TunedReader,
     TunedReaderSettings,
