@@ -89,103 +89,126 @@ def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
     root = data.get("output_dir")
     if not isinstance(root, str):
         return data  # field validation reports the missing/ill-typed output_dir
-    base = Path(root)
-    shared = {key: _mapping(data[key]) for key in ("split", "encoder", "ray") if data.get(key) is not None}
-    split = shared.get("split") or {}
-    side = data.get("side") or ("test" if split.get("file") else "val")
+    wiring = _Wiring(data, Path(root))
+    wiring.build()
+    wiring.refine()
+    wiring.train()
+    wiring.plan()
+    wiring.read()
+    wiring.evaluate()
+    wiring.qa()
+    return data
 
-    def with_shared(section: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+
+class _Wiring:
+    """The stages' sections in order, each filled from what the stages before it write: their inputs, their
+    output folders, the refined labels, the retriever, planner and reader exports."""
+
+    def __init__(self, data: dict[str, Any], base: Path) -> None:
+        self.data, self.base = data, base
+        self.shared = {key: _mapping(data[key]) for key in ("split", "encoder", "ray") if data.get(key) is not None}
+        split = self.shared.get("split") or {}
+        self.side = data.get("side") or ("test" if split.get("file") else "val")
+        self.inputs: Any = data.get("input")
+        self.labels_dir: str | None = None
+        self.retriever: dict[str, Any] | None = None
+        self.planner: str | None = None
+        self.reader_dir: str | None = None
+
+    def with_shared(self, section: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
         for key in keys:
-            if key in shared:
-                section.setdefault(key, shared[key])
+            if key in self.shared:
+                section.setdefault(key, self.shared[key])
         return section
 
-    build = _mapping(data.get("build"))
-    if build is not None:
-        if data.get("input") is not None:
-            raise ValueError("set either `input` (existing RoG files) or a `build` section, not both")
-        build.setdefault("output_dir", str(base / "build"))
-        data["build"] = with_shared(build, ("ray",))
-        inputs: Any = _build_outputs(build)
-    else:
-        inputs = data.get("input")
+    def build(self) -> None:
+        data = self.data
+        build = _mapping(data.get("build"))
+        if build is not None:
+            if data.get("input") is not None:
+                raise ValueError("set either `input` (existing RoG files) or a `build` section, not both")
+            build.setdefault("output_dir", str(self.base / "build"))
+            data["build"] = self.with_shared(build, ("ray",))
+            self.inputs = _build_outputs(build)
+        downstream = [name for name in ("refine", "train", "plan", "read", "evaluate") if data.get(name) is not None]
+        downstream += ["qa"] if data.get("qa") else []
+        if self.inputs is None and downstream:
+            raise ValueError(
+                f"stages {downstream} need questions: set `input` to RoG files/folders or add a `build` section"
+            )
 
-    downstream = [name for name in ("refine", "train", "plan", "read", "evaluate") if data.get(name) is not None]
-    downstream += ["qa"] if data.get("qa") else []
-    if inputs is None and downstream:
-        raise ValueError(
-            f"stages {downstream} need questions: set `input` to RoG files/folders or add a `build` section"
-        )
+    def refine(self) -> None:
+        refine = _mapping(self.data.get("refine"))
+        if refine is not None:
+            refine.setdefault("input", self.inputs)
+            refine.setdefault("output_dir", str(self.base / "refine"))
+            self.data["refine"] = self.with_shared(refine, ("encoder", "ray"))
+            self.labels_dir = str(Path(str(refine["output_dir"])) / LABELS_DIR)
 
-    refine = _mapping(data.get("refine"))
-    labels_dir = None
-    if refine is not None:
-        refine.setdefault("input", inputs)
-        refine.setdefault("output_dir", str(base / "refine"))
-        data["refine"] = with_shared(refine, ("encoder", "ray"))
-        labels_dir = str(Path(str(refine["output_dir"])) / LABELS_DIR)
-
-    def wire_training(name: str, shared_keys: tuple[str, ...]) -> dict[str, Any] | None:
+    def _ray_train(self, name: str, shared_keys: tuple[str, ...]) -> dict[str, Any] | None:
         """A Ray Train stage (train, plan): inputs, outputs, its run, and the refined labels."""
-        section = _mapping(data.get(name))
+        section = _mapping(self.data.get(name))
         if section is None:
             return None
-        section.setdefault("input", inputs)
-        section.setdefault("output_dir", str(base / name))
-        section.setdefault("run_name", f"pipeline-{base.name or 'run'}-{name}")
-        section.setdefault("storage_path", str(base / "ray_results"))
+        section.setdefault("input", self.inputs)
+        section.setdefault("output_dir", str(self.base / name))
+        section.setdefault("run_name", f"pipeline-{self.base.name or 'run'}-{name}")
+        section.setdefault("storage_path", str(self.base / "ray_results"))
         labels = dict(_mapping(section.get("labels")) or {})
-        if labels_dir is not None:
+        if self.labels_dir is not None:
             labels.setdefault("source", "refined")
             if labels["source"] == "refined":
-                labels.setdefault("path", labels_dir)
+                labels.setdefault("path", self.labels_dir)
         section["labels"] = labels
-        data[name] = with_shared(section, shared_keys)
+        self.data[name] = self.with_shared(section, shared_keys)
         return section
 
-    train = wire_training("train", ("split", "encoder", "ray"))
-    retriever = None
-    if train is not None:
-        retriever = {"kind": "retriever", "path": str(Path(str(train["output_dir"])) / RETRIEVER_DIR)}
-    plan = wire_training("plan", ("split", "ray"))
-    planner = None if plan is None else str(Path(str(plan["output_dir"])) / PLANNER_DIR)
+    def train(self) -> None:
+        train = self._ray_train("train", ("split", "encoder", "ray"))
+        if train is not None:
+            self.retriever = {"kind": "retriever", "path": str(Path(str(train["output_dir"])) / RETRIEVER_DIR)}
 
-    def with_planner(method: Any, where: str) -> Any:
+    def plan(self) -> None:
+        plan = self._ray_train("plan", ("split", "ray"))
+        self.planner = None if plan is None else str(Path(str(plan["output_dir"])) / PLANNER_DIR)
+
+    def with_planner(self, method: Any, where: str) -> Any:
         method = _mapping(method)
         if isinstance(method, dict) and method.get("kind") == "planner" and method.get("path") is None:
-            if planner is None:
+            if self.planner is None:
                 raise ValueError(f"{where}: a planner without `path` needs a `plan` stage; add one or set the path")
-            method = {**method, "path": planner}
+            method = {**method, "path": self.planner}
         return method
 
-    def with_brain_planner(dualtower: Any, where: str) -> Any:
+    def with_brain_planner(self, dualtower: Any, where: str) -> Any:
         """A dual-tower run's local Brain without a ``planner`` reads the plan stage's export."""
         dualtower = _mapping(dualtower)
         if not isinstance(dualtower, dict):
             return dualtower
         brain = _mapping(dualtower.get("brain")) or {}
         if isinstance(brain, dict) and brain.get("kind", "local") == "local" and brain.get("planner") is None:
-            if planner is None:
+            if self.planner is None:
                 raise ValueError(f"{where}: a local Brain without `planner` needs a `plan` stage; add one or set the path")
-            dualtower = {**dualtower, "brain": {**brain, "planner": planner}}
+            dualtower = {**dualtower, "brain": {**brain, "planner": self.planner}}
         return dualtower
 
-    read = _mapping(data.get("read"))
-    reader_dir = None
-    if read is not None:
-        read.setdefault("input", inputs)
-        read.setdefault("output_dir", str(base / "read"))
-        read.setdefault("run_name", f"pipeline-{base.name or 'run'}-read")
-        read.setdefault("storage_path", str(base / "ray_results"))
+    def read(self) -> None:
+        read = _mapping(self.data.get("read"))
+        if read is None:
+            return
+        read.setdefault("input", self.inputs)
+        read.setdefault("output_dir", str(self.base / "read"))
+        read.setdefault("run_name", f"pipeline-{self.base.name or 'run'}-read")
+        read.setdefault("storage_path", str(self.base / "ray_results"))
         if "retriever" not in read:
-            if retriever is None:
+            if self.retriever is None:
                 raise ValueError("read: set `retriever` (the evidence the reader learns from); there is no train stage")
-            read["retriever"] = retriever
-        read["retriever"] = with_planner(read["retriever"], "read.retriever")
-        data["read"] = with_shared(read, ("split", "encoder", "ray"))
-        reader_dir = str(Path(str(read["output_dir"])) / READER_DIR)
+            read["retriever"] = self.retriever
+        read["retriever"] = self.with_planner(read["retriever"], "read.retriever")
+        self.data["read"] = self.with_shared(read, ("split", "encoder", "ray"))
+        self.reader_dir = str(Path(str(read["output_dir"])) / READER_DIR)
 
-    def with_tuned_hand(dualtower: Any, where: str) -> Any:
+    def with_tuned_hand(self, dualtower: Any, where: str) -> Any:
         """A dual-tower run's tuned Hand without a ``reader`` (``retriever``) reads the read (train) stage's export."""
         if not isinstance(dualtower, dict):
             return dualtower
@@ -193,51 +216,55 @@ def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
         if not (isinstance(hand, dict) and hand.get("kind") == "tuned"):
             return dualtower
         if hand.get("reader") is None:
-            if reader_dir is None:
+            if self.reader_dir is None:
                 raise ValueError(f"{where}: a tuned Hand without `reader` needs a `read` stage; add one or set the path")
-            hand = {**hand, "reader": reader_dir}
-        if "retriever" not in hand and retriever is not None:
-            hand = {**hand, "retriever": retriever["path"]}
+            hand = {**hand, "reader": self.reader_dir}
+        if "retriever" not in hand and self.retriever is not None:
+            hand = {**hand, "retriever": self.retriever["path"]}
         return {**dualtower, "hand": hand}
 
-    evaluate = _mapping(data.get("evaluate"))
-    if evaluate is not None:
-        evaluate.setdefault("input", inputs)
-        evaluate.setdefault("output_dir", str(base / "evaluate"))
-        evaluate.setdefault("side", side)
+    def evaluate(self) -> None:
+        evaluate = _mapping(self.data.get("evaluate"))
+        if evaluate is None:
+            return
+        evaluate.setdefault("input", self.inputs)
+        evaluate.setdefault("output_dir", str(self.base / "evaluate"))
+        evaluate.setdefault("side", self.side)
         evaluate.setdefault(
             "methods",
-            ([retriever] if retriever else []) + ([{"kind": "planner"}] if planner else [])
+            ([self.retriever] if self.retriever else []) + ([{"kind": "planner"}] if self.planner else [])
             + [{"kind": "cosine"}, {"kind": "hop_distance"}],
         )
-        evaluate["methods"] = [with_planner(m, "evaluate.methods") for m in evaluate["methods"] or []]
-        if labels_dir is not None:
-            evaluate.setdefault("labels", {"refined": labels_dir})
-        data["evaluate"] = with_shared(evaluate, ("split", "encoder"))
+        evaluate["methods"] = [self.with_planner(m, "evaluate.methods") for m in evaluate["methods"] or []]
+        if self.labels_dir is not None:
+            evaluate.setdefault("labels", {"refined": self.labels_dir})
+        self.data["evaluate"] = self.with_shared(evaluate, ("split", "encoder"))
 
-    qa = dict(data.get("qa") or {})
-    for name, section in qa.items():
-        run = _mapping(section) or {}
-        run.setdefault("input", inputs)
-        run.setdefault("output_dir", str(base / "qa" / str(name)))
-        run.setdefault("side", side)
+    def qa(self) -> None:
+        qa = dict(self.data.get("qa") or {})
+        for name, section in qa.items():
+            qa[name] = self.with_shared(self._qa_run(str(name), _mapping(section) or {}), ("split", "encoder", "ray"))
+        self.data["qa"] = qa
+
+    def _qa_run(self, name: str, run: dict[str, Any]) -> dict[str, Any]:
+        run.setdefault("input", self.inputs)
+        run.setdefault("output_dir", str(self.base / "qa" / name))
+        run.setdefault("side", self.side)
         if run.get("reasoner") == "dualtower":
-            run["dualtower"] = with_tuned_hand(with_brain_planner(run.get("dualtower"), f"qa.{name}.dualtower.brain"),
-                                               f"qa.{name}.dualtower.hand")
+            run["dualtower"] = self.with_tuned_hand(
+                self.with_brain_planner(run.get("dualtower"), f"qa.{name}.dualtower.brain"), f"qa.{name}.dualtower.hand")
         else:
             if "retriever" not in run:
-                if retriever is None:
+                if self.retriever is None:
                     raise ValueError(f"qa.{name}: set `retriever` (a checkpoint path or a baseline); there is no train stage")
-                run["retriever"] = retriever
-            run["retriever"] = with_planner(run["retriever"], f"qa.{name}.retriever")
+                run["retriever"] = self.retriever
+            run["retriever"] = self.with_planner(run["retriever"], f"qa.{name}.retriever")
         reader = _mapping(run.get("reader"))
         if isinstance(reader, dict) and reader.get("kind") == "tuned" and reader.get("checkpoint") is None:
-            if reader_dir is None:
+            if self.reader_dir is None:
                 raise ValueError(f"qa.{name}.reader: a tuned reader without `checkpoint` needs a `read` stage")
-            run["reader"] = {**reader, "checkpoint": reader_dir}
-        qa[name] = with_shared(run, ("split", "encoder", "ray"))
-    data["qa"] = qa
-    return data
+            run["reader"] = {**reader, "checkpoint": self.reader_dir}
+        return run
 
 
 class PipelineConfig(Config):
