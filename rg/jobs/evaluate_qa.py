@@ -423,12 +423,7 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
     mismatch = reader_evidence_mismatch(cfg)
     if len(gold) != len(samples):
         raise DuplicateIdError([s.id for s in samples], str(cfg.input))
-    brain = cfg.dualtower.brain.llm if cfg.reasoner == "dualtower" and cfg.dualtower is not None else None
-    probe_endpoints({"reader.llm": getattr(cfg.reader, "llm", None), "dualtower.brain.llm": brain})  # before Ray
-    if cfg.reasoner == "dualtower" and cfg.dualtower is not None:
-        from rg.evaluation.dualtower_qa import check_brain_view
-
-        check_brain_view(cfg.dualtower, cfg.schema_dir)
+    _preflight(cfg)
     rounds: list[dict[str, Any]] = []
     run_id, journal = new_run_id(), str((Path(cfg.output_dir) / JOURNAL_FILE).resolve())  # actors: other cwd
     first: dict[str, float] | None = None  # round 1's Hits@1 by id
@@ -464,7 +459,27 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         ray.get(actor.close.remote())
         ray.kill(actor)
     summary = summarize(scores, cfg.match)
-    seconds = time.perf_counter() - started
+    run = _run_record(cfg, scores, time.perf_counter() - started, mismatch, run_id, journal)
+    if cfg.memory is not None:
+        run["memory_rounds"] = rounds
+        run["memory_stats"] = rounds_stats
+    files = write_qa_results(summary, scores, cfg.output_dir, run, _title(cfg, run))
+    return QAResult(summary=summary, files=files, run=run)
+
+
+def _preflight(cfg: QAEvaluateConfig) -> None:
+    """Before any Ray work: probe the LLM endpoints the run calls, check the dual tower's Brain view."""
+    brain = cfg.dualtower.brain.llm if cfg.reasoner == "dualtower" and cfg.dualtower is not None else None
+    probe_endpoints({"reader.llm": getattr(cfg.reader, "llm", None), "dualtower.brain.llm": brain})
+    if cfg.reasoner == "dualtower" and cfg.dualtower is not None:
+        from rg.evaluation.dualtower_qa import check_brain_view
+
+        check_brain_view(cfg.dualtower, cfg.schema_dir)
+
+
+def _run_record(cfg: QAEvaluateConfig, scores: list[QuestionScore], seconds: float, mismatch: dict[str, Any],
+                run_id: str, journal: str) -> dict[str, Any]:
+    """The run's record: its settings, speed and LLM usage, and the reasoner's own totals."""
     first = scores[0].prediction
     run = {
         "input": cfg.input,
@@ -496,10 +511,7 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         run["hand_calls_per_question"] = sum(s.prediction.usage.calls for s in scores) / len(scores)
     if cfg.memory is not None:
         run["memory"] = cfg.memory.model_dump(mode="json")
-        run["memory_rounds"] = rounds
-        run["memory_stats"] = rounds_stats
-    files = write_qa_results(summary, scores, cfg.output_dir, run, _title(cfg, run))
-    return QAResult(summary=summary, files=files, run=run)
+    return run
 
 
 def format_qa(result: QAResult) -> str:

@@ -62,6 +62,7 @@ from rg.text.encoder import EncoderConfig, TextEncoder
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import ray.data
 
 LABELS_DIR = "labels"
 PREPARE_CPUS = 0.25
@@ -324,51 +325,12 @@ def _refine_locked(cfg: RefineConfig, progress: bool, fresh: bool, retry_fallbac
     start = time.perf_counter()
     ids = wanted_ids(cfg)
     for source in input_sources(cfg):
-        ds = read_input(source, cfg.limit, ids)
-        total = count_input(source, cfg.limit, ids)
-        total = ds.count() if total is None else total  # a jsonl input: counted by a Ray job
-        ds = ds.repartition(target_num_rows_per_block=cfg.batch_size)  # spread questions over the actors
-        ds = ds.map_batches(
-            _prepare_batch,
-            fn_kwargs={"candidates": cfg.candidates, "skip": skip, "source": source},
-            batch_size=cfg.batch_size,
-            batch_format="pyarrow",
-            num_cpus=PREPARE_CPUS,
-        )
-        ds = ds.map_batches(
-            _SelectorActor,
-            fn_constructor_kwargs={"cfg": cfg, "journal": journal, "run": run},
-            batch_size=cfg.batch_size,
-            batch_format="numpy",
-            compute=ray.data.ActorPoolStrategy(
-                size=cfg.num_actors,
-                max_concurrent_calls_per_actor=cfg.calls_per_actor,
-                max_tasks_in_flight_per_actor=2 * cfg.calls_per_actor,
-            ),
-            num_cpus=cfg.actor_cpus,
-            resources=cfg.actor_resources or None,
-        )
+        ds, total = _labelled(cfg, source, ids, skip, journal, run)
         bar = tqdm(total=total, unit="q", desc=f"refine {Path(source).name} ({cfg.selector})", disable=not progress,
                    file=user_stream())
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
-            labels = []
-            delta = UsageLedger()
-            for entry in batch["ledger"]:
-                if entry:
-                    delta.merge(UsageLedger.from_dict(json.loads(entry)))
-            for kind, payload in zip(batch["kind"], batch["payload"]):
-                if kind == "sample":
-                    row = pickle.loads(payload)
-                    if row.id in seen:
-                        kind = "duplicate"
-                        bad["duplicate_id"] += 1
-                    else:
-                        seen.add(row.id)
-                        labels.append(row)
-                        now_refined += row.id in retry and row.source == "refined"
-                elif kind == "bad":
-                    bad[pickle.loads(payload).reason] += 1
-                counts[kind] += 1
+            labels, delta = _unpack(batch, seen, bad, counts)
+            now_refined += sum(row.id in retry and row.source == "refined" for row in labels)
             before = ledger.total()
             if before.calls == before.failures:  # nothing answered before this batch
                 check_endpoint_answered(cfg, labels, before + delta.total(), early_reasons)
@@ -398,6 +360,64 @@ def _refine_locked(cfg: RefineConfig, progress: bool, fresh: bool, retry_fallbac
         report["vs_reference"] = compare_with_reference(iter_samples(cfg), all_labels, reference, cfg.candidates.weak)
     write_json_atomic(report, out / REPORT_FILE)
     return report
+
+
+def _labelled(
+    cfg: RefineConfig, source: str, ids: frozenset[str] | None, skip: frozenset[str], journal: str, run: str
+) -> tuple["ray.data.Dataset", int]:
+    """The lazy Ray Data pipeline of one input (rows → candidate pools → selector actor pool), and its rows."""
+    import ray
+
+    ds = read_input(source, cfg.limit, ids)
+    total = count_input(source, cfg.limit, ids)
+    total = ds.count() if total is None else total  # a jsonl input: counted by a Ray job
+    ds = ds.repartition(target_num_rows_per_block=cfg.batch_size)  # spread questions over the actors
+    ds = ds.map_batches(
+        _prepare_batch,
+        fn_kwargs={"candidates": cfg.candidates, "skip": skip, "source": source},
+        batch_size=cfg.batch_size,
+        batch_format="pyarrow",
+        num_cpus=PREPARE_CPUS,
+    )
+    ds = ds.map_batches(
+        _SelectorActor,
+        fn_constructor_kwargs={"cfg": cfg, "journal": journal, "run": run},
+        batch_size=cfg.batch_size,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(
+            size=cfg.num_actors,
+            max_concurrent_calls_per_actor=cfg.calls_per_actor,
+            max_tasks_in_flight_per_actor=2 * cfg.calls_per_actor,
+        ),
+        num_cpus=cfg.actor_cpus,
+        resources=cfg.actor_resources or None,
+    )
+    return ds, total
+
+
+def _unpack(
+    batch: dict[str, np.ndarray], seen: set[str], bad: Counter, counts: Counter
+) -> tuple[list[Labels], UsageLedger]:
+    """One finished batch: its new labels rows (an id already ``seen`` counts as a duplicate, a bad row by its
+    reason; every row by its kind) and the LLM usage its actors drained."""
+    labels: list[Labels] = []
+    delta = UsageLedger()
+    for entry in batch["ledger"]:
+        if entry:
+            delta.merge(UsageLedger.from_dict(json.loads(entry)))
+    for kind, payload in zip(batch["kind"], batch["payload"]):
+        if kind == "sample":
+            row = pickle.loads(payload)
+            if row.id in seen:
+                kind = "duplicate"
+                bad["duplicate_id"] += 1
+            else:
+                seen.add(row.id)
+                labels.append(row)
+        elif kind == "bad":
+            bad[pickle.loads(payload).reason] += 1
+        counts[kind] += 1
+    return labels, delta
 
 
 def iter_samples(cfg: RefineConfig) -> Iterator[Sample]:
