@@ -332,23 +332,7 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = (), progre
         **meta.extra, "epoch": best.epoch, "metric": SELECTION_METRIC, "value": best.metrics[SELECTION_METRIC]}}))
     exported = load_planner(planner_dir)  # fail here, not at inference, if the export does not read back
 
-    evaluation = None
-    if cfg.evaluation.side is not None and data.evaluation is not None:  # examples_on: driver holds the side
-        samples, labels = data.evaluation
-        kb = search_kb(cfg.labels.weak)
-        schema = load_view(cfg.view_schema_dir)
-        references = view_references(reference_paths(samples, labels, cfg.labels.weak, cfg.planner.max_path_len, kb),
-                                     schema)
-        samples = [view_sample(s, schema) for s in samples]
-        evaluation = {**score_planner(exported, samples, references, cfg.evaluation), "scored_on": "driver"}
-    elif cfg.evaluation.side is not None:
-        side = cfg.evaluation.side
-        questions = load_split_samples(cfg.input, cfg.split, (side,), cfg.limit, graph=False)[side]
-        # as on the driver path, labels rows speak for training and validation questions only
-        labels_for_side = cfg.labels if side == "val" else None
-        evaluation = stream_planner_scores(cfg.input, questions, planner_dir, labels_for_side,
-                                           cfg.planner.max_path_len, cfg.evaluation, cfg.view_schema_dir)
-
+    evaluation = _evaluate(cfg, data, exported, planner_dir)
     return write_report(cfg.output_dir, {
         "run_name": cfg.run_name,
         "storage_path": storage,
@@ -379,6 +363,29 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = (), progre
         "evaluation": evaluation,
         "seconds": time.perf_counter() - started,
     })
+
+
+def _evaluate(
+    cfg: PlannerTrainConfig, data: _TrainInput, exported: PlannerModel, planner_dir: str | Path
+) -> dict[str, Any] | None:
+    """The exported planner's scores on ``cfg.evaluation.side``: on the driver when it holds that side's
+    questions (``examples_on: driver``), else streamed through Ray Data; None without an evaluation side."""
+    side = cfg.evaluation.side
+    if side is None:
+        return None
+    if data.evaluation is not None:  # examples_on: driver holds the side
+        samples, labels = data.evaluation
+        kb = search_kb(cfg.labels.weak)
+        schema = load_view(cfg.view_schema_dir)
+        references = view_references(reference_paths(samples, labels, cfg.labels.weak, cfg.planner.max_path_len, kb),
+                                     schema)
+        samples = [view_sample(s, schema) for s in samples]
+        return {**score_planner(exported, samples, references, cfg.evaluation), "scored_on": "driver"}
+    questions = load_split_samples(cfg.input, cfg.split, (side,), cfg.limit, graph=False)[side]
+    # as on the driver path, labels rows speak for training and validation questions only
+    labels_for_side = cfg.labels if side == "val" else None
+    return stream_planner_scores(cfg.input, questions, planner_dir, labels_for_side,
+                                 cfg.planner.max_path_len, cfg.evaluation, cfg.view_schema_dir)
 
 
 def format_planner_report(report: dict[str, Any]) -> str:

@@ -51,10 +51,11 @@ from rg.text.encoder import EncoderConfig, TextEncoder
 from rg.training.shards import balance_shards, equal_steps, shard_rows
 from rg.retrievers.inputs import TextIndex
 from rg.training.labels import LabelConfig
-from rg.training.graph_stream import iter_graphs, stream_training_graphs
+from rg.training.graph_stream import TrainingGraphs, iter_graphs, stream_training_graphs
 from rg.training.gate_pretrain import GatePretrainConfig, pretrain_walk
 from rg.training.loop import TrainConfig, fit
 from rg.jobs.harness import (
+    Best,
     EpochReporter,
     TrainRunConfig,
     best_of,
@@ -278,26 +279,8 @@ def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, An
         require_input(path)  # before Ray starts and before the run's settings are recorded
     storage_path = start_run(cfg)
     init_ray(cfg.ray)
-    # questions without their subgraphs: the subgraphs go from the files to Ray Data tasks (rg.training.graph_stream)
-    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=False)
-    train_samples, val_samples = sides["train"], sides["val"]
-    if not train_samples or not val_samples:
-        raise ValueError(
-            f"the split gives {len(train_samples)} training and {len(val_samples)} validation questions from "
-            f"{cfg.input}; both need at least one (check `input` and `split`)"
-        )
-
-    encoder = TextEncoder(cfg.encoder)
-    graphs = stream_training_graphs(
-        cfg.input, train_samples, val_samples, cfg.labels, encoder, cfg.train.skip_unlabelled
-    )
+    train_samples, val_samples, graphs, encoder = _training_graphs(cfg)
     tables, index = graphs.tables, graphs.index
-    if graphs.train_usable < cfg.num_workers:
-        raise ValueError(
-            f"only {graphs.train_usable} usable training question(s) for {cfg.num_workers} workers; "
-            "use more questions (limit), fewer num_workers, or labels with positives"
-        )
-
     train_graphs = iter_graphs(graphs.train)  # read one block at a time, only by a model that needs statistics (PNA)
     model_config = build_retriever(cfg.retriever.kind, cfg.retriever, train_graphs=train_graphs).config
     walk_state, pretrain_report = None, None
@@ -317,19 +300,7 @@ def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, An
                      resources_per_worker=cfg.resources_per_worker, callbacks=callbacks)
     best = best_of(result, cfg, storage_path, metric)
 
-    def read(folder: Path) -> Retriever:
-        exported = build_retriever(cfg.retriever.kind, json.loads((folder / MODEL_CONFIG_FILE).read_text()))
-        exported.load_state_dict(torch.load(folder / MODEL_FILE, map_location="cpu"))
-        return exported
-
-    exported = best.export(read)
-    meta = CheckpointMeta(
-        label_source=cfg.labels.source,
-        encoder_model_id=index.encoder_model_id,
-        extra={"run_name": cfg.run_name, "epoch": best.epoch, "metric": metric, "value": best.metrics[metric]},
-    )
-    retriever_dir = exported.save(Path(cfg.output_dir) / "retriever", meta)
-    load_retriever(retriever_dir)  # fail here, not at inference, if the export does not read back
+    retriever_dir = _export(cfg, best, index.encoder_model_id, metric)
 
     return write_report(
         cfg.output_dir,
@@ -357,6 +328,51 @@ def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, An
             "seconds": time.perf_counter() - started,
         },
     )
+
+
+def _training_graphs(cfg: TrainJobConfig) -> tuple[list[Sample], list[Sample], TrainingGraphs, TextEncoder]:
+    """The training and validation questions (without subgraphs, on the driver) and their graphs, built by
+    Ray Data from the files (:mod:`rg.training.graph_stream`), with the encoder that embedded their strings.
+
+    Raises:
+        ValueError: a side is empty, or fewer usable training questions than workers.
+    """
+    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=False)
+    train_samples, val_samples = sides["train"], sides["val"]
+    if not train_samples or not val_samples:
+        raise ValueError(
+            f"the split gives {len(train_samples)} training and {len(val_samples)} validation questions from "
+            f"{cfg.input}; both need at least one (check `input` and `split`)"
+        )
+    encoder = TextEncoder(cfg.encoder)
+    graphs = stream_training_graphs(
+        cfg.input, train_samples, val_samples, cfg.labels, encoder, cfg.train.skip_unlabelled
+    )
+    if graphs.train_usable < cfg.num_workers:
+        raise ValueError(
+            f"only {graphs.train_usable} usable training question(s) for {cfg.num_workers} workers; "
+            "use more questions (limit), fewer num_workers, or labels with positives"
+        )
+    return train_samples, val_samples, graphs, encoder
+
+
+def _export(cfg: TrainJobConfig, best: Best, encoder_model_id: str, metric: str) -> Path:
+    """Save the best epoch's retriever to ``<output_dir>/retriever`` and read it back (a bad export fails here,
+    not at inference)."""
+
+    def read(folder: Path) -> Retriever:
+        exported = build_retriever(cfg.retriever.kind, json.loads((folder / MODEL_CONFIG_FILE).read_text()))
+        exported.load_state_dict(torch.load(folder / MODEL_FILE, map_location="cpu"))
+        return exported
+
+    meta = CheckpointMeta(
+        label_source=cfg.labels.source,
+        encoder_model_id=encoder_model_id,
+        extra={"run_name": cfg.run_name, "epoch": best.epoch, "metric": metric, "value": best.metrics[metric]},
+    )
+    retriever_dir = best.export(read).save(Path(cfg.output_dir) / "retriever", meta)
+    load_retriever(retriever_dir)
+    return retriever_dir
 
 
 def format_report(report: dict[str, Any]) -> str:
