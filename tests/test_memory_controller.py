@@ -37,6 +37,19 @@ def test_topic_template_hides_names():
         "Which films starred TE_1 and TE_1?"
 
 
+def test_a_topic_with_a_mention_in_another_case_is_tagged_once():
+    """A linked or written mention that differs from the name only in case (``casino``) must not match again
+    inside the tag the name was replaced by (``TE_1 (Casino)``)."""
+    from rg.privacy.names import NameBook
+    from rg.reasoning.dualtower.template import reader_question, tag_topics
+
+    book = NameBook({"m.0c": "Casino"}, {"m.0c": ("casino",)})
+    assert tag_topics("who directed casino, the Casino of 1995", ["m.0c"], book) == \
+        "who directed TE_1 (Casino), the TE_1 (Casino) of 1995"
+    assert topic_template("who directed casino", ["m.0c"], book) == "who directed TE_1"
+    assert reader_question("who directed casino", ["m.0c"], book) == "Who directed Casino?"
+
+
 def test_warm_pool_skips_the_brain_at_equal_answers(planner, store, tmp_path):
     cold = build_controller(CONFIG, schema(), store=store, planner=planner)
     pool = ExperiencePool(ExperienceConfig(embedder="hashing"), HashingEmbedder(128),

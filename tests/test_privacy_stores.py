@@ -186,6 +186,82 @@ def test_both_stores_give_the_same_answers_question_by_question(worlds, brain_se
     assert sum(bool(a) for a, _ in answers["memory"]) >= 50  # answered: the comparison is not of empty sets
 
 
+# ------------------------------------------------------------------------ names from outside the subgraph
+FAR_FORMS = {
+    "as written": lambda n: n,
+    "lower case": str.lower,
+    "possessive": lambda n: f"{n}'s",
+    "odd spacing": lambda n: n.replace(" ", "  \t"),
+}
+
+
+def far_entities(person: str, n: int = 3) -> list[str]:
+    """``n`` named entities more than two hops from ``person`` (outside any working subgraph of the test),
+    each with a name of several words."""
+    data, _ = synthetic_data()
+    near = {person}
+    for _ in range(3):
+        near |= {e for h, _, t in data.triples if h in near or t in near for e in (h, t)}
+    from tests.store_world import NAMED_KINDS
+
+    return [e for e, kind in sorted(data.entity_types.items())
+            if kind in NAMED_KINDS and e not in near and " " in e][:n]
+
+
+def far_question(form: str) -> tuple[str, str, list[str]]:
+    person, _ = director_case()
+    far = far_entities(person)
+    written = [FAR_FORMS[form](e) for e in far]
+    return f"Which films did {person} direct, apart from {written[0]}, {written[1]} and {written[2]}?", person, far
+
+
+@pytest.mark.parametrize("linked", [True, False], ids=["linked", "topics-given"])
+@pytest.mark.parametrize("store", ["memory", "sparql"])
+def test_names_typed_of_entities_outside_the_subgraph_never_reach_the_brain(worlds, brain_server, store, linked):
+    """The Hand finds every KG entity a question names (by its linker, else by its store's names and aliases),
+    so a name typed of an entity the working subgraph does not hold is masked and guarded like the subgraph's."""
+    from tests.store_world import aliases_of
+
+    world = worlds[store]
+    aliases = aliases_of(synthetic_data()[0].entity_types)
+    for form in FAR_FORMS:
+        question, person, far = far_question(form)
+        find = leak_finder([person, *far, *(a for e in far for a in aliases.get(e, ())), *map(world.id, far)])
+        start = len(brain_server.chat_requests)
+        run = controller(world, brain_server.base_url, linker=world.linker() if linked else None)
+        result = run.answer(question, [] if linked else [world.id(person)])
+        bodies = bodies_since(brain_server, start)
+        assert bodies and not result.faults, form
+        assert [find(b) for b in bodies] == [[]] * len(bodies), form
+        analysis = payload_of(json.loads(bodies[0]))["question"]
+        # the topic and the three others, each as a tag or a pseudonym with its type (linked: all are topics)
+        assert analysis.startswith("Which films did TE_1 (person) direct, apart from "), (form, analysis)
+        assert len(re.findall(r"(?:TE_\d|ent_[0-9a-f]+) \(\w+\)", analysis)) == 4, (form, analysis)
+
+    start = len(brain_server.chat_requests)  # the control: plaintext sends them, and the checker sees them
+    question, person, far = far_question("as written")
+    controller(world, brain_server.base_url, mode="plaintext").answer(question, [world.id(person)])
+    assert far[0] in leak_finder(far)(" ".join(bodies_since(brain_server, start)))
+
+
+def test_a_question_bringing_its_triples_is_masked_against_the_whole_kgs_schema(brain_server):
+    """No store: the Hand knows the KG through its schema (``schema_dir``); a name the question types of an
+    entity outside the triples it brings is masked all the same (:attr:`KGSchema.written_names`)."""
+    from rg.reasoning.dualtower import build_controller
+
+    world = memory_world()
+    question, person, far = far_question("lower case")
+    data, _ = synthetic_data()
+    triples = [t for t in data.triples if person in (t[0], t[2])]
+    assert not {e for h, _, t in triples for e in (h, t)} & set(far)
+    run = controller(world, brain_server.base_url)
+    run = build_controller(run.config, world.schema, brains=run.brains)  # the same settings, no store
+    start = len(brain_server.chat_requests)
+    result = run.answer(question, [person], triples=triples)
+    bodies = bodies_since(brain_server, start)
+    assert bodies and result.answers and leak_finder([person, *far])(" ".join(bodies)) == []
+
+
 # ----------------------------------------------------------------------------------------------- the wire
 def odd_case(name: str) -> str:
     return "".join(c.lower() if i % 2 else c.upper() for i, c in enumerate(name))

@@ -38,6 +38,7 @@ from rg.graph.path import INVERSE_SUFFIX, split_relation
 
 if TYPE_CHECKING:
     from rg.privacy.guard import GuardIndex
+    from rg.privacy.written import WrittenNames
 
 UNKNOWN = "entity"
 VIEW_WORDS = frozenset({UNKNOWN, "year", "number"})
@@ -167,6 +168,15 @@ class KGSchema:
         from rg.privacy.guard import GuardIndex
 
         return GuardIndex([*self.types, *self.names.values(), *self.clusters])
+
+    @functools.cached_property
+    def written_names(self) -> "WrittenNames":
+        """The entities of this schema as :class:`rg.privacy.written.WrittenNames` (ids that are their own
+        names; schema nodes left out: their names are public): what a Hand whose questions bring their own
+        triples finds the question's names of entities outside the subgraph by. Built on first use."""
+        from rg.privacy.written import WrittenNames
+
+        return WrittenNames((e, e) for e, kind in self.types.items() if kind not in SCHEMA_KINDS)
 
     def save(self, folder: str | Path) -> Path:
         path = Path(folder) / SCHEMA_FILE

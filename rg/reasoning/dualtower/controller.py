@@ -185,7 +185,7 @@ class DualTowerController:
     async def _run(self, q: _Question, given: Sequence[str], triples: Sequence[Triple] | None) -> DualTowerResult:
         started = time.perf_counter()
         topics, mentions = self.hand.topics(q.question, given)
-        named = self.hand.mentioned(q.question)  # every KG entity the question names, topic or not
+        named = self.hand.mentioned(q.question, self.schema)  # every KG entity the question names, topic or not
         for entity, texts in mentions.items():
             named[entity] = tuple(dict.fromkeys((*named.get(entity, ()), *texts)))
         q.timed("link", started)

@@ -28,6 +28,7 @@ with ``all``; candidates whose view paths are the same for the Brain are then or
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import chain
 from dataclasses import dataclass
 
 from rg.data.sample import Triple
@@ -38,8 +39,10 @@ from rg.graph import KnowledgeGraph, Path
 from rg.graph.path import split_relation
 from rg.linking.linker import EntityLinker
 from rg.privacy.names import NAMES_UNAVAILABLE, NameBook
+from rg.privacy.schema import KGSchema
 from rg.privacy.session import PrivacySession
 from rg.privacy.structure import SanitisedView, public_label
+from rg.privacy.written import WrittenNames
 from rg.reasoning.dualtower.brain import Indicator
 from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.explore import Candidate
@@ -191,6 +194,7 @@ class Hand:
         self.store = store
         self.linker = linker
         self.planner = planner
+        self._written: tuple[object, WrittenNames] | None = None  # (store version, the store's names)
 
     # ---------------------------------------------------------------------------- raw side
     def topics(self, question: str, given: Sequence[str] = ()) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
@@ -208,11 +212,20 @@ class Hand:
                 mentions[candidate.entity_id] = (*mentions.get(candidate.entity_id, ()), mention.text)
         return linked.entities, mentions
 
-    def mentioned(self, question: str) -> dict[str, tuple[str, ...]]:
-        """Every KG entity the question names, with the words that name it (:meth:`EntityLinker.named_spans`);
-        empty without a linker, whose name index holds the KG's names: then only the names of the working
-        subgraph are known to the Hand."""
-        return self.linker.named_spans(question) if self.linker is not None else {}
+    def mentioned(self, question: str, schema: KGSchema | None = None) -> dict[str, tuple[str, ...]]:
+        """Every KG entity the question names, with the words that name it, wherever it is in the KG: by the
+        linker's name index (:meth:`EntityLinker.named_spans`), else by every name and alias of the Hand's store
+        (:class:`WrittenNames`, built on the first question and again after the store's version changes), else,
+        when questions bring their own triples, by the entities of ``schema``. A name outside the working
+        subgraph is then masked and guarded like the subgraph's (:mod:`rg.privacy.written`)."""
+        if self.linker is not None:
+            return self.linker.named_spans(question)
+        if self.store is not None:
+            version = getattr(self.store, "version", None)
+            if self._written is None or self._written[0] != version:
+                self._written = version, WrittenNames(chain(self.store.iter_names(), self.store.iter_aliases()))
+            return self._written[1].in_text(question)
+        return schema.written_names.in_text(question) if schema is not None else {}
 
     def names(self, triples: Sequence[Triple], topics: Sequence[str], mentions: Mapping[str, Sequence[str]],
               from_store: bool) -> NameBook:

@@ -4,7 +4,7 @@ template) or ``TE_i (name)`` (plaintext mode's question for the Brain)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rg.privacy.names import NameBook
 
@@ -22,19 +22,26 @@ def tag_topics(question: str, topics: Sequence[str], names: NameBook | None = No
     ``TE_i (type)``, so both Brains read the same question shape (longer forms first; ``names`` gives
     each topic's name and other forms, by default its id)."""
     book = names if names is not None else NameBook()
-    for form, i in _topic_forms(topics, names):
-        question = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", f"TE_{i + 1} ({book.display(topics[i])})", question,
-                          flags=re.IGNORECASE)
-    return question
+    return _each_mention(question, topics, names, lambda i: f"TE_{i + 1} ({book.display(topics[i])})")
 
 
 def topic_template(text: str, topics: Sequence[str], names: NameBook | None = None) -> str:
     """``text`` with each topic mention written ``TE_i`` (longer forms first; ``names`` gives each topic's
     name, aliases and linked mentions, by default its id): the session-independent, name-free form the
     experience memory keys and stores."""
-    for form, i in _topic_forms(topics, names):
-        text = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", f"TE_{i + 1}", text, flags=re.IGNORECASE)
-    return text
+    return _each_mention(text, topics, names, lambda i: f"TE_{i + 1}")
+
+
+def _each_mention(text: str, topics: Sequence[str], names: NameBook | None, write: Callable[[int], str]) -> str:
+    """``text`` with every mention of a topic (any of its forms, in any case, as whole words) replaced by
+    ``write(topic index)`` in one pass, so no replacement is matched again by a later form (``Casino`` and a
+    linked ``casino`` would otherwise tag the tag)."""
+    forms = _topic_forms(topics, names)
+    if not forms:
+        return text
+    index = {form.lower(): i for form, i in reversed(forms)}  # the longest form's topic wins a tie
+    pattern = "|".join(re.escape(form) for form, _ in forms)
+    return re.sub(rf"(?<!\w)(?:{pattern})(?!\w)", lambda m: write(index[m.group(0).lower()]), text, flags=re.IGNORECASE)
 
 
 def reader_question(text: str, topics: Sequence[str], names: NameBook | None = None) -> str:
@@ -43,13 +50,7 @@ def reader_question(text: str, topics: Sequence[str], names: NameBook | None = N
     stop. The reader learnt on questions written that way; a question typed in lower case without its mark
     asks the same thing (the question as asked is what the Brain's side and the memory see)."""
     book = names if names is not None else NameBook()
-    forms = _topic_forms(topics, names)
-    if forms:
-        index = {form.lower(): i for form, i in reversed(forms)}  # the longest form's topic wins a tie
-        pattern = "|".join(re.escape(form) for form, _ in forms)
-        text = re.sub(rf"(?<!\w)(?:{pattern})(?!\w)", lambda m: book.display(topics[index[m.group(0).lower()]]), text,
-                      flags=re.IGNORECASE)
-    text = text.strip()
+    text = _each_mention(text, topics, names, lambda i: book.display(topics[i])).strip()
     if not text:
         return text
     text = text[0].upper() + text[1:]
