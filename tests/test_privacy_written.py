@@ -21,3 +21,20 @@ def test_one_name_of_two_entities_names_both_and_weak_names_are_left_out():
     names = WrittenNames([("a", "Heat"), ("b", "heat"), ("c", "of"), ("d", "x")])
     assert names.in_text("Who directed Heat?") == {"a": ("heat",), "b": ("heat",)}
     assert len(names) == 1  # "of" and "x" are too weak to guard, so they are not looked for either
+
+
+def test_a_hand_without_a_linker_finds_names_in_its_store_and_the_names_an_edit_adds():
+    from rg.graph import KnowledgeGraph
+    from rg.kgedits.model import EditRecord
+    from rg.kgedits.versioned import VersionedStore
+    from rg.reasoning.dualtower import DualTowerConfig
+    from rg.reasoning.dualtower.hand import Hand
+    from rg.stores.memory import MemoryStore
+
+    kg = KnowledgeGraph.from_triples([("m.01", "directed_by", "m.02")])
+    store = VersionedStore(MemoryStore(kg, {"m.01": "Heat", "m.02": "Michael Mann"}))
+    hand = Hand(DualTowerConfig(), store)
+    question = "who directed heat, and bridge of rain?"
+    assert hand.mentioned(question) == {"m.01": ("heat",)}
+    store.apply(EditRecord(version=1, adds=(("m.03", "directed_by", "m.02"),), new_entities={"m.03": "Bridge of Rain"}))
+    assert hand.mentioned(question) == {"m.01": ("heat",), "m.03": ("bridge of rain",)}  # rebuilt for version 1
