@@ -146,6 +146,25 @@ def test_prefer_multiword_drops_lowercase_common_nouns() -> None:
     assert both.entities == ("James K. Polk", "President")
 
 
+def test_a_question_typed_in_lower_case_takes_rare_words_for_capitals() -> None:
+    """Without any capital letter, a span with a word the encoder's vocabulary lacks (a made-up place name) counts
+    as cased: it survives `prefer_multiword` beside a several-word name, and a common word (a type node) is
+    dropped beside it by `case_hint`, as in the question written with its capitals."""
+    kg = KnowledgeGraph.from_triples([("Hanna Nyberg", "born_in", "Norhaven"), ("Hanna Nyberg", "studied_at",
+                                      "University of Brimport"), ("Yarford", "type", "Country")])
+    index = NameIndex.build(store_names(MemoryStore(kg)), None, "typed")
+    link = EntityLinker(index, LinkingConfig(dense="off")).link
+    for written, typed, topics in (
+            ("Who was born in Norhaven and studied at University of Brimport?",
+             "who was born in norhaven and studied at university of brimport", ("Norhaven", "University of Brimport")),
+            ("Which country is Yarford in?", "which country is yarford in", ("Yarford",))):
+        assert link(written).entities == link(typed).entities == topics
+    without = EntityLinker(index, LinkingConfig(dense="off", vocabulary_hint=False)).link
+    assert without("which country is yarford in").entities == ("Country", "Yarford")
+    assert without("who was born in norhaven and studied at university of brimport").entities == (
+        "University of Brimport",)
+
+
 def test_index_save_load_round_trip(index: NameIndex, encoder: TextEncoder, tmp_path: Path) -> None:
     size = index.save(tmp_path / "idx")
     assert size == index_bytes(tmp_path / "idx") > 0

@@ -32,6 +32,10 @@ class LinkingConfig(Config):
         True, description="In a question where some matched span has a capital letter or a digit, drop the "
                           "all-lowercase spans (template words like `film` that are also tag names). "
                           "Lower-case-only questions are unaffected.")
+    vocabulary_hint: bool = Field(
+        True, description="In a question without any capital letter (typed in lower case), a span holding a word the "
+                          "packaged encoder's vocabulary lacks (a rare word such as a place name) counts as written "
+                          "with a capital for `case_hint` and `prefer_multiword`; off without the package.")
     prefer_multiword: bool = Field(
         True, description="When some matched span has several words, drop the one-word spans written in lowercase "
                           "(common nouns like `president` next to a full name).")

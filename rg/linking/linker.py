@@ -29,6 +29,7 @@ The linker sees the question text only; gold answers and dataset topic entities 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Sequence
@@ -39,7 +40,7 @@ from rg.linking.config import LinkingConfig
 from rg.linking.index import NameIndex
 from rg.linking.names import NamedEntity
 from rg.privacy.normalise import normalise_with_map
-from rg.text.encoder import TextEncoder
+from rg.text.encoder import EncoderLoadError, TextEncoder, default_model_path
 
 Match = Literal["exact", "cased", "normalised", "alias", "dense"]
 Failure = Literal["ambiguous", "not_found"]
@@ -144,6 +145,7 @@ class EntityLinker:
         self.index = index
         self.config = config
         self._encoder = encoder
+        self._common = common_words() if config.vocabulary_hint else frozenset()
         if config.dense != "off" and index.faiss_index is None:
             raise ValueError("the name index is exact-only (built with `dense: off`), but linking.dense is "
                              f"{config.dense!r}. Fix: set `linking.dense: off` or rebuild the index with an encoder")
@@ -210,6 +212,7 @@ class EntityLinker:
     def _exact(self, question: str, parsed: tuple[list[str], list[tuple[int, int]]]) -> list[Mention]:
         tokens, spans = parsed
         found: list[tuple[tuple, Mention]] = []
+        uncased = not any(c.isupper() for c in question)  # typed in lower case: rare words stand in for capitals
         for n in range(min(self.config.max_ngram, len(tokens)), 0, -1):
             for i in range(len(tokens) - n + 1):
                 key = " ".join(tokens[i:i + n])
@@ -223,13 +226,18 @@ class EntityLinker:
                         continue
                 rank = TIERS.index(mention.candidates[0].match)
                 cased = any(c.isupper() or c.isdigit() for c in (surface[1:] if spans[i][0] == 0 else surface)) or (
-                    spans[i][0] == 0 and rank < 2 and surface[:1].isupper() and tokens[i] not in STOPWORDS)
+                    spans[i][0] == 0 and rank < 2 and surface[:1].isupper() and tokens[i] not in STOPWORDS) or (
+                    uncased and self._rare(tokens[i:i + n]))
                 found.append(((rank > 1, -n, rank, i), cased, mention))
         if self.config.case_hint and any(cased for _, cased, _ in found):
             found = [f for f in found if f[1]]
         if self.config.prefer_multiword and any(m.end - m.start > 1 for _, _, m in found):
             found = [f for f in found if f[2].end - f[2].start > 1 or f[1]]
         return _non_overlapping(m for _, _, m in sorted(found, key=lambda f: f[0]))
+
+    def _rare(self, words: Sequence[str]) -> bool:
+        """Whether a span holds a word the packaged encoder's vocabulary lacks (never, without the vocabulary)."""
+        return bool(self._common) and any(w.isalpha() and w not in self._common for w in words)
 
     def _exact_mention(self, question: str, at: int, surface: str, start: int, end: int, rows: list[int]) -> Mention:
         """The span's candidates of its best tier: ``exact`` (the name written verbatim at the span,
@@ -322,6 +330,19 @@ def _words(question: str) -> tuple[list[str], list[tuple[int, int]]]:
         spans.append((origin[at], origin[at + len(word) - 1] + 1))
         at += len(word) + 1
     return tokens, spans
+
+
+@functools.cache
+def common_words() -> frozenset[str]:
+    """The whole words of the packaged encoder's WordPiece vocabulary (all-MiniLM-L6-v2, uncased): English words
+    common enough to be one token. A word outside it (``norhaven``, ``cobain``) is rare: most likely a name.
+    Empty when the package is not installed."""
+    try:
+        vocab = default_model_path() / "vocab.txt"
+    except EncoderLoadError:
+        return frozenset()
+    words = vocab.read_text(encoding="utf-8").split("\n")
+    return frozenset(w for w in words if w.isalpha() and not w.startswith("##"))
 
 
 def _non_overlapping(mentions) -> list[Mention]:
