@@ -87,20 +87,22 @@ def _demo_setup(config: Path):
                                         cfg.train.shuffle_lines, cfg.train.seed)
     reader = TunedReader(model, tokenizer, cfg.reader)
     facts = {"items_seconds": round(items_seconds, 1), "train_examples": len(examples), "skipped": skipped,
-             "batch_size": cfg.train.batch_size, "epochs": cfg.train.epochs, "val_questions": len(val_items)}
+             "batch_size": cfg.train.batch_size, "length_window": cfg.train.length_window, "epochs": cfg.train.epochs,
+             "val_questions": len(val_items)}
     return model, examples, reader, val_items, facts
 
 
-def measure(model, examples, reader, val_items, steps: int, batch_size: int, epochs: int) -> dict[str, Any]:
+def measure(model, examples, reader, val_items, steps: int, batch_size: int, epochs: int,
+            length_window: int = 1) -> dict[str, Any]:
     """Step, prefix and validation timings of one reader (see the module docstring)."""
     import torch
 
     from rg.training.frozen_prefix import FrozenPrefix
-    from rg.training.planner_loop import collate
+    from rg.training.planner_loop import batch_indices, collate
     from rg.training.reader_loop import ReaderLoss, read_hits
 
-    order = torch.randperm(len(examples), generator=torch.Generator().manual_seed(0)).tolist()
-    chunks = [order[i:i + batch_size] for i in range(0, len(order), batch_size)][:steps]
+    lengths = [len(e.input_ids) for e in examples]
+    chunks = batch_indices(lengths, batch_size, torch.Generator().manual_seed(0), length_window)[:steps]
     full_batches = [collate([examples[i] for i in chunk], 0, side="left") for chunk in chunks]
     loss_fn = ReaderLoss(model)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
@@ -110,7 +112,6 @@ def measure(model, examples, reader, val_items, steps: int, batch_size: int, epo
     if prefix is None:
         raise SystemExit("the reader adapts every layer (lora.top_layers unset): nothing is frozen to cache")
     cached = _timed_steps(loss_fn, optimizer, [prefix.collate(chunk) for chunk in chunks])
-    lengths = [len(e.input_ids) for e in examples]
     widths = [max(lengths[i] for i in chunk) for chunk in chunks]
     batches_per_epoch = -(-len(examples) // batch_size)
     result = {
@@ -157,11 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     record = RunRecord("bench.read_stage", argv)
     model, examples, reader, val_items, facts = _tiny_setup() if args.quick else _demo_setup(args.config)
-    batch_size, epochs = facts.get("batch_size", 2), facts.get("epochs", 2)
+    batch_size, epochs, window = facts.get("batch_size", 2), facts.get("epochs", 2), facts.get("length_window", 1)
     result = {"isa": args.isa, "isa_env": {k: os.environ.get(k) for k in AVX2_ENV},
               "quick": args.quick, "config": None if args.quick else str(args.config),
               "baseline": "the same steps with every layer recomputed (full)", **facts,
-              **measure(model, examples, reader, val_items, args.steps, batch_size, epochs)}
+              **measure(model, examples, reader, val_items, args.steps, batch_size, epochs, window)}
     write_report(args.out, result, record)
     print(f"read stage ({result['dtype']}, isa {args.isa}): step {result['full_step_s']:.2f} s full, "
           f"{result['cached_step_s']:.2f} s cached ({result['cached_over_full']:.2f}x), prefix "

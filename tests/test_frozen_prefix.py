@@ -11,7 +11,7 @@ import torch
 from rg.reasoning.tuned_reader import TunedReaderSettings
 from rg.retrievers.planner.model import IGNORE_INDEX, Example
 from rg.training.frozen_prefix import FrozenPrefix, first_adapted_layer
-from rg.training.planner_loop import collate
+from rg.training.planner_loop import batch_indices, collate
 from rg.training.reader_loop import ReaderFitConfig, ReaderLoss, fit_reader
 
 
@@ -63,12 +63,13 @@ def test_cached_states_give_the_full_pass_loss_and_gradients():
         assert torch.allclose(full_grads[name], cached_grads[name], atol=1e-6), name
 
 
-def test_training_with_the_cache_repeats_training_without_it():
+@pytest.mark.parametrize("length_window", [1, 3])
+def test_training_with_the_cache_repeats_training_without_it(length_window):
     tokenizer = SimpleNamespace(pad_token_id=0, eos_token_id=1)
     histories = []
     for budget in (0, 16):
         model = tiny_lora(2, seed=1)
-        config = ReaderFitConfig(epochs=2, batch_size=2, lr=0.01, frozen_cache_mb=budget)
+        config = ReaderFitConfig(epochs=2, batch_size=2, lr=0.01, frozen_cache_mb=budget, length_window=length_window)
         histories.append(fit_reader(model, tokenizer, examples(), [], TunedReaderSettings(), config))
     without, with_cache = histories
     assert [h["frozen_layers"] for h in without] == [0.0, 0.0]
@@ -84,3 +85,22 @@ def test_no_cache_without_frozen_layers_or_over_the_budget():
     model = tiny_lora(2)
     assert FrozenPrefix.size_mb(model, examples()) == pytest.approx(40 * 32 * 4 / 2**20)
     assert FrozenPrefix.build(model, examples(), budget_mb=0.001) is None
+
+
+def test_batch_indices_without_a_window_is_the_plain_seeded_shuffle():
+    lengths = [5, 9, 3, 7, 2, 8]
+    batches = batch_indices(lengths, 2, torch.Generator().manual_seed(4))
+    order = torch.randperm(6, generator=torch.Generator().manual_seed(4)).tolist()
+    assert batches == [order[0:2], order[2:4], order[4:6]]
+
+
+def test_batch_indices_with_a_window_pairs_similar_lengths_and_keeps_every_example():
+    lengths = [10, 200, 11, 205, 12, 210, 13, 215]
+    batches = batch_indices(lengths, 2, torch.Generator().manual_seed(0), length_window=4)
+    assert sorted(i for b in batches for i in b) == list(range(8))
+    assert sorted(sorted(lengths[i] for i in b) for b in batches) == [[10, 11], [12, 13], [200, 205], [210, 215]]
+    again = batch_indices(lengths, 2, torch.Generator().manual_seed(0), length_window=4)
+    assert again == batches
+    padded = sum(max(lengths[i] for i in b) * len(b) for b in batches)
+    plain = batch_indices(lengths, 2, torch.Generator().manual_seed(0))
+    assert padded < sum(max(lengths[i] for i in b) * len(b) for b in plain)

@@ -7,7 +7,7 @@ the hidden states that enter the lowest adapted layer; training steps then run o
 layers on those states (``ReaderLoss(..., hidden=...)``)::
 
     prefix = FrozenPrefix.build(model, examples, budget_mb=2048)   # None when nothing is frozen or too big
-    for batch in prefix.batches(order, batch_size=2):
+    for batch in prefix.batches([[0, 3], [1, 2]]):
         loss = ReaderLoss(model)(**batch)   # runs the layers from prefix.start up
 
 The states are kept in the model's dtype (bf16 or fp32) exactly as the full forward pass computes
@@ -125,6 +125,6 @@ class FrozenPrefix:
             mask[row, width - n:] = 1
         return {"hidden": hidden, "attention_mask": mask, "labels": labels}
 
-    def batches(self, order: Sequence[int], batch_size: int) -> list[dict[str, torch.Tensor]]:
-        """Batches of ``batch_size`` examples in ``order`` (as ``example_batches`` takes them)."""
-        return [self.collate(order[i:i + batch_size]) for i in range(0, len(order), batch_size)]
+    def batches(self, chunks: Sequence[Sequence[int]]) -> list[dict[str, torch.Tensor]]:
+        """One collated batch per list of example indices (``planner_loop.batch_indices``)."""
+        return [self.collate(chunk) for chunk in chunks]

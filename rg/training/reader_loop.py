@@ -41,7 +41,7 @@ from rg.reasoning.tuned_reader import (
 )
 from rg.retrievers.planner.model import IGNORE_INDEX, Example
 from rg.training.frozen_prefix import FrozenPrefix, decoder_slice, first_adapted_layer, positions_of
-from rg.training.planner_loop import Progress, example_batches, train_epoch
+from rg.training.planner_loop import Progress, batch_indices, example_batches, train_epoch
 from rg.training.strategy import DeepSpeedSettings, Strategy
 
 SELECTION_METRIC = "val_hits_at_1"
@@ -74,6 +74,11 @@ class ReaderFitConfig(Config):
         2048, ge=0, description="Memory for the hidden states that enter the lowest adapted layer (lora.top_layers): "
         "the frozen layers below it then run once per example instead of once per step (rg.training.frozen_prefix). "
         "A worker whose examples need more, or 0, runs every layer at each step."
+    )
+    length_window: int = Field(
+        1, ge=1, description="Batches of similar prompt length: each run of this many batches of the seeded shuffle "
+        "is re-cut after sorting its examples by length (then the batches are shuffled), so a step computes little "
+        "padding; 1 is the plain shuffle (rg.training.planner_loop.batch_indices)."
     )
     shuffle_lines: float = Field(
         0.0, ge=0, le=1, description="Share of the training questions whose prompt shows its evidence lines in a "
@@ -274,9 +279,10 @@ def fit_reader(
         torch.manual_seed(config.seed * 100_003 + epoch)
         generator = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
         if prefix is None:
-            batches = example_batches(train, config.batch_size, pad, generator, side="left")
-        else:  # the same order as example_batches draws
-            batches = prefix.batches(torch.randperm(len(train), generator=generator).tolist(), config.batch_size)
+            batches = example_batches(train, config.batch_size, pad, generator, "left", config.length_window)
+        else:  # the same batches as example_batches draws
+            batches = prefix.batches(batch_indices([len(e.input_ids) for e in train], config.batch_size, generator,
+                                                   config.length_window))
         steps = progress(batches, f"reader epoch {epoch + 1}/{config.epochs}") if progress is not None else batches
         loss = train_epoch(wrapped, steps, optimizer, config.grad_clip, engine)
         metrics = {"epoch": float(epoch), "train_loss": loss, "train_examples": float(len(train)),
