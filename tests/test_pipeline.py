@@ -11,7 +11,7 @@ import pytest
 
 from rg.config import ConfigError, validate_config
 from rg.pipeline import PipelineConfig, format_report, run_pipeline
-from rg.pipeline.state import STATE_FILE
+from rg.pipeline.state import STATE_FILE, PipelineState
 
 
 def tiny(root: Path, cache: Path) -> dict:
@@ -100,6 +100,29 @@ def test_a_disabled_stage_takes_its_input_as_a_path(tmp_path):
 def test_config_errors_name_the_fix(tmp_path, data, message):
     with pytest.raises(ConfigError, match=message):
         validate_config({"output_dir": str(tmp_path), **data}, PipelineConfig)
+
+
+def test_a_stage_run_again_with_an_earlier_config_makes_the_stages_after_it_run_again(tmp_path):
+    state = PipelineState(tmp_path)
+    state.start("read", "A")
+    state.finish("read", "A", 1.0, {})
+    first = state.upstream_of("read", "A")
+    assert first.startswith("A:") and PipelineState(tmp_path).upstream_of("read", "A") == first  # kept on disk
+    state.start("read", "B")  # changed and interrupted
+    state.start("read", "A")  # changed back: a new run, not the first one's outputs
+    state.finish("read", "A", 1.0, {})
+    assert state.upstream_of("read", "A") not in (first, "A")
+
+
+def test_a_resumed_stage_keeps_its_run_and_an_old_state_passes_the_bare_fingerprint(tmp_path):
+    state = PipelineState(tmp_path)
+    state.start("train", "A")
+    running = state.upstream_of("train", "A")
+    state.start("train", "A")  # interrupted, then resumed with the same config
+    state.finish("train", "A", 1.0, {})
+    assert state.upstream_of("train", "A") == running
+    (tmp_path / STATE_FILE).write_text(json.dumps({"stages": {"train": {"fingerprint": "A", "status": "done"}}}))
+    assert PipelineState(tmp_path).upstream_of("train", "A") == "A"
 
 
 def test_untrained_stages_end_to_end_then_skip_and_redo_a_changed_stage(ray_local, tmp_path):

@@ -95,14 +95,13 @@ def _run_locked(cfg: PipelineConfig, fresh: bool, progress: bool, echo: Callable
     upstream = ""
     for number, stage in enumerate(stages, 1):
         print_ = fingerprint(stage.config, upstream)
-        if stage.produces:
-            upstream = print_
         decision = state.decide(stage.name, print_, stage.complete)
         echo(f"[{number}/{len(stages)}] {stage.name}: {_MESSAGES[decision]}")
         if decision == "skip":
             record = state.stages[stage.name]
             outcomes.append(StageOutcome(stage.name, "skipped", float(record.get("seconds", 0.0)),
                                          StageResult.from_dict(state.summary(stage.name))))
+            upstream = state.upstream_of(stage.name, print_) if stage.produces else upstream
             continue
         if decision == "restart":
             remove_outputs(stage)
@@ -111,6 +110,7 @@ def _run_locked(cfg: PipelineConfig, fresh: bool, progress: bool, echo: Callable
         result = stage.run(progress)
         seconds = time.perf_counter() - begin
         state.finish(stage.name, print_, seconds, result.to_dict())
+        upstream = state.upstream_of(stage.name, print_) if stage.produces else upstream
         outcomes.append(StageOutcome(stage.name, "resumed" if decision == "resume" else "ran", seconds, result))
         echo(f"      {result.result}  ({seconds:.1f} s)")
     report = PipelineReport(root, tuple(outcomes), time.perf_counter() - started)

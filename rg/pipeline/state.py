@@ -6,6 +6,12 @@ everything after it), its status (``running`` or ``done``) and, once done, its s
 is skipped when it is ``done`` with the same fingerprint and its completion file exists;
 ``running`` with the same fingerprint resumes (each stage job resumes its own work); a
 different fingerprint means its outputs are stale and are cleared before it runs again.
+
+Each run of a stage also gets a *run id*, kept when it resumes, and what flows downstream is the
+fingerprint with that id (:meth:`PipelineState.upstream_of`): when a stage runs again, even with a
+config it ran with before (changed, interrupted, changed back), the stages after it run again too
+instead of keeping results computed from its earlier outputs. States written before run ids pass the
+bare fingerprint on, as they did.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import uuid
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,12 +62,22 @@ class PipelineState:
         return dict(self.stages[stage]["summary"])
 
     def start(self, stage: str, print_: str) -> None:
-        self.stages[stage] = {"fingerprint": print_, "status": "running"}
+        """Mark ``stage`` running with fingerprint ``print_``: the run id of a run it resumes, else a new one."""
+        record = self.stages.get(stage, {})
+        resumed = record.get("fingerprint") == print_ and record.get("status") == "running" and record.get("run")
+        self.stages[stage] = {"fingerprint": print_, "status": "running", "run": resumed or uuid.uuid4().hex[:12]}
         self._save()
 
     def finish(self, stage: str, print_: str, seconds: float, summary: dict[str, Any]) -> None:
-        self.stages[stage] = {"fingerprint": print_, "status": "done", "seconds": seconds, "summary": summary}
+        run = self.stages.get(stage, {}).get("run")
+        self.stages[stage] = {"fingerprint": print_, "status": "done", "seconds": seconds, "summary": summary,
+                              **({"run": run} if run else {})}
         self._save()
+
+    def upstream_of(self, stage: str, print_: str) -> str:
+        """What the stages after ``stage`` (fingerprint ``print_``, run or skipped) hash as their upstream."""
+        run = self.stages.get(stage, {}).get("run")
+        return f"{print_}:{run}" if run else print_
 
     def clear(self) -> None:
         """Forget every stage (``--fresh``)."""
