@@ -50,6 +50,8 @@ from rg.reasoning.dualtower import DualTowerConfig, build_controller, view_relat
 from rg.reasoning.dualtower.controller import STAGES
 from rg.retrievers.planner import PlannerConfig, PlannerModel
 from rg.retrievers.planner.prompt import mask_topics
+from rg.jobs.weak_labels import weak_rows
+from rg.supervision.labels import LabelConfig
 from rg.training.planner_data import plan_targets, target_rows
 from rg.training.planner_loop import PlannerFitConfig, fit_planner
 from tests.scripted_server import Respond, Script, ScriptedServer
@@ -77,7 +79,7 @@ def samples(questions: int, seed: int) -> tuple[list[Sample], KGSchema]:
 
 def train(train_set: Sequence[Sample], view, epochs: int) -> PlannerModel:
     """A tiny masked-topic planner on the weak relation paths, relations mapped by ``view``."""
-    targets, _ = plan_targets(train_set, max_paths=1, max_len=3)
+    targets, _ = plan_targets(train_set, weak_rows(train_set, LabelConfig()), max_paths=1, max_len=3)
     rows = [(i, q, tuple(view(p))) for i, q, p in target_rows(targets, mask_topics)]
     relations = {label.removesuffix("^-1") for _, _, p in rows for label in p}
     config = PlannerConfig(tiny={"layers": 1, "hidden": 64, "heads": 4, "max_positions": 64},

@@ -35,6 +35,8 @@ from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.retrievers.planner import DecodeConfig, PlannerConfig, PlannerModel, evaluate_planner, load_planner
 from rg.data.splits import seeded_split
+from rg.jobs.weak_labels import weak_rows
+from rg.supervision.labels import LabelConfig
 from rg.training.planner_data import plan_targets, target_rows
 from rg.training.planner_loop import PlannerFitConfig, fit_planner
 
@@ -59,8 +61,9 @@ def train_tiny(train: list, val: list, epochs: int) -> tuple[PlannerModel, dict[
     """A tiny planner fitted on weak relation paths; returns it with the training summary."""
     config = PlannerConfig(tiny={"layers": 2, "hidden": 64, "heads": 4, "max_positions": 64},
                            lora={"rank": 8, "alpha": 16, "dropout": 0.0}, max_prompt_tokens=40)
-    train_targets, stats = plan_targets(train, max_len=config.max_path_len)
-    val_targets, _ = plan_targets(val, max_len=config.max_path_len)
+    rows = weak_rows(train + val, LabelConfig())
+    train_targets, stats = plan_targets(train, rows, max_len=config.max_path_len)
+    val_targets, _ = plan_targets(val, rows, max_len=config.max_path_len)
     torch.manual_seed(0)
     planner = PlannerModel.build(config, [t.question for t in train_targets],
                                  {r for s in train + val for _, r, _ in s.triples})

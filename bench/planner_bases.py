@@ -61,6 +61,8 @@ from rg.retrievers.planner import DecodeConfig, Plan, PlannerConfig, PlannerMode
 from rg.retrievers.planner.model import prompt_question
 from rg.retrievers.planner.evaluate import score_plans
 from rg.retrievers.planner.scorer import PlannerScorer
+from rg.jobs.weak_labels import weak_rows
+from rg.supervision.labels import LabelConfig
 from rg.training.planner_data import TemplateConsensus, candidate_targets, select_targets, target_rows
 from rg.training.planner_loop import PlannerFitConfig, fit_planner
 
@@ -138,7 +140,7 @@ def train_planner(base: str, train: Sequence[Sample], epochs: int) -> tuple[Plan
     paths resolved by template consensus and at most 4 paths per question (the demo's plan stage)."""
     setting = BASES[base]
     config = PlannerConfig.model_validate(setting["planner"])
-    targets, stats = candidate_targets(train, max_len=config.max_path_len)
+    targets, stats = candidate_targets(train, weak_rows(train, LabelConfig()), max_len=config.max_path_len)
     targets = select_targets(targets, stats, 4, TemplateConsensus.fit(targets))
     torch.manual_seed(0)
     planner = PlannerModel.build(config, [prompt_question(config, t.question, t.topics) for t in targets],

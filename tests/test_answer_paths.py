@@ -8,8 +8,10 @@ from rg.data.sample import Sample
 from rg.graph import KnowledgeGraph
 from rg.supervision.answer_paths import answer_f1_labels, answer_f1_paths, score_relation_paths
 from rg.supervision.weak import WeakConfig
-from rg.training.labels import LabelConfig, load_labels
-from rg.training.planner_data import plan_targets, reference_paths, weak_relation_paths
+from rg.evaluation.references import reference_paths
+from rg.jobs.weak_labels import planner_labels, weak_rows
+from rg.supervision.labels import LabelConfig, weak_paths_of
+from rg.training.planner_data import plan_targets
 
 # X's director also directed F2 and F3; the question asks for the writers of the movies that
 # share X's director (MetaQA 3-hop style). X's own writer W1 is one step from X.
@@ -27,7 +29,7 @@ SAMPLE = Sample("q", "the movies that share directors with X are written by who"
 
 
 def test_shortest_paths_label_the_shortcut_first():
-    assert weak_relation_paths(SAMPLE)[0] == ("written_by",)
+    assert weak_paths_of(SAMPLE, WeakConfig())[0] == ("written_by",)
 
 
 def test_answer_f1_prefers_the_path_that_reaches_every_answer():
@@ -52,12 +54,17 @@ def test_tolerance_keeps_near_ties_and_answers_outside_the_graph_are_ignored():
 
 def test_planner_targets_and_references_follow_the_weak_rule():
     rule = WeakConfig(rule="answer_f1")
-    targets, stats = plan_targets([SAMPLE], weak=rule, max_len=3)
-    assert targets[0].relation_paths == (THREE_HOP,) and targets[0].source == "answer_f1"
-    assert stats.to_dict()["questions_answer_f1"] == 1
+
+    def targets(max_len: int, labels: LabelConfig = LabelConfig(weak=rule)):
+        # the planner job's weak rows: the answer-F1 search goes as deep as the planner's longest path
+        return plan_targets([SAMPLE], weak_rows([SAMPLE], planner_labels(labels, max_len)), max_len=max_len)
+
+    found, stats = targets(3)
+    assert found[0].relation_paths == (THREE_HOP,) and found[0].source == "weak"
+    assert stats.to_dict()["questions_weak"] == 1
     assert reference_paths([SAMPLE], weak=rule, max_len=3) == {"q": (THREE_HOP,)}
-    assert plan_targets([SAMPLE], weak=rule, max_len=1)[0][0].relation_paths == (("written_by",),)
-    shortest, _ = plan_targets([SAMPLE], max_len=3)
+    assert targets(1)[0][0].relation_paths == (("written_by",),)
+    shortest, _ = targets(3, LabelConfig())
     assert shortest[0].relation_paths[0] == ("written_by",) and shortest[0].source == "weak"
 
 
@@ -66,10 +73,10 @@ def test_retriever_labels_by_answer_f1_hold_every_triple_of_the_chosen_walks():
     # X→D, F2→D, F3→D (and D←X back to the topic), then the writers of X, F2 and F3
     assert found.relation_paths == (THREE_HOP,) and found.positive_triples == (0, 1, 2, 3, 4, 5)
     assert all(w.relation_path == THREE_HOP and w.start == "X" for w in found.walks)
-    row = load_labels([SAMPLE], LabelConfig(weak={"rule": "answer_f1"}))["q"]
+    row = weak_rows([SAMPLE], LabelConfig(weak={"rule": "answer_f1"}))["q"]
     assert row.positive_triples == (0, 1, 2, 3, 4, 5) and row.selector == "answer_f1" and row.source == "weak"
     assert "X → [directed_by] → D" in row.paths[0]
-    shortest = load_labels([SAMPLE], LabelConfig())["q"]
+    shortest = weak_rows([SAMPLE], LabelConfig())["q"]
     assert 3 in shortest.positive_triples and shortest.selector == "weak"
 
 
@@ -89,11 +96,11 @@ def test_a_cut_subgraph_ties_the_shortcut_and_the_whole_kb_breaks_the_tie(tmp_pa
     kb = KnowledgeGraph.from_triples(TRIPLES)
     assert answer_f1_paths(CUT, max_len=3, kb=kb) == (THREE_HOP,)
     weak = WeakConfig(rule="answer_f1", kb=_write_kb(tmp_path))
-    targets, _ = plan_targets([CUT], weak=weak, max_len=3, kb=kb)
+    targets, _ = plan_targets([CUT], weak_rows([CUT], LabelConfig(weak=weak), kb=kb), max_len=3)
     assert targets[0].relation_paths == (THREE_HOP,)
     # labels are the triples of the chosen path's complete walks inside the subgraph (ids index
     # CUT.triples): X→D←F3→W1 and X→D←X→W1; F2→D leads nowhere once F2's writer is cut
-    row = load_labels([CUT], LabelConfig(weak=weak))["q"]
+    row = weak_rows([CUT], LabelConfig(weak=weak))["q"]  # the KB loaded from weak.kb
     assert row.relation_paths == (THREE_HOP,) and row.positive_triples == (0, 2, 3, 4)
 
 
@@ -101,4 +108,4 @@ def test_kb_settings_are_checked():
     with pytest.raises(ValueError, match="set rule: answer_f1 or remove kb"):
         WeakConfig(kb={"path": "kb.tsv", "format": "tsv"})
     with pytest.raises(FileNotFoundError, match="check the `kb.path` setting"):
-        load_labels([SAMPLE], LabelConfig(weak={"rule": "answer_f1", "kb": {"path": "/nonexistent/kb.tsv", "format": "tsv"}}))
+        weak_rows([SAMPLE], LabelConfig(weak={"rule": "answer_f1", "kb": {"path": "/nonexistent/kb.tsv", "format": "tsv"}}))

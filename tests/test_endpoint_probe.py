@@ -15,7 +15,7 @@ from rg.jobs import evaluate_qa as qa_job
 from rg.llm.config import LLMConfig
 from rg.llm.probe import EndpointDownError, probe_endpoint
 from rg.jobs import refine as refine_module
-from rg.supervision.labels import read_labels
+from rg.data.labels import read_labels
 from tests.scripted_server import Reply, Script, ScriptedServer, Status
 from tests.test_refine_reruns import free_port, llm_config, samples_file, write_yaml  # noqa: F401 — fixture
 

@@ -24,7 +24,7 @@ from rg.evaluation import (
     weak_reference,
     webqsp_gpt4o_reference,
 )
-from rg.supervision.labels import Labels, write_labels
+from rg.data.labels import Labels, write_labels
 
 
 def _sample(

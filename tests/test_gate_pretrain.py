@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from rg.jobs.weak_labels import voted_paths
+from rg.supervision.answer_paths import search_kb
 from rg.data.sample import Sample
 from rg.retrievers.walk import GatedWalk
 from rg.supervision.weak import WeakConfig
@@ -68,7 +70,8 @@ def test_pretraining_learns_the_relation_of_each_wording(tmp_path):
     torch.manual_seed(0)
     walk = GatedWalk(DIM, steps=1, width=8, hidden=32)
     config = GatePretrainConfig(questions=8, steps=300, batch_size=8, lr=0.01)
-    report = pretrain_walk(walk, train, val, RELATIONS, relations, encoder, weak, config)
+    paths = voted_paths([*train, *val], weak, {s.id for s in train}, search_kb(weak))
+    report = pretrain_walk(walk, train, val, RELATIONS, relations, encoder, paths, config)
     assert report["with_paths"] == 8 and report["val_questions_with_paths"] == 2
     assert report["train_step_accuracy"] == 1.0 and report["val_step_accuracy"] == 1.0
     assert report["val_step_accuracy_by_hops"] == {"1": 1.0}
@@ -84,7 +87,8 @@ def test_pretraining_without_any_path_is_an_error(tmp_path):
     walk = GatedWalk(DIM, steps=1, width=8, hidden=32)
     relations = torch.zeros(2, DIM)
     with pytest.raises(ValueError, match="none of the 1 walk_pretrain questions has an answer-F1 relation path"):
-        pretrain_walk(walk, lost, [], RELATIONS, relations, WordEncoder(), weak, GatePretrainConfig(questions=1))
+        paths = voted_paths(lost, weak, {"x"}, search_kb(weak))
+        pretrain_walk(walk, lost, [], RELATIONS, relations, WordEncoder(), paths, GatePretrainConfig(questions=1))
 
 
 def test_job_config_checks_what_pretraining_needs():

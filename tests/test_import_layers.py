@@ -142,3 +142,10 @@ def test_every_long_module_and_function_has_its_reason_on_the_architecture_page(
                 long_functions.add(f"{name}: {node.name}")
     assert {m for m in long_modules if f"| `{m}` |" not in page} == set()
     assert {f for f in long_functions if f"| `{f}` |" not in page} == set()
+
+
+def test_training_reads_labels_and_computes_no_supervision():
+    """The trainers read labels rows (``rg.data.labels``); the supervision stage (refine, the weak-label step) writes them."""
+    modules = import_graph()
+    edges = sorted(f"{a} -> {b}" for a, b in modules.edges if package_of(a) == "training" and package_of(b) == "supervision")
+    assert edges == [], "rg/training must read labels rows, not compute them: " + ", ".join(edges)

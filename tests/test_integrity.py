@@ -22,7 +22,7 @@ from rg.jobs.build_subgraphs import FINGERPRINT_FILE, BuildSubgraphsConfig, buil
 from rg.run.integrity import DamagedFileError, check_parquet
 from rg.data.rog import read_rog, write_rog_parquet
 from rg.run.locks import OutputLockedError, output_lock
-from rg.supervision.labels import Labels, labels_by_id, write_labels
+from rg.data.labels import Labels, labels_by_id, write_labels
 
 ROOT = Path(__file__).resolve().parents[1]
 KB = "Film A|directed_by|Ann Lee\nFilm A|written_by|Ann Lee\nFilm B|release_year|1999\nFilm C|directed_by|Ann Lee\n"

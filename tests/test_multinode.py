@@ -29,7 +29,7 @@ import yaml
 
 from rg.retrievers.registry import load_retriever
 from rg.jobs.refine import RefineConfig, refine
-from rg.supervision.labels import read_labels
+from rg.data.labels import read_labels
 from rg.jobs.harness import REPORT_FILE
 from tests.conftest import start_local_ray
 from tests.ray_cluster import free_ports, registered_epoch, short_temp_dir

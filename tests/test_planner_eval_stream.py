@@ -12,9 +12,10 @@ from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.planner.config import PlannerConfig
 from rg.retrievers.planner.evaluate import evaluate_planner
 from rg.retrievers.planner.model import PlannerModel, load_planner
-from rg.supervision.labels import labels_by_id, write_labels
-from rg.training.labels import LabelConfig, load_labels
-from rg.training.planner_data import reference_paths
+from rg.data.labels import labels_by_id, write_labels
+from rg.evaluation.references import reference_paths
+from rg.jobs.weak_labels import weak_rows
+from rg.supervision.labels import LabelConfig
 from rg.jobs.planner_eval import group_name, stream_planner_scores
 from rg.jobs.planner_eval import PlannerEvalConfig
 from tests.synthetic_data import write_synthetic_parquet
@@ -48,7 +49,7 @@ def test_streamed_scores_equal_the_driver_scores(ray_local, inputs_and_planner, 
     whole = load_split_samples(inputs, SPLIT, ("val",))["val"]
     labels = LabelConfig()
     if source == "refined":  # answer-F1 paths: not the weak rule's shortest paths, so the rows must be read
-        rows = load_labels(whole, LabelConfig(weak={"rule": "answer_f1"})).values()
+        rows = weak_rows(whole, LabelConfig(weak={"rule": "answer_f1"})).values()
         write_labels(rows, folder / "labels" / "part-0.parquet")
         labels = LabelConfig(source="refined", path=str(folder / "labels"))
     stored = None if source == "weak" else labels_by_id(str(labels.path), {s.id for s in whole})

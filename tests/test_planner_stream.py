@@ -1,10 +1,12 @@
 """Streamed planner input (rg.training.planner_stream): what Ray Data builds from the files equals
 what the driver used to build from whole samples (``examples_on: driver``) — target counts,
 tokenizer, initial weights and every training and validation example, in order — for each kind
-of target, over two input files; and the same seed trains the same planner both ways."""
+of labels (weak rows by each rule, written by the job's weak-label step; refined rows), over two
+input files; and the same seed trains the same planner both ways."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from pathlib import Path
 
@@ -14,8 +16,9 @@ from safetensors.torch import load_file
 
 from rg.privacy import KGSchema
 from rg.data.splits import load_split_samples
-from rg.supervision.labels import write_labels
-from rg.training.labels import LabelConfig, load_labels
+from rg.data.labels import write_labels
+from rg.jobs.weak_labels import WEAK_LABELS_DIR, weak_rows
+from rg.supervision.labels import LabelConfig
 from rg.jobs.train_planner import PlannerTrainConfig, _driver_input, _streamed_input, train_planner
 from tests.synthetic_data import write_synthetic_parquet
 
@@ -58,9 +61,8 @@ def _rows(ds) -> list:
 
 
 @pytest.mark.parametrize("mode", [
-    # refined falls back to subgraph answer-F1 paths for its unlabelled questions, so answer_f1
-    # alone runs with -m slow only (it keeps the default suite nearer 15 minutes); kb_vote_mask
-    # too (the unit tests of the vote cover it), and shortest, which privacy_view streams as well
+    # refined rows and weak rows side by side in the default suite; each weak rule only with -m slow
+    # (the weak-label step has its own tests in test_training_stream.py), the privacy view too
     pytest.param("shortest", marks=pytest.mark.slow), pytest.param("answer_f1", marks=pytest.mark.slow),
     pytest.param("kb_vote_mask", marks=pytest.mark.slow), "refined",
     pytest.param("privacy_view", marks=pytest.mark.slow)])  # 48 s; test_planner_view checks the view itself
@@ -78,10 +80,11 @@ def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tm
         "refined": {"labels": {"source": "refined", "path": str(tmp_path / "labels"), "weak": {"rule": "answer_f1"}}},
         "privacy_view": {"labels": {"source": "weak"}, "view_schema_dir": str(Path(kb).parent)},
     }[mode]
-    if mode == "refined":  # rows for some questions only: the others fall back to weak paths
+    if mode == "refined":  # every other question refined, the rest kept weak (as the refine job's fallbacks)
         some = load_split_samples(inputs, config(inputs, tmp_path, "driver").split, ("train", "val"), limit=25)
-        labelled = some["train"][::2] + some["val"][::2]
-        write_labels(load_labels(labelled, LabelConfig()).values(), tmp_path / "labels" / "part-0.parquet")
+        rows = list(weak_rows(some["train"] + some["val"], LabelConfig()).values())
+        rows[::2] = [dataclasses.replace(r, source="refined", selector="test", fallback_reason=None) for r in rows[::2]]
+        write_labels(rows, tmp_path / "labels" / "part-0.parquet")
 
     before = _driver_input(config(inputs, tmp_path, "driver", **update))
     # the streamed path never reads a subgraph on the driver, nor calls from_items
@@ -107,7 +110,9 @@ def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tm
     if mode == "kb_vote_mask":
         assert before.train_stats.outvoted > 0 and before.train_stats.capped > 0
     if mode == "refined":
-        assert before.train_stats.by_source["weak"] > 0 and before.train_stats.by_source["answer_f1"] > 0
+        assert before.train_stats.by_source["weak"] > 0 and before.train_stats.by_source["refined"] > 0
+    wrote = mode != "refined"  # weak labels: each config's own step wrote them into its output folder
+    assert all((tmp_path / way / "out" / WEAK_LABELS_DIR).is_dir() == wrote for way in ("driver", "ray_data"))
     assert after.planner.tokenizer.get_vocab() == before.planner.tokenizer.get_vocab()
     assert after.planner.relations == before.planner.relations
     state_before, state_after = before.planner.state_dict(), after.planner.state_dict()

@@ -22,8 +22,12 @@ from rg.retrievers.planner import (
     score_plans,
 )
 from rg.retrievers.planner.plan import Plan, PlannedPath
-from rg.supervision.labels import Labels
-from rg.training.planner_data import plan_targets, reference_paths, target_rows, weak_relation_paths
+from rg.data.labels import Labels
+from rg.evaluation.references import reference_paths
+from rg.jobs.weak_labels import weak_rows
+from rg.supervision.labels import LabelConfig, weak_paths_of
+from rg.supervision.weak import WeakConfig
+from rg.training.planner_data import plan_targets, target_rows
 from rg.training.planner_loop import PlannerFitConfig, collate, epoch_lr, evaluate_examples, fit_planner
 from tests.synthetic_data import synthetic_subgraphs
 
@@ -39,8 +43,8 @@ def synthetic_samples() -> list[Sample]:
 @pytest.fixture(scope="module")
 def overfit(synthetic_samples):
     """A tiny planner trained to its fixed point on 8 single-topic questions with one weak path each."""
-    chosen = [s for s in synthetic_samples if len(s.q_entities) == 1 and weak_relation_paths(s)][:8]
-    targets, _ = plan_targets(chosen, max_paths=1, max_len=3)
+    chosen = [s for s in synthetic_samples if len(s.q_entities) == 1 and weak_paths_of(s, WeakConfig())][:8]
+    targets, _ = plan_targets(chosen, weak_rows(chosen, LabelConfig()), max_paths=1, max_len=3)
     config = PlannerConfig(tiny=TINY, lora={"dropout": 0.0}, max_prompt_tokens=32)
     relations = {r for s in chosen for _, r, _ in s.triples}
     torch.manual_seed(0)
@@ -51,26 +55,28 @@ def overfit(synthetic_samples):
     return planner.eval(), chosen, targets, result
 
 
-def test_targets_prefer_refined_paths_and_fall_back_to_weak():
+def test_targets_are_the_relation_paths_of_the_labels_rows():
     triples = (("A", "directed_by", "Ann"), ("A", "written_by", "Ann"), ("A", "starring", "Bob"), ("B", "directed_by", "Ann"))
     one = Sample("q1", "who directed A", ("Ann",), ("A",), ("Ann",), triples)
     two = Sample("q2", "who stars in A", ("Bob",), ("A",), ("Bob",), triples)
     three = Sample("q3", "what did Ann direct", ("A", "B"), ("Ann",), ("A", "B"), triples)
     refined = Labels("q1", (0,), ("A → [directed_by] → Ann",), (("directed_by",),), "refined", "llm:m")
     empty = Labels("q2", (), (), (), "weak", "llm:m", fallback_reason="parse_error")
-    targets, stats = plan_targets([one, two, three], {"q1": refined, "q2": empty})
+    rows = {"q1": refined, "q2": empty, **weak_rows([three], LabelConfig())}
+    targets, stats = plan_targets([one, two, three], rows)
     by_id = {t.id: t for t in targets}
     assert by_id["q1"].relation_paths == (("directed_by",),) and by_id["q1"].source == "refined"
-    assert by_id["q2"].relation_paths == (("starring",),) and by_id["q2"].source == "weak"
+    assert "q2" not in by_id  # its row has no path: nothing is searched here
     # Ann → A and Ann → B via directed_by^-1 (2 answers) ranks before written_by^-1 (1 answer)
-    assert by_id["q3"].relation_paths == (("directed_by^-1",), ("written_by^-1",))
-    assert stats.to_dict()["questions_refined"] == 1 and stats.to_dict()["questions_weak"] == 2
-    capped, capped_stats = plan_targets([three], max_paths=1)
+    assert by_id["q3"].relation_paths == (("directed_by^-1",), ("written_by^-1",)) and by_id["q3"].source == "weak"
+    assert stats.to_dict() == {"questions_refined": 1, "questions_weak": 1, "questions_without_path": 1,
+                               "paths_too_long": 0, "paths_capped": 0, "paths_outvoted": 0}
+    capped, capped_stats = plan_targets([three], rows, max_paths=1)
     assert capped[0].relation_paths == (("directed_by^-1",),) and capped_stats.capped == 1
-    _, long_stats = plan_targets([three], max_len=0)
+    _, long_stats = plan_targets([three], rows, max_len=0)
     assert long_stats.no_path == 1 and long_stats.too_long == 2
     assert target_rows(targets)[-1] == ("q3", "what did Ann direct", ("written_by^-1",))
-    gold = reference_paths([one, three], {"q1": refined})
+    gold = reference_paths([one, three], {"q1": refined})  # evaluation falls back to weak paths; training never does
     assert gold == {"q1": (("directed_by",),), "q3": (("directed_by^-1",), ("written_by^-1",))}
 
 
@@ -188,8 +194,8 @@ def test_evaluate_planner_rows(overfit):
 
 
 def test_progress_sees_every_step_of_every_epoch_and_changes_nothing(synthetic_samples):
-    chosen = [s for s in synthetic_samples if len(s.q_entities) == 1 and weak_relation_paths(s)][:5]
-    targets, _ = plan_targets(chosen, max_paths=1, max_len=3)
+    chosen = [s for s in synthetic_samples if len(s.q_entities) == 1 and weak_paths_of(s, WeakConfig())][:5]
+    targets, _ = plan_targets(chosen, weak_rows(chosen, LabelConfig()), max_paths=1, max_len=3)
     config = PlannerConfig(tiny=TINY, max_prompt_tokens=32)
     relations = {r for s in chosen for _, r, _ in s.triples}
     seen = []

@@ -18,7 +18,7 @@ import yaml
 
 from rg.data.rog import read_rog
 from rg.jobs.refine import EndpointWatch, RefineConfig, _SelectorActor, refine
-from rg.supervision.labels import read_labels
+from rg.data.labels import read_labels
 from rg.supervision.refine import prepare_question
 from tests.scripted_server import Reply, Respond, Script, ScriptedServer
 from tests.synthetic_data import write_synthetic_parquet

@@ -17,7 +17,7 @@ from rg.data.rog import read_rog, write_rog_parquet
 from rg.llm.journal import read_journal
 from rg.jobs import refine as refine_module
 from rg.jobs.refine import JOURNAL_FILE, RefineConfig, refine
-from rg.supervision.labels import read_labels
+from rg.data.labels import read_labels
 from tests.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from tests.synthetic_data import write_synthetic_parquet
 
@@ -163,7 +163,7 @@ def test_repeated_question_ids_are_counted_and_labelled_once(ray_local, samples_
 
 def test_parts_without_stats_are_adopted_when_their_footer_reads(tmp_path):
     from rg.supervision.label_store import scan_parts, stats_path
-    from rg.supervision.labels import Labels, write_labels
+    from rg.data.labels import Labels, write_labels
 
     row = Labels(id="q", positive_triples=(0,), paths=("p",), relation_paths=(("r",),), source="refined", selector="s")
     write_labels([row], tmp_path / "part-old.parquet")  # as written before parts had stats

@@ -25,7 +25,7 @@ from rg.run.remote import LOCK_OBJECT, RemoteDir, staged
 from rg.run.storage import JOB_ENV, StorageRootError
 from rg.run.locks import OutputLockedError
 from rg.jobs.refine import RefineConfig
-from rg.supervision.labels import read_labels
+from rg.data.labels import read_labels
 from tests.scripted_server import Reply, Respond, Script, ScriptedServer
 from tests.synthetic_data import write_synthetic_parquet
 from tests.test_refine_job import samples_file, slow_llm_config  # noqa: F401 — fixture

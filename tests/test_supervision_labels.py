@@ -12,7 +12,8 @@ import pytest
 from rg.data.sample import Sample
 from rg.graph import KnowledgeGraph
 from rg.supervision.candidates import build_pool
-from rg.supervision.labels import LABELS_SCHEMA, Labels, iter_labels, read_labels, weak_fallback, write_labels
+from rg.data.labels import LABELS_SCHEMA, Labels, iter_labels, read_labels, write_labels
+from rg.supervision.labels import weak_fallback
 from rg.supervision.weak import weak_labels
 
 REFINED = Labels(

@@ -26,10 +26,13 @@ from rg.retrievers import (
     RetrieverConfig,
     collate,
 )
-from rg.supervision.labels import Labels, write_labels
+from rg.data.labels import Labels, write_labels
 from rg.data.entities import is_unnamed
 from rg.retrievers.inputs import build_tables, question_graph, question_graphs
-from rg.training import LabelConfig, TrainConfig, evaluate, fit, load_labels, make_batches
+from rg.data.labels import labels_by_id
+from rg.jobs.weak_labels import weak_rows
+from rg.supervision.labels import LabelConfig
+from rg.training import TrainConfig, evaluate, fit, make_batches
 from tests.synthetic_data import HashEncoder
 
 DIM = 8
@@ -111,7 +114,7 @@ class TestTablesAndGraphs:
 
 class TestLabelSources:
     def test_weak(self) -> None:
-        labels = load_labels([ALICE, BOB], LabelConfig(source="weak"))
+        labels = weak_rows([ALICE, BOB], LabelConfig(source="weak"))
         assert labels["s1"].positive_triples == (0,)  # Alice → Paris; Lyon is not in the graph
         assert labels["s2"].positive_triples == (0,)
         assert labels["s1"].source == "weak" and labels["s1"].fallback_reason == "weak_requested"
@@ -122,7 +125,7 @@ class TestLabelSources:
             Labels(id="other", positive_triples=(1,), paths=(), relation_paths=(), source="refined", selector="sim"),
         ]
         write_labels(rows, tmp_path / "labels" / "part-0.parquet")
-        labels = load_labels([ALICE, BOB], LabelConfig(source="refined", path=str(tmp_path / "labels")))
+        labels = labels_by_id(tmp_path / "labels", {"s1", "s2"})
         assert list(labels) == ["s1"] and labels["s1"].positive_triples == (0, 4)
         _, index = build_tables([ALICE, BOB], HashEncoder(DIM))
         with pytest.raises(KeyError, match=r"1 sample\(s\) have no labels, e.g. \['s2'\]"):
@@ -321,7 +324,7 @@ class TestFit:
 def test_end_to_end_from_samples() -> None:
     encoder = HashEncoder(DIM)
     tables, index = build_tables([ALICE, BOB], encoder)
-    graphs = question_graphs([ALICE, BOB], index, load_labels([ALICE, BOB], LabelConfig()))
+    graphs = question_graphs([ALICE, BOB], index, weak_rows([ALICE, BOB], LabelConfig()))
     torch.manual_seed(0)
     model = MLPRetriever(MLPConfig(text_dim=DIM, hidden=8))
     result = fit(model, graphs, graphs, tables, TrainConfig(epochs=2, recall_k=1, eval_ks=(1, 5)))

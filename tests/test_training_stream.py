@@ -1,17 +1,19 @@
-"""Streamed training input (rg.training.graph_stream): what Ray Data builds from the files equals
-what the driver used to build from whole samples — tables, index, every training and validation
-graph, in order — for each label source, over two input files."""
+"""Streamed training input: the weak-label step (rg.jobs.weak_labels) writes, through Ray Data over the
+files, the rows computed in memory for each weak rule, once; and the graphs Ray Data builds from a labels
+folder (rg.training.graph_stream) equal what the driver builds from whole samples — tables, index, every
+training and validation graph, in order — over two input files."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from rg.data.labels import labels_by_id, write_labels
 from rg.data.splits import SplitConfig, load_split_samples
+from rg.jobs.weak_labels import WEAK_LABELS_DIR, labels_path, weak_rows
 from rg.retrievers.graphs import QuestionGraph
-from rg.supervision.labels import write_labels
 from rg.retrievers.inputs import build_tables, question_graphs
-from rg.training.labels import LabelConfig, load_labels
+from rg.supervision.labels import VOTED_SELECTOR, LabelConfig
 from rg.training.graph_stream import iter_graphs, stream_training_graphs, trainable
 from tests.synthetic_data import HashEncoder, write_synthetic_parquet
 
@@ -42,34 +44,62 @@ def _same_graph(a: QuestionGraph, b: QuestionGraph) -> bool:
 
 
 @pytest.mark.parametrize("mode", [
-    # the whole-KB search, the template vote and refined labels only with -m slow (each pass costs
-    # four Ray Data runs; the pipeline test trains on refined labels through the same stream)
-    "weak", pytest.param("answer_f1_kb", marks=pytest.mark.slow), pytest.param("template_vote", marks=pytest.mark.slow),
-    pytest.param("refined", marks=pytest.mark.slow)])
-def test_streamed_graphs_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path, mode):
+    # the whole-KB search and the template vote only with -m slow (each costs two to four Ray Data passes)
+    "weak", pytest.param("answer_f1_kb", marks=pytest.mark.slow), pytest.param("template_vote", marks=pytest.mark.slow)])
+def test_the_weak_label_step_writes_the_in_memory_rows_once(ray_local, two_inputs, tmp_path, mode):
     inputs, kb = two_inputs
-    split = SplitConfig(val_fraction=0.25, seed=3)
     labels = {
         "weak": LabelConfig(),
         "answer_f1_kb": LabelConfig(weak={"rule": "answer_f1", "kb": {"path": kb, "format": "tsv"}}),
         "template_vote": LabelConfig(weak={"rule": "answer_f1"}, template_vote=True),
-        "refined": LabelConfig(source="refined", path=str(tmp_path / "labels")),
     }[mode]
+    sides = load_split_samples(inputs, SplitConfig(val_fraction=0.25, seed=3), ("train", "val"), limit=25)
+    train, val = sides["train"], sides["val"]
+    ids = {"train": [s.id for s in train], "val": [s.id for s in val]}
+
+    folder = labels_path(labels, inputs, ids, tmp_path)
+    expected = weak_rows(train + val, labels, train_ids=set(ids["train"]))
+    assert folder == str((tmp_path / WEAK_LABELS_DIR).resolve())
+    assert labels_by_id(folder) == expected
+    assert all(r.source == "weak" for r in expected.values()) and any(r.positive_triples for r in expected.values())
+    if mode == "template_vote":
+        assert {r.selector for r in expected.values()} == {VOTED_SELECTOR}
+
+    parts = sorted((tmp_path / WEAK_LABELS_DIR).glob("*.parquet"))
+    written = [p.stat().st_mtime_ns for p in parts]
+    assert labels_path(labels, inputs, ids, tmp_path) == folder  # the same settings and questions: reused
+    assert [p.stat().st_mtime_ns for p in parts] == written
+    fewer = {"train": ids["train"][:-1], "val": ids["val"]}  # other questions: written again
+    labels_path(labels, inputs, fewer, tmp_path)
+    assert set(labels_by_id(folder)) == set(fewer["train"] + fewer["val"])
+
+
+def test_the_step_computes_nothing_for_refined_labels(tmp_path):
+    refined = LabelConfig(source="refined", path=str(tmp_path / "labels"))
+    assert labels_path(refined, ["unused.parquet"], {"train": ["q"]}, tmp_path) == str((tmp_path / "labels").resolve())
+    assert not (tmp_path / WEAK_LABELS_DIR).exists()
+    with pytest.raises(ValueError, match="labels.path"):
+        weak_rows([], refined)
+
+
+def test_streamed_graphs_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path):
+    inputs, _ = two_inputs
+    split = SplitConfig(val_fraction=0.25, seed=3)
 
     # before: whole samples on the driver
     sides = load_split_samples(inputs, split, ("train", "val"), limit=25)
     train, val = sides["train"], sides["val"]
-    if mode == "refined":
-        write_labels(load_labels(train + val, LabelConfig(weak={"rule": "answer_f1"})).values(), tmp_path / "labels" / "part-0.parquet")
+    rows = weak_rows(train + val, LabelConfig(weak={"rule": "answer_f1"}))
+    write_labels(rows.values(), tmp_path / "labels" / "part-0.parquet")
     tables, index = build_tables(train + val, HashEncoder(dim=4))
-    rows = load_labels(train + val, labels, train_ids={s.id for s in train})
     train_graphs = [g for g in question_graphs(train, index, rows) if trainable(g, True)]
     val_graphs = question_graphs(val, index, rows)
 
     # after: questions without subgraphs on the driver, graphs built by Ray Data
     light = load_split_samples(inputs, split, ("train", "val"), limit=25, graph=False)
     assert [s.id for s in light["train"]] == [s.id for s in train] and all(not s.triples for s in light["train"])
-    streamed = stream_training_graphs(inputs, light["train"], light["val"], labels, HashEncoder(dim=4), True)
+    streamed = stream_training_graphs(inputs, light["train"], light["val"], str(tmp_path / "labels"),
+                                      HashEncoder(dim=4), True)
 
     assert streamed.index == index
     for name in ("entities", "relations", "questions"):
@@ -83,23 +113,23 @@ def test_streamed_graphs_equal_the_driver_built_ones(ray_local, two_inputs, tmp_
     assert streamed.train.columns() == ["graph"]
 
 
-def test_missing_refined_labels_fail_on_the_driver_before_any_graph(ray_local, two_inputs, tmp_path):
+def test_missing_labels_fail_on_the_driver_before_any_graph(ray_local, two_inputs, tmp_path):
     inputs, _ = two_inputs
     light = load_split_samples(inputs, SplitConfig(seed=3), ("train", "val"), limit=10, graph=False)
     some = light["train"][:3]
     full = load_split_samples(inputs, SplitConfig(seed=3), ("train",), limit=10)["train"][:3]
     assert [s.id for s in some] == [s.id for s in full]
-    write_labels(load_labels(full, LabelConfig()).values(), tmp_path / "labels" / "part-0.parquet")
-    labels = LabelConfig(source="refined", path=str(tmp_path / "labels"))
+    write_labels(weak_rows(full, LabelConfig()).values(), tmp_path / "labels" / "part-0.parquet")
     missing = len(light["train"]) + len(light["val"]) - 3
     with pytest.raises(KeyError, match=rf"{missing} sample\(s\) have no labels"):
-        stream_training_graphs(inputs, light["train"], light["val"], labels, HashEncoder(dim=4), True)
+        stream_training_graphs(inputs, light["train"], light["val"], str(tmp_path / "labels"), HashEncoder(dim=4), True)
 
 
 def test_a_duplicate_id_across_inputs_is_refused(ray_local, two_inputs, tmp_path):
     inputs, _ = two_inputs
     light = load_split_samples(inputs[:1], SplitConfig(seed=3), ("train", "val"), graph=False)
+    full = load_split_samples(inputs[:1], SplitConfig(seed=3), ("train", "val"))
+    write_labels(weak_rows(full["train"] + full["val"], LabelConfig()).values(), tmp_path / "labels" / "part-0.parquet")
     again = [inputs[0], inputs[0]]  # every question twice in the files the graphs are read from
     with pytest.raises(ValueError, match="occurs twice"):
-        stream_training_graphs(again, light["train"], light["val"], LabelConfig(), HashEncoder(dim=4), True)
-
+        stream_training_graphs(again, light["train"], light["val"], str(tmp_path / "labels"), HashEncoder(dim=4), True)

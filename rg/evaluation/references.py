@@ -1,4 +1,5 @@
-"""Reference positives for triple recall: weak labels, labels files, WebQSP GPT-4o evidence.
+"""Reference positives for triple recall (weak labels, labels files, WebQSP GPT-4o evidence) and reference
+relation paths for the planner.
 
 Each loader returns a :data:`~rg.evaluation.retrieval.Reference`: question id â†’ indices into
 ``sample.triples`` of the positive triples, ready for
@@ -7,12 +8,14 @@ Each loader returns a :data:`~rg.evaluation.retrieval.Reference`: question id â†
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable
 
 from rg.data.sample import Sample
 from rg.data.webqsp import read_webqsp_labels
-from rg.supervision.labels import LabelSource, iter_labels
+from rg.data.labels import Labels, LabelSource, iter_labels
+from rg.graph import KnowledgeGraph
+from rg.supervision.labels import weak_paths_of
 from rg.supervision.weak import WeakConfig, weak_labels
 
 
@@ -29,14 +32,14 @@ def weak_reference(samples: Iterable[Sample], config: WeakConfig | None = None) 
 def labels_reference(
     path: str | Path, source: LabelSource | None = None, samples: Iterable[Sample] = ()
 ) -> dict[str, tuple[int, ...]]:
-    """The positives of a labels parquet file or folder (``rg.supervision.labels``).
+    """The positives of a labels parquet file or folder (``rg.data.labels``).
 
     Args:
         path: A labels parquet file or a folder of part files.
         source: Keep only rows with this ``source`` (``refined`` or ``weak``); None keeps all,
             so weak fallbacks stand in for failed refinements as they do in training.
         samples: The questions the reference will score; each one's row is checked against its
-            subgraph (:meth:`~rg.supervision.labels.Labels.stale_positives`).
+            subgraph (:meth:`~rg.data.labels.Labels.stale_positives`).
 
     Raises:
         ValueError: if a row does not fit its sample's subgraph (labels of another build).
@@ -62,3 +65,32 @@ def webqsp_gpt4o_reference(path: str | Path) -> dict[str, tuple[int, ...]]:
         path: ``webqsp-evidence/webqsp_test_labels.jsonl.gz`` (``evidence_triple_idx`` per id).
     """
     return {row.id: row.evidence_triple_idx for row in read_webqsp_labels(path)}
+
+
+def reference_paths(
+    samples: Iterable[Sample],
+    labels: Mapping[str, Labels] | None = None,
+    weak: WeakConfig | None = None,
+    max_len: int | None = None,
+    kb: KnowledgeGraph | None = None,
+) -> dict[str, tuple[tuple[str, ...], ...]]:
+    """Reference relation paths per question for the planner's evaluation.
+
+    The dataset's gold paths (``sample.relation_paths``: synthetic data, WebQSP parses) when it
+    has them, else the labels row's paths, else the weak relation paths of ``weak.rule`` (MetaQA),
+    the ``answer_f1`` search going ``max_len`` relations deep (the planner's longest path; None
+    keeps ``weak.max_path_len``) on ``kb`` when given.
+    """
+    weak = weak or WeakConfig()
+    if max_len is not None and weak.rule == "answer_f1":
+        weak = weak.model_copy(update={"max_path_len": max_len})
+    out = {}
+    for sample in samples:
+        row = None if labels is None else labels.get(sample.id)
+        if sample.relation_paths:
+            out[sample.id] = sample.relation_paths
+        elif row is not None and row.relation_paths:
+            out[sample.id] = row.relation_paths
+        else:
+            out[sample.id] = weak_paths_of(sample, weak, kb)
+    return out

@@ -44,9 +44,9 @@ from rg.retrievers.planner.evaluate import (
 from rg.retrievers.planner.model import PlannerModel, load_planner
 from rg.retrievers.planner.plan import plan_questions
 from rg.supervision.answer_paths import search_kb
-from rg.supervision.labels import labels_by_id
-from rg.training.labels import LabelConfig
-from rg.training.planner_data import reference_paths
+from rg.data.labels import labels_by_id
+from rg.supervision.labels import LabelConfig
+from rg.evaluation.references import reference_paths
 from rg.training.planner_view import load_view, view_references, view_sample
 
 if TYPE_CHECKING:

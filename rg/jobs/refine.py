@@ -54,7 +54,7 @@ from rg.supervision.label_store import (
     write_part,
     written_calls,
 )
-from rg.supervision.labels import Labels, iter_labels
+from rg.data.labels import Labels, iter_labels
 from rg.supervision.llm_selector import LLMPathSelector, LLMSelectorConfig
 from rg.supervision.refine import finish_question, prepare_question
 from rg.supervision.selectors import PathSelector, Selection, SimilarityPathSelector, SimilaritySelectorConfig

@@ -2,7 +2,8 @@
 
 The driver reads the train and validation questions without their subgraphs
 (:class:`~rg.data.splits.SplitConfig`); Ray Data derives their target relation paths from the
-input files (refined labels, else weak paths; :mod:`rg.training.planner_data`) and the driver
+labels rows (refined, else the weak rows the weak-label step writes once, :mod:`rg.jobs.weak_labels`;
+:mod:`rg.training.planner_data`) and the driver
 keeps what is global (relation names, the training questions' prompts, counts, the template
 vote; :mod:`rg.training.planner_stream`). The driver builds the planner once — tokenizer trained
 on the training questions, base model, untrained LoRA adapter — and ships it to the workers as
@@ -51,29 +52,24 @@ import torch
 from pydantic import Field, model_validator
 
 from rg.data.sample import Sample
-from rg.run.paths import resolve_data_path
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta
+from rg.retrievers.inputs import require_labels
 from rg.retrievers.planner.config import PlannerConfig
 from rg.retrievers.planner.model import PlannerModel, load_planner, prompt_question
 from rg.runtime import init_ray
 from rg.supervision.answer_paths import search_kb
-from rg.supervision.labels import Labels, labels_by_id
+from rg.data.labels import Labels, labels_by_id
+from rg.evaluation.references import reference_paths
+from rg.supervision.labels import LabelConfig
 from rg.train_progress import posting_progress, step_board
 from rg.training.shards import equal_steps, shard_rows
-from rg.training.labels import LabelConfig
-from rg.training.planner_data import (
-    TargetStats,
-    TemplateConsensus,
-    candidate_targets,
-    reference_paths,
-    select_targets,
-    target_rows,
-)
+from rg.training.planner_data import TargetStats, TemplateConsensus, candidate_targets, select_targets, target_rows
 from rg.training.planner_loop import SELECTION_METRIC, PlannerFitConfig, fit_planner
 from rg.training.planner_stream import scan_targets, stream_planner_examples
 from rg.training.planner_view import load_view, view_name, view_references, view_relations, view_sample, view_target
 from rg.training.strategy import check_strategy
+from rg.jobs.weak_labels import labels_path, planner_labels
 from rg.jobs.harness import (
     EpochReporter,
     TrainRunConfig,
@@ -105,7 +101,8 @@ class PlannerTrainConfig(TrainRunConfig):
     planner: PlannerConfig = Field(default_factory=PlannerConfig, description="Base model, tokenizer, LoRA.")
     labels: LabelConfig = Field(
         default_factory=LabelConfig,
-        description="'weak': weak relation paths; 'refined': paths of a labels parquet, weak where a question has none.",
+        description="'weak': weak relation paths, computed once into <output_dir>/weak_labels; 'refined': the paths "
+        "of the refine job's rows (a row that fell back carries its weak paths).",
     )
     max_paths_per_question: int | None = Field(
         4, ge=1, description="Target paths kept per question (weak ones: those reaching most answers first)."
@@ -189,11 +186,10 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
                 progress=posting_progress(config["board"], ray.train.get_context().get_world_rank()))
 
 
-def _labels(cfg: PlannerTrainConfig, samples: Sequence[Sample]) -> dict[str, Labels] | None:
-    if cfg.labels.source == "weak":
-        return None
-    wanted = {s.id for s in samples}
-    return labels_by_id(resolve_data_path(str(cfg.labels.path)), wanted)
+def _labels_path(cfg: PlannerTrainConfig, train: Sequence[Sample], val: Sequence[Sample]) -> str:
+    """The labels the planner trains on: the refined rows, or the weak rows written once (:mod:`rg.jobs.weak_labels`)."""
+    sides = {"train": [s.id for s in train], "val": [s.id for s in val]}
+    return labels_path(planner_labels(cfg.labels, cfg.planner.max_path_len), cfg.input, sides, cfg.output_dir)
 
 
 def _relations(samples: Sequence[Sample]) -> set[str]:
@@ -241,7 +237,8 @@ def _streamed_input(cfg: PlannerTrainConfig) -> _TrainInput:
     sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=False)
     train, val = sides["train"], sides["val"]
     del sides
-    scan = scan_targets(cfg.input, train, val, cfg.labels, cfg.planner.max_path_len, cfg.target_consensus,
+    labels = _labels_path(cfg, train, val)
+    scan = scan_targets(cfg.input, train, val, labels, cfg.planner.max_path_len, cfg.target_consensus,
                         lambda question, topics: prompt_question(cfg.planner, question, topics), cfg.view_schema_dir)
     _require_targets(scan.train_stats.questions_with_target, scan.val_stats.questions_with_target)
     torch.manual_seed(cfg.train.seed)
@@ -259,12 +256,12 @@ def _driver_input(cfg: PlannerTrainConfig) -> _TrainInput:
     sides = ("train", "val") + (("test",) if cfg.evaluation.side == "test" else ())
     by_side = load_split_samples(cfg.input, cfg.split, sides, cfg.limit)
     train_samples, val_samples = by_side["train"], by_side["val"]
-    labels = _labels(cfg, train_samples + val_samples)
+    labels = labels_by_id(_labels_path(cfg, train_samples, val_samples), {s.id for s in train_samples + val_samples})
+    require_labels([s.id for s in train_samples + val_samples], labels)
     max_len = cfg.planner.max_path_len
-    kb = search_kb(cfg.labels.weak)
     view = load_view(cfg.view_schema_dir)
-    train_targets, train_stats = candidate_targets(train_samples, labels, cfg.labels.weak, max_len, kb)
-    val_targets, val_stats = candidate_targets(val_samples, labels, cfg.labels.weak, max_len, kb)
+    train_targets, train_stats = candidate_targets(train_samples, labels, max_len)
+    val_targets, val_stats = candidate_targets(val_samples, labels, max_len)
     train_targets = [view_target(t, view) for t in train_targets]
     val_targets = [view_target(t, view) for t in val_targets]
     # the vote counts training questions only; validation targets are voted by the same counts

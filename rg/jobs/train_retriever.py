@@ -5,7 +5,8 @@ into train and validation (a split file, or a seeded shuffle of their ids), and 
 the rest from the input files (:func:`rg.training.graph_stream.stream_training_graphs`): a scan
 pass returns each question's entity and relation names, from which the driver embeds every
 string **once** (a :class:`~rg.text.TextEncoder` and its on-disk cache); a graph pass joins the
-labels per batch and turns each row into a pickled :class:`QuestionGraph`, materialised in the
+labels rows per batch (the refine job's, or the weak rows this job's weak-label step writes once,
+:mod:`rg.jobs.weak_labels`) and turns each row into a pickled :class:`QuestionGraph`, materialised in the
 object store. The driver holds block references, never the subgraphs or the graphs, and hands
 both datasets to a :class:`ray.train.torch.TorchTrainer`. Each worker trains its shard of the
 training questions (``get_dataset_shard``) under DDP (gloo on CPU) with the shared loop
@@ -50,10 +51,12 @@ from rg.runtime import init_ray
 from rg.text.encoder import EncoderConfig, TextEncoder
 from rg.training.shards import balance_shards, equal_steps, shard_rows
 from rg.retrievers.inputs import TextIndex
-from rg.training.labels import LabelConfig
+from rg.supervision.answer_paths import search_kb
+from rg.supervision.labels import LabelConfig
 from rg.training.graph_stream import TrainingGraphs, iter_graphs, stream_training_graphs
 from rg.training.gate_pretrain import GatePretrainConfig, pretrain_walk
 from rg.training.loop import TrainConfig, fit
+from rg.jobs.weak_labels import labels_path, voted_paths
 from rg.jobs.harness import (
     Best,
     EpochReporter,
@@ -91,7 +94,7 @@ class TrainJobConfig(TrainRunConfig):
     retriever: RetrieverChoice = Field(
         default_factory=MLPConfig, description="Retriever config; `kind: mlp` or `kind: pna` picks the model."
     )
-    labels: LabelConfig = Field(default_factory=LabelConfig, description="Supervision: weak or refined labels.")
+    labels: LabelConfig = Field(default_factory=LabelConfig, description="Supervision: refined or weak label rows.")
     encoder: EncoderConfig = Field(
         default_factory=EncoderConfig,
         description="Text encoder of the embedding tables; set cache_dir so reruns skip the encoding.",
@@ -236,9 +239,8 @@ def _pretrained_walk(
     torch.manual_seed(cfg.train.seed)
     walk = build_retriever(cfg.retriever.kind, model_config).walk
     relations = torch.as_tensor(tables.relations, dtype=torch.float32)
-    report = pretrain_walk(
-        walk, questions, val_samples, index.relations, relations, encoder, cfg.labels.weak, cfg.walk_pretrain
-    )
+    paths = voted_paths([*questions, *val_samples], cfg.labels.weak, {s.id for s in questions}, search_kb(cfg.labels.weak))
+    report = pretrain_walk(walk, questions, val_samples, index.relations, relations, encoder, paths, cfg.walk_pretrain)
     print(
         f"gate pretraining: {report['with_paths']} of {report['questions']} questions with paths, "
         f"{report['steps']} steps, all steps right on {report['train_step_accuracy']:.3f} of them and on "
@@ -345,9 +347,9 @@ def _training_graphs(cfg: TrainJobConfig) -> tuple[list[Sample], list[Sample], T
             f"{cfg.input}; both need at least one (check `input` and `split`)"
         )
     encoder = TextEncoder(cfg.encoder)
-    graphs = stream_training_graphs(
-        cfg.input, train_samples, val_samples, cfg.labels, encoder, cfg.train.skip_unlabelled
-    )
+    sides = {"train": [s.id for s in train_samples], "val": [s.id for s in val_samples]}
+    labels = labels_path(cfg.labels, cfg.input, sides, cfg.output_dir)
+    graphs = stream_training_graphs(cfg.input, train_samples, val_samples, labels, encoder, cfg.train.skip_unlabelled)
     if graphs.train_usable < cfg.num_workers:
         raise ValueError(
             f"only {graphs.train_usable} usable training question(s) for {cfg.num_workers} workers; "

@@ -28,7 +28,7 @@ from torch import nn
 
 from rg.config import Config
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch, QuestionGraph
-from rg.supervision.labels import LabelSource
+from rg.data.labels import LabelSource
 
 CHECKPOINT_FORMAT = 1
 WEIGHTS_FILE = "model.pt"

@@ -31,7 +31,7 @@ import torch
 from rg.data.entities import is_unnamed
 from rg.data.sample import Sample
 from rg.retrievers.graphs import EmbeddingTables, QuestionGraph
-from rg.supervision.labels import Labels
+from rg.data.labels import Labels
 from rg.supervision.selectors import verbalise_relation
 
 

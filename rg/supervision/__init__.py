@@ -11,7 +11,8 @@ from rg.supervision.candidates import (
     one_hop_paths,
     representative_answer,
 )
-from rg.supervision.labels import LABELS_SCHEMA, Labels, iter_labels, read_labels, weak_fallback, write_labels
+from rg.data.labels import LABELS_SCHEMA, Labels, iter_labels, read_labels, write_labels
+from rg.supervision.labels import LabelConfig, weak_fallback, weak_row
 from rg.supervision.refine import Prepared, finish_question, prepare_question, refine_sample
 from rg.supervision.selectors import (
     PathSelector,
@@ -39,6 +40,7 @@ __all__ = [
     "CandidateConfig",
     "CandidateKind",
     "CandidatePool",
+    "LabelConfig",
     "Labels",
     "PairPaths",
     "PathSelector",
@@ -67,5 +69,6 @@ __all__ = [
     "weak_fallback",
     "weak_labels",
     "weak_paths",
+    "weak_row",
     "write_labels",
 ]

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Mapping
 
 from rg.data.sample import Sample
-from rg.supervision.labels import Labels
+from rg.data.labels import Labels
 from rg.supervision.weak import WeakConfig, weak_labels
 
 

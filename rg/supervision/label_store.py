@@ -21,7 +21,7 @@ from typing import Iterable, Iterator, Literal
 
 from rg.run.integrity import DamagedFileError, check_parquet, parquet_rows, write_json_atomic
 from rg.llm.client import RETRYABLE
-from rg.supervision.labels import Labels, iter_labels, write_labels
+from rg.data.labels import Labels, iter_labels, write_labels
 
 RetryFallbacks = Literal["transient", "all", "none"]
 TRANSIENT_FALLBACKS: frozenset[str] = frozenset(f"llm_{reason}" for reason in RETRYABLE)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from rg.data.sample import Sample
 from rg.graph import KnowledgeGraph
 from rg.supervision.candidates import CandidateConfig, CandidatePool, build_pool, expanded_paths
-from rg.supervision.labels import Labels, weak_fallback
+from rg.data.labels import Labels
+from rg.supervision.labels import weak_fallback
 from rg.supervision.selectors import PathSelector, Selection
 from rg.supervision.weak import WeakLabels, union_triples, weak_labels
 

@@ -8,10 +8,11 @@ On MetaQA 3-hop an offline check (the gate module alone, MetaQA's own question t
 paths) got all three steps right on 80% of test questions from 700 training questions, 92%
 from 2,800 and 96% from 7,000.
 
-So before training, :func:`pretrain_walk` reads up to ``walk_pretrain.questions`` training-side
-questions *without* their subgraphs, finds each one's relation paths the way
+So before training, the train job reads up to ``walk_pretrain.questions`` training-side
+questions *without* their subgraphs and finds each one's relation paths the way
 ``labels.template_vote`` does (best answer-F1 paths on the whole KB, then the vote of the
-training questions worded alike), and fits the walk's gates alone to them: a BCE per question,
+training questions worded alike: :func:`rg.jobs.weak_labels.voted_paths`), and
+:func:`pretrain_walk` fits the walk's gates alone to them: a BCE per question,
 step, direction and relation, against 1 where a path takes that relation in that direction at
 that step. Retriever training then starts from these gates, frozen by default
 (``walk_pretrain.freeze``): trained on, they drifted from the relation paths towards whatever
@@ -36,10 +37,7 @@ from rg.console import user_stream
 from rg.data.sample import Sample
 from rg.graph.path import split_relation
 from rg.retrievers.walk import GatedWalk
-from rg.supervision.answer_paths import search_kb
-from rg.supervision.weak import WeakConfig
 from rg.text.encoder import TextEncoder
-from rg.training.labels import voted_paths
 
 
 class GatePretrainConfig(Config):
@@ -140,7 +138,7 @@ def pretrain_walk(
     relations: Mapping[str, int],
     relation_vectors: torch.Tensor,
     encoder: TextEncoder,
-    weak: WeakConfig,
+    paths: Mapping[str, Sequence[Sequence[str]]],
     config: GatePretrainConfig,
 ) -> dict[str, Any]:
     """Fit ``walk``'s gates (in place) on the relation paths of ``samples``; report what happened.
@@ -153,15 +151,14 @@ def pretrain_walk(
         relations: Relation name → row of ``relation_vectors`` (the retriever's tables).
         relation_vectors: Relation text embeddings.
         encoder: Embeds the question texts.
-        weak: ``labels.weak`` (rule and KB of the path search).
+        paths: The relation paths of each question of ``samples`` and ``val_samples`` that has any
+            (computed by the job: :func:`rg.jobs.weak_labels.voted_paths`).
         config: The pretraining settings.
 
     Raises:
         ValueError: if no pretraining question has a relation path.
     """
     started = time.perf_counter()
-    train_ids = {s.id for s in samples}
-    paths = voted_paths([*samples, *val_samples], weak, train_ids, search_kb(weak))
     fitted = [s for s in samples if s.id in paths]
     held_out = [s for s in val_samples if s.id in paths]
     if not fitted:

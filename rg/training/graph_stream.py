@@ -7,14 +7,13 @@ Data over the input files, each read with an id filter for one split side
 (:func:`rg.data.streaming.read_input`):
 
 1. **Scan** (train side, then validation side): every row gives the named entities and
-   relations of its subgraph in first-appearance order (:func:`rg.retrievers.inputs.sample_names`)
-   and, with ``labels.template_vote``, its candidate relation paths. The driver merges them in
-   question order (training questions in input order, then validation questions), so the
+   relations of its subgraph in first-appearance order (:func:`rg.retrievers.inputs.sample_names`).
+   The driver merges them in question order (training questions in input order, then validation questions), so the
    :class:`Vocabulary` and the embedding tables are row for row those of
    :func:`rg.retrievers.inputs.build_tables` over the same samples.
-2. **Graphs**: every batch of rows gets its labels joined (:func:`rg.training.labels.join_labels`:
-   the refine job's rows for the batch's ids only, or weak labels computed from the rows) and
-   becomes pickled :class:`QuestionGraph` rows; training questions :func:`fit` would skip are
+2. **Graphs**: every batch of rows gets its labels rows joined (the batch's ids only, read from
+   the labels folder: the refine job's, or the one the train job's weak-label step wrote,
+   :mod:`rg.jobs.weak_labels`) and becomes pickled :class:`QuestionGraph` rows; training questions :func:`fit` would skip are
    dropped. Each side is **materialised in the object store** in input order; the driver keeps
    block references and row counts.
 
@@ -29,8 +28,8 @@ Reading per-worker id lists in the workers instead would repeat the label work i
 worker and leave the driver without the counts it checks before training.
 
 What stays on the driver is small: the questions without their subgraphs (id, text, answers,
-topics; read with ``graph=False``), the vocabularies and tables, and for a template vote the
-voted relation paths per question.
+topics; read with ``graph=False``), the vocabularies and the tables. No supervision is computed
+here: a question's labels are what its row says.
 """
 
 from __future__ import annotations
@@ -40,15 +39,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rg.run.paths import resolve_data_path
+from rg.data.labels import label_ids, labels_by_id
 from rg.data.sample import Sample
-from rg.data.streaming import Setup, batch_samples, in_order, read_side
+from rg.data.streaming import batch_samples, in_order, read_side
 from rg.retrievers.graphs import EmbeddingTables, QuestionGraph
-from rg.supervision.answer_paths import DEFAULT_MAX_LEN, search_kb
-from rg.supervision.labels import label_ids
 from rg.retrievers.inputs import Encoder, TextIndex, Vocabulary, question_graph, require_labels, sample_names
-from rg.training.labels import LabelConfig, join_labels
-from rg.training.planner_data import PlanTarget, TemplateConsensus, candidate_targets
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,7 +82,7 @@ def stream_training_graphs(
     inputs: str | Sequence[str],
     train: Sequence[Sample],
     val: Sequence[Sample],
-    labels: LabelConfig,
+    labels: str,
     encoder: Encoder,
     skip_unlabelled: bool,
 ) -> TrainingGraphs:
@@ -97,13 +92,14 @@ def stream_training_graphs(
         inputs: The RoG inputs the questions come from.
         train: The training questions in input order, read without subgraphs (``graph=False``).
         val: The validation questions, likewise.
-        labels: The supervision; ``source: refined`` rows are checked for every question here.
+        labels: The labels folder or file (an absolute path: actors read it), which must hold a row for
+            every question (checked here).
         encoder: Encodes the strings on the driver (its cache makes reruns cheap).
         skip_unlabelled: Drop training questions without a positive triple (``TrainConfig``).
 
     Raises:
         ValueError: if an id occurs twice, or a row is not a valid RoG row.
-        KeyError: if refined labels lack a question (before any graph is built).
+        KeyError: if the labels lack a question (before any graph is built).
     """
     import ray
 
@@ -111,24 +107,17 @@ def stream_training_graphs(
     vocabulary = Vocabulary()
     for sample in (*train, *val):
         vocabulary.add_question(sample.id, sample.question)
-    if labels.path is not None:  # the actors read it: give them the driver's absolute path
-        labels = labels.model_copy(update={"path": str(resolve_data_path(labels.path).resolve())})
-    if labels.source == "refined":
-        require_labels([s.id for s in (*train, *val)], label_ids(str(labels.path)))
-    targets: list[PlanTarget] = []
+    require_labels([s.id for s in (*train, *val)], label_ids(labels))
     for side in (train, val):
-        scan = read_side(sources, [s.id for s in side], _Scan, {"labels": labels}, setup=_Scan.setup(labels))
+        scan = read_side(sources, [s.id for s in side], _Scan, {}, setup="per_batch")
         for row in in_order(scan.iter_rows(), [s.id for s in side]):
             vocabulary.add_names(map(str, row["entities"]), map(str, row["relations"]))
-            if row["target"]:
-                targets.append(pickle.loads(row["target"]))
     tables, index = vocabulary.embed(encoder)
-    voted = _voted(targets, {s.id for s in train}) if labels.template_vote else None
-    shared = {"index": ray.put(index), "labels": labels, "voted": None if voted is None else ray.put(voted)}
-    setup = _GraphRows.setup(labels)
+    shared = {"index": ray.put(index), "labels": labels}
     train_ds = read_side(sources, [s.id for s in train], _GraphRows, {**shared, "skip_unlabelled": skip_unlabelled},
-                         setup=setup)
-    val_ds = read_side(sources, [s.id for s in val], _GraphRows, {**shared, "skip_unlabelled": None}, setup=setup)
+                         setup="per_batch")
+    val_ds = read_side(sources, [s.id for s in val], _GraphRows, {**shared, "skip_unlabelled": None},
+                       setup="per_batch")
     train_ds, val_ds = train_ds.materialize(), val_ds.materialize()
     return TrainingGraphs(train=train_ds, val=val_ds, train_usable=train_ds.count(), tables=tables, index=index)
 
@@ -139,73 +128,41 @@ def iter_graphs(ds: "ray.data.Dataset") -> Iterator[QuestionGraph]:
         yield pickle.loads(row["graph"])
 
 
-def _voted(targets: Sequence[PlanTarget], train_ids: set[str]) -> dict[str, tuple[tuple[str, ...], ...]]:
-    """Each question's relation paths after the template vote of the training questions (as :func:`voted_paths`)."""
-    consensus = TemplateConsensus.fit(t for t in targets if t.id in train_ids)
-    return {t.id: consensus.vote(t).relation_paths for t in targets}
-
-
 class _Scan:
-    """Ray Data map of the scan pass: names per question (and candidate paths for a template vote)."""
-
-    def __init__(self, labels: LabelConfig) -> None:
-        self.labels = labels
-        self.kb = search_kb(labels.weak) if labels.template_vote else None
-
-    @staticmethod
-    def setup(labels: LabelConfig) -> Setup:
-        """Once per actor when it opens the KG (a template vote), else per batch (:data:`Setup`)."""
-        return "per_actor" if labels.template_vote else "per_batch"
+    """Ray Data map of the scan pass: the named entities and relations of each question's subgraph."""
 
     def __call__(self, batch: "pa.Table") -> "pa.Table":
         import pyarrow as pa
 
         samples = batch_samples(batch)
         names = [sample_names(s) for s in samples]
-        found: dict[str, bytes] = {}
-        if self.labels.template_vote:
-            weak = self.labels.weak
-            max_len = weak.max_path_len if weak.max_path_len is not None else DEFAULT_MAX_LEN
-            found = {t.id: pickle.dumps(t) for t in candidate_targets(samples, None, weak, max_len, self.kb)[0]}
         return pa.table(
             {
                 "id": pa.array([s.id for s in samples], pa.string()),
                 "entities": pa.array([n[0] for n in names], pa.list_(pa.string())),
                 "relations": pa.array([n[1] for n in names], pa.list_(pa.string())),
-                "target": pa.array([found.get(s.id, b"") for s in samples], pa.binary()),
             }
         )
 
 
 class _GraphRows:
-    """Ray Data map of the graph pass: labels joined per batch, one pickled :class:`QuestionGraph` per row.
+    """Ray Data map of the graph pass: labels rows joined per batch, one pickled :class:`QuestionGraph` per row.
 
     ``skip_unlabelled`` None keeps every row (validation); a bool drops the rows :func:`trainable` refuses.
     """
 
-    def __init__(self, index: Any, labels: LabelConfig, voted: Any, skip_unlabelled: bool | None) -> None:
+    def __init__(self, index: Any, labels: str, skip_unlabelled: bool | None) -> None:
         import ray
 
         self.index: TextIndex = ray.get(index)
-        self.voted = None if voted is None else ray.get(voted)
         self.labels = labels
         self.skip_unlabelled = skip_unlabelled
-        self.kb = search_kb(labels.weak) if self._opens_kg(labels) else None
-
-    @staticmethod
-    def _opens_kg(labels: LabelConfig) -> bool:
-        return labels.source == "weak" and labels.weak.rule == "answer_f1" and not labels.template_vote
-
-    @classmethod
-    def setup(cls, labels: LabelConfig) -> Setup:
-        """Once per actor when it opens the KG (answer-F1 weak paths), else per batch (:data:`Setup`)."""
-        return "per_actor" if cls._opens_kg(labels) else "per_batch"
 
     def __call__(self, batch: "pa.Table") -> "pa.Table":
         import pyarrow as pa
 
         samples = batch_samples(batch)
-        rows = join_labels(samples, self.labels, self.kb, self.voted)
+        rows = labels_by_id(self.labels, {s.id for s in samples})
         require_labels([s.id for s in samples], rows)
         graphs = [question_graph(s, self.index, rows[s.id]) for s in samples]
         if self.skip_unlabelled is not None:

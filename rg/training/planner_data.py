@@ -1,18 +1,11 @@
-"""Planner supervision: (question, relation path) pairs from refined labels or weak paths.
+"""Planner supervision: (question, relation path) pairs from labels rows.
 
-A question's target paths are the relation chains of its refined labels
-(:class:`~rg.supervision.labels.Labels`, ``relation_paths``) when it has a labels row with at
-least one path; otherwise weak relation paths by one of two rules (``WeakConfig.rule``):
-
-* ``shortest``: the relation paths of its weak shortest paths
-  (:func:`~rg.supervision.weak.weak_labels`; :attr:`Path.relation_path` writes ``r^-1`` for a
-  backward step), ordered by how many answers they reach, so the ``max_paths_per_question``
-  cap keeps the chains that explain most answers and drops rarer shortcuts first;
-* ``answer_f1``: the relation paths whose reached entity set best matches the answer set
-  (:func:`~rg.supervision.answer_paths.answer_f1_paths`), which keeps multi-hop questions from
-  being labelled with shortcuts that reach only some of their answers.
-
-RoG trains on the same kind of pairs, one example per path.
+A question's target paths are the relation chains of its labels row
+(:class:`~rg.data.labels.Labels`, ``relation_paths``): the refine job's rows, or the weak rows the
+train job's weak-label step wrote (:mod:`rg.jobs.weak_labels`; by ``weak.rule``: the relation paths
+of the weak shortest paths, most answers reached first, so the ``max_paths_per_question`` cap drops
+rarer shortcuts first; or the answer-F1 paths, whose reached set best matches the answers). Nothing
+here searches a graph. RoG trains on the same kind of pairs, one example per path.
 
 Both weak rules leave ties: on MetaQA, "who directed X" is answered as well by ``written_by``
 when X's director wrote it, and a 3-step loop back to X can reach the same set as its 1-step
@@ -30,12 +23,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from rg.data.labels import Labels
 from rg.data.sample import Sample
-from rg.graph import KnowledgeGraph
 from rg.retrievers.planner.prompt import mask_topics
-from rg.supervision.answer_paths import DEFAULT_MAX_LEN, answer_f1_paths
-from rg.supervision.labels import Labels
-from rg.supervision.weak import WeakConfig, weak_labels
 
 
 @dataclass(frozen=True)
@@ -46,8 +36,7 @@ class PlanTarget:
         id: The question id.
         question: The question text.
         relation_paths: Target paths, best first (``r^-1`` marks a backward step).
-        source: The labels row's source (``refined``, ``weak``), or the weak rule that computed
-            the paths here (``weak`` for shortest paths, ``answer_f1``).
+        source: The labels row's source (``refined``, ``weak``).
         topics: The question's topic entities.
     """
 
@@ -69,7 +58,7 @@ class TargetStats:
 
     Attributes:
         by_source: Questions with targets, per source.
-        no_path: Questions without any path (no labels path and no weak path).
+        no_path: Questions without any path (no row, or a row without relation paths).
         too_long: Paths left out for exceeding ``max_len``.
         capped: Paths left out by ``max_paths``.
         outvoted: Paths left out by a :class:`TemplateConsensus`.
@@ -131,52 +120,16 @@ class TemplateConsensus:
         return replace(target, relation_paths=tuple(p for p in target.relation_paths if counts[p] == best))
 
 
-def weak_relation_paths(sample: Sample, config: WeakConfig | None = None) -> tuple[tuple[str, ...], ...]:
-    """The distinct relation paths of a question's weak shortest paths, most answers reached first.
-
-    Ties keep first-seen order (topic entities in question order, then answers).
-    """
-    reached: dict[tuple[str, ...], set[str]] = {}
-    for pair in weak_labels(sample, config).pairs:
-        for path in pair.paths:
-            reached.setdefault(path.relation_path, set()).add(pair.answer)
-    ranked = sorted(reached.items(), key=lambda item: -len(item[1]))  # stable: ties keep first-seen order
-    return tuple(path for path, _ in ranked)
-
-
-def weak_targets(
-    sample: Sample, weak: WeakConfig | None = None, max_len: int | None = None, kb: KnowledgeGraph | None = None
-) -> tuple[tuple[tuple[str, ...], ...], str]:
-    """A question's weak relation paths by ``weak.rule``, and the source name to record for them.
-
-    ``max_len`` (the planner's longest path) bounds the ``answer_f1`` search, else
-    ``weak.max_path_len``, else :data:`~rg.supervision.answer_paths.DEFAULT_MAX_LEN`; ``kb``
-    (the graph ``weak.kb`` names, loaded by the caller) is where that search runs.
-    """
-    weak = weak or WeakConfig()
-    if weak.rule == "answer_f1":
-        limit = max_len if max_len is not None else weak.max_path_len
-        return answer_f1_paths(sample, limit if limit is not None else DEFAULT_MAX_LEN, kb=kb), "answer_f1"
-    return weak_relation_paths(sample, weak), "weak"
-
-
 def candidate_targets(
-    samples: Iterable[Sample],
-    labels: Mapping[str, Labels] | None = None,
-    weak: WeakConfig | None = None,
-    max_len: int | None = None,
-    kb: KnowledgeGraph | None = None,
+    samples: Iterable[Sample], labels: Mapping[str, Labels], max_len: int | None = None
 ) -> tuple[list[PlanTarget], TargetStats]:
     """Every target relation path per question, before any vote or cap.
 
     Args:
-        samples: The training questions with their subgraphs.
-        labels: Labels rows by question id (e.g. the refine job's output); None or a missing
-            row or a row without paths falls back to weak paths computed here.
-        weak: Weak-path search settings.
-        max_len: Leave out paths with more relations (None: no limit); also bounds the
-            ``answer_f1`` search.
-        kb: The whole KG the ``answer_f1`` search runs on (None: each question's subgraph).
+        samples: The training questions (their subgraphs are not needed).
+        labels: Labels rows by question id; a question without a row, or whose row has no
+            relation path, gets no target (counted in ``no_path``).
+        max_len: Leave out paths with more relations (None: no limit).
 
     Returns:
         Targets of the questions that have at least one path, and the counts so far.
@@ -184,11 +137,8 @@ def candidate_targets(
     stats = TargetStats()
     targets = []
     for sample in samples:
-        row = None if labels is None else labels.get(sample.id)
-        if row is not None and row.relation_paths:
-            paths, source = row.relation_paths, row.source
-        else:
-            paths, source = weak_targets(sample, weak, max_len, kb)
+        row = labels.get(sample.id)
+        paths, source = (row.relation_paths, row.source) if row is not None else ((), "")
         kept = tuple(p for p in paths if len(p) > 0 and (max_len is None or len(p) <= max_len))
         stats.too_long += len(paths) - len(kept)
         if not kept:
@@ -223,19 +173,14 @@ def select_targets(
 
 
 def plan_targets(
-    samples: Iterable[Sample],
-    labels: Mapping[str, Labels] | None = None,
-    weak: WeakConfig | None = None,
-    max_paths: int | None = 4,
-    max_len: int | None = None,
-    kb: KnowledgeGraph | None = None,
+    samples: Iterable[Sample], labels: Mapping[str, Labels], max_paths: int | None = 4, max_len: int | None = None
 ) -> tuple[list[PlanTarget], TargetStats]:
     """Target relation paths per question: :func:`candidate_targets` capped at ``max_paths``.
 
     Returns:
         Targets of the questions that have at least one path, and the counts.
     """
-    targets, stats = candidate_targets(samples, labels, weak, max_len, kb)
+    targets, stats = candidate_targets(samples, labels, max_len)
     return select_targets(targets, stats, max_paths), stats
 
 
@@ -253,27 +198,3 @@ def target_rows(
         for path in t.relation_paths
     ]
 
-
-def reference_paths(
-    samples: Iterable[Sample],
-    labels: Mapping[str, Labels] | None = None,
-    weak: WeakConfig | None = None,
-    max_len: int | None = None,
-    kb: KnowledgeGraph | None = None,
-) -> dict[str, tuple[tuple[str, ...], ...]]:
-    """Reference relation paths per question for evaluation.
-
-    The dataset's gold paths (``sample.relation_paths``: synthetic data, WebQSP parses) when it
-    has them, else the labels row's paths, else the weak relation paths of ``weak.rule`` (MetaQA),
-    searched on ``kb`` when given.
-    """
-    out = {}
-    for sample in samples:
-        row = None if labels is None else labels.get(sample.id)
-        if sample.relation_paths:
-            out[sample.id] = sample.relation_paths
-        elif row is not None and row.relation_paths:
-            out[sample.id] = row.relation_paths
-        else:
-            out[sample.id] = weak_targets(sample, weak, max_len, kb)[0]
-    return out

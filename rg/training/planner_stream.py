@@ -7,11 +7,10 @@ Ray Data, as the retriever's input does (:mod:`rg.training.graph_stream`, whose 
 materialising before ``TorchTrainer.fit`` apply unchanged):
 
 1. **Scan** (train side, then validation side; each read with an id filter,
-   :func:`rg.data.streaming.read_side`): every batch of rows gets its labels joined (the refine
-   job's rows of the batch's ids only, with ``source: refined``) and every question its
-   candidate targets (:func:`candidate_targets`: labels paths, else weak paths of
-   ``weak.rule``, searched on the whole KB of ``weak.kb`` when set, which each actor loads
-   once) and the relations of its subgraph. The scan is **materialised in the object store**;
+   :func:`rg.data.streaming.read_side`): every batch of rows gets its labels rows joined (the
+   batch's ids only, from the refine job's folder or the one the train job's weak-label step
+   wrote, :mod:`rg.jobs.weak_labels`) and every question its candidate targets
+   (:func:`candidate_targets`: the row's relation paths) and the relations of its subgraph. The scan is **materialised in the object store**;
    the driver reads it back in question order and keeps only what must be global: the
    relation names (the tokenizer's path tokens), the training questions' prompt texts (the
    tokenizer's corpus), the counts of :class:`TargetStats`, and with ``target_consensus`` the
@@ -33,13 +32,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rg.run.paths import resolve_data_path
+from rg.data.labels import label_ids, labels_by_id
 from rg.data.sample import Sample
 from rg.data.streaming import Setup, batch_samples, in_order, map_in_order, read_side
+from rg.retrievers.inputs import require_labels
 from rg.retrievers.planner.model import PlanEncoder
-from rg.supervision.answer_paths import search_kb
-from rg.supervision.labels import labels_by_id
-from rg.training.labels import LabelConfig
+from rg.run.paths import resolve_data_path
 from rg.training.planner_data import (
     PlanTarget,
     TargetStats,
@@ -103,7 +101,7 @@ def scan_targets(
     inputs: str | Sequence[str],
     train: Sequence[Sample],
     val: Sequence[Sample],
-    labels: LabelConfig,
+    labels: str,
     max_len: int | None,
     consensus: bool,
     prompt_text: Callable[[str, Sequence[str]], str],
@@ -115,8 +113,9 @@ def scan_targets(
         inputs: The RoG inputs the questions come from.
         train: The training questions in input order, read without subgraphs (``graph=False``).
         val: The validation questions, likewise.
-        labels: The supervision (``source: refined``: a labels row's paths, weak paths where it has none).
-        max_len: The planner's longest path (longer paths are left out; bounds the ``answer_f1`` search).
+        labels: The labels folder or file (an absolute path: actors read it); a row's relation paths are
+            its question's candidate targets.
+        max_len: The planner's longest path (longer paths are left out).
         consensus: Fit the template vote on the training targets (``target_consensus``).
         prompt_text: ``prompt_text(question, topics)`` gives a question's prompt text
             (:func:`rg.retrievers.planner.model.prompt_question` with the planner config).
@@ -124,15 +123,15 @@ def scan_targets(
             (:mod:`rg.training.planner_view`); None keeps raw relations.
 
     Raises:
+        KeyError: if the labels lack a question (before any pass).
         ValueError: if an id occurs twice, a question is not read back, or a row is not a valid RoG row.
     """
     sources = [inputs] if isinstance(inputs, str) else list(inputs)
-    if labels.path is not None:  # the actors read it: give them the driver's absolute path
-        labels = labels.model_copy(update={"path": str(resolve_data_path(labels.path).resolve())})
-    if view_schema_dir is not None:  # likewise
+    require_labels([s.id for s in (*train, *val)], label_ids(labels))
+    if view_schema_dir is not None:  # the actors read it: give them the driver's absolute path
         view_schema_dir = str(resolve_data_path(view_schema_dir).resolve())
     kwargs = {"labels": labels, "max_len": max_len, "view_schema_dir": view_schema_dir}
-    setup = _TargetScan.setup(labels, view_schema_dir)
+    setup = _TargetScan.setup(view_schema_dir)
     train_ds = read_side(sources, [s.id for s in train], _TargetScan, kwargs, setup=setup).materialize()
     val_ds = read_side(sources, [s.id for s in val], _TargetScan, kwargs, setup=setup).materialize()
     relations: set[str] = set()
@@ -190,26 +189,24 @@ def _target(row: Any) -> PlanTarget | None:
 class _TargetScan:
     """Ray Data map of the scan pass: each question's candidate targets (labels joined per batch) and relations."""
 
-    def __init__(self, labels: LabelConfig, max_len: int | None, view_schema_dir: str | None) -> None:
+    def __init__(self, labels: str, max_len: int | None, view_schema_dir: str | None) -> None:
         self.labels = labels
         self.max_len = max_len
-        self.kb = search_kb(labels.weak)
         self.view = load_view(view_schema_dir)
 
     @staticmethod
-    def setup(labels: LabelConfig, view_schema_dir: str | None) -> Setup:
-        """Once per actor when it opens a KG or a schema, else per batch (:data:`Setup`)."""
-        opens = labels.weak.kb is not None or labels.weak.kg is not None or view_schema_dir is not None
-        return "per_actor" if opens else "per_batch"
+    def setup(view_schema_dir: str | None) -> Setup:
+        """Once per actor when it opens a schema, else per batch (:data:`Setup`)."""
+        return "per_actor" if view_schema_dir is not None else "per_batch"
 
     def __call__(self, batch: "pa.Table") -> "pa.Table":
         import pyarrow as pa
 
         samples = batch_samples(batch)
-        rows = None if self.labels.source == "weak" else labels_by_id(str(self.labels.path), {s.id for s in samples})
+        rows = labels_by_id(self.labels, {s.id for s in samples})
         targets, too_long = [], []
         for sample in samples:
-            found, stats = candidate_targets([sample], rows, self.labels.weak, self.max_len, self.kb)
+            found, stats = candidate_targets([sample], rows, self.max_len)
             targets.append(pickle.dumps(view_target(found[0], self.view)) if found else b"")
             too_long.append(stats.too_long)
         return pa.table(
