@@ -38,13 +38,20 @@ def by_id(folder: Path) -> dict:
     return {x.id: x for x in read_labels(folder)}
 
 
-def test_similarity_job_labels_every_question_and_resumes(ray_local, samples_file, tmp_path):
+def test_similarity_job_labels_every_question_and_resumes(ray_local, samples_file, tmp_path, monkeypatch):
     cfg = RefineConfig(input=str(samples_file), output_dir=str(tmp_path), batch_size=8)
     report = refine(cfg, progress=False)
     assert report["questions"] == report["this_run"] == 40 and report["duplicate_ids"] == 0
     assert report["refined"] + report["weak_fallback"] == 40 and report["refined"] > 30
     assert report["selector"].startswith("similarity:") and report["prompt_ids"] == []
     assert report["mean_pool_before"] >= report["mean_pool_after"] > 0
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("a rerun with every question labelled started a Ray Data pass")
+
+    import rg.jobs.refine as job
+
+    monkeypatch.setattr(job, "_labelled", no_pass)
     again = refine(cfg, progress=False)
     assert (again["this_run"], again["resumed"], again["questions"], again["duplicate_ids"]) == (0, 40, 40, 0)
 

@@ -98,12 +98,19 @@ def count_input(source: str, limit: int | None, ids: frozenset[str] | None = Non
     No Ray job runs (``Dataset.count`` on a filtered read reads every file in tasks). Returns None
     for a jsonl input, which only a full parse could count.
     """
+    found = input_ids(source, limit, ids)
+    return None if found is None else len(found)
+
+
+def input_ids(source: str, limit: int | None, ids: frozenset[str] | None = None) -> list[str] | None:
+    """The ids of the questions :func:`read_input` gives (a repeated id as often as it occurs), read from the
+    parquet files' ``id`` columns on the driver; None for a jsonl input."""
     files = input_files(source)
     if not all(f.endswith(".parquet") for f in files):
         return None
     if limit is not None:
-        return len(first_ids(files, limit, ids))
-    return sum(sum(1 for i in _parquet_ids(f) if ids is None or i in ids) for f in files)
+        return sorted(first_ids(files, limit, ids))
+    return [i for f in files for i in _parquet_ids(f) if ids is None or i in ids]
 
 
 def _parquet_ids(file: str) -> list[str]:

@@ -35,7 +35,7 @@ from rg.data.rog import iter_rog_rows, sample_from_row
 from rg.data.sample import Sample
 from rg.data.splits import SplitConfig, SplitName
 from rg.run.integrity import write_json_atomic
-from rg.data.streaming import READ_CPUS, count_input, read_input
+from rg.data.streaming import READ_CPUS, count_input, input_ids, read_input
 from rg.llm.client import OpenAICompatibleClient
 from rg.llm.journal import JOURNAL_FILE, UsageJournal, new_run_id, read_journal
 from rg.llm.probe import EndpointDownError, probe_endpoint
@@ -325,6 +325,10 @@ def _refine_locked(cfg: RefineConfig, progress: bool, fresh: bool, retry_fallbac
     start = time.perf_counter()
     ids = wanted_ids(cfg)
     for source in input_sources(cfg):
+        known = input_ids(source, cfg.limit, ids)
+        if known is not None and all(i in skip for i in known):  # every question labelled already: no Ray Data pass
+            counts["skipped"] += len(known)
+            continue
         ds, total = _labelled(cfg, source, ids, skip, journal, run)
         bar = tqdm(total=total, unit="q", desc=f"refine {Path(source).name} ({cfg.selector})", disable=not progress,
                    file=user_stream())
