@@ -15,7 +15,7 @@ from rg.data.sample import Sample
 from rg.data.webqsp import read_webqsp_labels
 from rg.data.labels import Labels, LabelSource, iter_labels
 from rg.graph import KnowledgeGraph
-from rg.supervision.labels import weak_paths_of
+from rg.supervision.labels import searched_to, weak_paths_of
 from rg.supervision.weak import WeakConfig, weak_labels
 
 
@@ -81,9 +81,7 @@ def reference_paths(
     the ``answer_f1`` search going ``max_len`` relations deep (the planner's longest path; None
     keeps ``weak.max_path_len``) on ``kb`` when given.
     """
-    weak = weak or WeakConfig()
-    if max_len is not None and weak.rule == "answer_f1":
-        weak = weak.model_copy(update={"max_path_len": max_len})
+    weak = searched_to(weak or WeakConfig(), max_len)
     out = {}
     for sample in samples:
         row = None if labels is None else labels.get(sample.id)

@@ -33,7 +33,7 @@ from rg.data.streaming import Setup, batch_samples, input_files, read_side
 from rg.graph import KnowledgeGraph
 from rg.run.paths import resolve_data_path
 from rg.supervision.answer_paths import search_kb
-from rg.supervision.labels import VOTED_SELECTOR, LabelConfig, path_row, weak_paths_of, weak_row
+from rg.supervision.labels import VOTED_SELECTOR, LabelConfig, path_row, searched_to, weak_paths_of, weak_row
 from rg.supervision.weak import WeakConfig
 from rg.training.planner_data import PlanTarget, TemplateConsensus
 
@@ -47,9 +47,7 @@ MANIFEST = "manifest.json"
 def planner_labels(labels: LabelConfig, max_len: int | None) -> LabelConfig:
     """``labels`` for a planner whose paths have at most ``max_len`` relations: the ``answer_f1``
     search goes that deep (None keeps ``weak.max_path_len``)."""
-    if max_len is None or labels.weak.rule != "answer_f1":
-        return labels
-    return labels.model_copy(update={"weak": labels.weak.model_copy(update={"max_path_len": max_len})})
+    return labels.model_copy(update={"weak": searched_to(labels.weak, max_len)})
 
 
 def labels_path(

@@ -163,5 +163,13 @@ def _row(sample_id: str, found: AnswerPathLabels, selector: str) -> Labels:
     )
 
 
+def searched_to(weak: WeakConfig, max_len: int | None) -> WeakConfig:
+    """``weak`` with its ``answer_f1`` search going ``max_len`` relations deep (a planner's longest path);
+    None, or another rule, keeps it as it is."""
+    if max_len is None or weak.rule != "answer_f1":
+        return weak
+    return weak.model_copy(update={"max_path_len": max_len})
+
+
 def _max_len(weak: WeakConfig) -> int:
     return weak.max_path_len if weak.max_path_len is not None else DEFAULT_MAX_LEN
