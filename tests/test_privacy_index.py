@@ -39,6 +39,35 @@ def test_shared_index_gives_the_verdicts_of_an_own_automaton(held: list[str]) ->
     assert shared.find("ZED   ALPHA!") == "alias" and shared.find("directed by") is None  # a relation's own words pass
 
 
+@pytest.mark.parametrize("held", [KG_NAMES[:3], KG_NAMES, KG_NAMES[5:], ["Zed Alpha", "Tom Hanks", "61*"]])
+def test_deferred_strings_give_the_verdicts_of_strings_guarded_up_front(held: list[str]) -> None:
+    index = GuardIndex([*KG_NAMES, "directed_by"])
+
+    def pairs_of(string: str) -> list[tuple[str, str]]:  # "Ann" is left in the clear, as a ratio would
+        return [] if string == "Ann" else [("entity_id" if string.startswith("m.") else "entity_name", string)]
+
+    eager, lazy = EgressGuard(public=PUBLIC, index=index), EgressGuard(public=PUBLIC, index=index)
+    eager.add_pairs(pair for string in held for pair in pairs_of(string))
+    lazy.defer(held, pairs_of)  # "Zed Alpha" is not in the index and "61*" only by its punctuation: guarded now
+    assert [lazy.find(t) for t in TEXTS] == [eager.find(t) for t in TEXTS]
+    assert [lazy.find(t) for t in reversed(TEXTS)] == [eager.find(t) for t in reversed(TEXTS)]  # resolved once
+    assert lazy.size <= eager.size and lazy.marked_size == eager.marked_size  # only the keys met are active
+
+
+def test_a_deferred_string_is_resolved_only_in_its_own_guard_and_forgotten_on_close() -> None:
+    index = GuardIndex(KG_NAMES)
+    first, second = EgressGuard(index=index), EgressGuard(index=index)
+    first.defer(["Tom Hanks", "Forrest Gump"], lambda s: [("entity_name", s)])
+    assert first.size == 0  # nothing activated before a check meets a key
+    assert second.find("tom hanks in forrest gump") is None
+    assert first.find("TOM hanks") == "entity_name" and first.size == 1
+    assert first.find("upper forrest gumps") is None and first.find("forrest  gump!") == "entity_name"
+    first.close()
+    assert first.find("forrest gump") == "closed_session"
+    with pytest.raises(RuntimeError, match="closed"):
+        first.defer(["Tom Hanks"], lambda s: [("entity_name", s)])
+
+
 def test_additions_after_the_first_check_are_guarded_with_either_automaton() -> None:
     index = GuardIndex(KG_NAMES)
     own, shared = guards({"entity_name": ["Ann"]}, index)

@@ -7,7 +7,7 @@ import pytest
 
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.privacy import KGSchema, PrivacyConfig, PrivacySession, SanitiserConfig, assess, sanitise, structural_uniqueness
-from rg.privacy.structure import _Graph, personalised_pagerank, public_label, reachable
+from rg.privacy.structure import ViewGraph, personalised_pagerank, public_label, reachable
 
 F = "ent_aaaa0001 (film)"
 A1, A2, A3 = "ent_aaaa0011 (person)", "ent_aaaa0012 (person)", "ent_aaaa0013 (person)"
@@ -141,7 +141,7 @@ def test_sanitise_is_deterministic_and_answers_in_groups_stay_reachable():
 
 
 def test_personalised_pagerank_properties():
-    graph = _Graph([(F, "r", A1), (F, "r", A2), (A2, "r", D)])
+    graph = ViewGraph([(F, "r", A1), (F, "r", A2), (A2, "r", D)])
     score = personalised_pagerank(graph, [graph.index[F]], restart=0.15, iterations=200)
     assert score.sum() == pytest.approx(1.0)
     assert score.argmax() == graph.index[F]

@@ -27,6 +27,16 @@ was built) goes into the session's own small automaton, so the verdicts never de
 the index holds: it only saves work. An index is immutable (sessions in other threads may be
 reading it); :meth:`GuardIndex.extended` builds a new one with additions for its holder to swap in.
 
+**Guarding a subgraph without touching it.** A session guards every entity of its subgraph
+(hundreds per question), though a request can only ever hold the few keys the shared automaton
+finds in it. :meth:`EgressGuard.defer` therefore keeps the subgraph's index-held strings as a set and
+a function giving each one's (category, string) pairs, and a check resolves them only when the shared
+automaton finds one of their keys: it looks up the key's owners (:meth:`GuardIndex.owners`), guards
+those the session deferred exactly as :meth:`EgressGuard.add_pairs` would have, and counts the match
+if that activated the key. Verdicts equal guarding every string up front; what differs is only that a
+deferred string too weak to guard is not counted in ``skipped``, and that a key given both by a
+deferred string and by a later explicit addition is named by the explicit one's category.
+
 Plain keys are stored padded with a space on each side and looked for in the padded normalised
 text. A normalised text holds only word characters and single spaces, so a padded match is a
 whole-token match and nothing else: the automaton reports no match inside a longer word.
@@ -127,13 +137,24 @@ class GuardIndex:
         """The keys of a string if the index holds it, else None (a dict lookup: guards call it per string)."""
         self._plain = ahocorasick.Automaton()  # " key " → key: guardable plain keys and their spaced forms
         self._marked = ahocorasick.Automaton()  # marked key → key
-        for keys in self._keys.values():
+        owners: dict[str, list[str]] = {}  # a key the automata find → the strings that give it
+        punctuated: set[str] = set()
+        for string, keys in self._keys.items():
             if keys.plain_ok:
                 for key in (keys.plain, keys.spaced):
-                    if key and _padded(key) not in self._plain:
-                        self._plain.add_word(_padded(key), key)
-            if keys.marked_ok and keys.marked not in self._marked:
-                self._marked.add_word(keys.marked, keys.marked)
+                    if key:
+                        owners.setdefault(key, []).append(string)
+                        if _padded(key) not in self._plain:
+                            self._plain.add_word(_padded(key), key)
+            if keys.marked_ok:
+                punctuated.add(string)
+                if keys.marked not in self._marked:
+                    self._marked.add_word(keys.marked, keys.marked)
+                if keys.marked != keys.plain:
+                    owners.setdefault(keys.marked, []).append(string)
+        self._owners = {key: tuple(strings) for key, strings in owners.items()}
+        self.punctuated: frozenset[str] = frozenset(punctuated)
+        """Strings with a guardable key that keeps its punctuation (a guard may have to look for them by it)."""
         for automaton in (self._plain, self._marked):
             if len(automaton):
                 automaton.make_automaton()
@@ -143,6 +164,16 @@ class GuardIndex:
 
     def __contains__(self, string: object) -> bool:
         return string in self._keys
+
+    def owners(self, key: str) -> tuple[str, ...]:
+        """The strings whose plain, spaced or marked key is ``key`` (none when the automata do not hold it)."""
+        return self._owners.get(key, ())
+
+    def held(self, strings: Iterable[str]) -> tuple[set[str], set[str]]:
+        """``strings`` split into those the index holds and the others (set operations, no per-string Python)."""
+        given = set(strings)
+        missing = given.difference(self._keys)
+        return given - missing, missing
 
     def holds_plain(self, key: str) -> bool:
         """Whether the shared automaton finds the plain (or spaced) key ``key``."""
@@ -208,6 +239,7 @@ class EgressGuard:
         self._own = ahocorasick.Automaton()  # padded keys the index does not find
         self._own_marked = ahocorasick.Automaton()
         self._seen: set[tuple[str, str]] = set()  # strings skipped, each counted once
+        self._deferred: list[tuple[set[str], Callable[[str], Iterable[tuple[str, str]]]]] = []
         self._built = True
 
     @property
@@ -246,6 +278,39 @@ class EgressGuard:
                     active.setdefault(keys.spaced, category)
             else:
                 self._add_rest(category, string, keys, own=False)
+
+    def defer(self, strings: Iterable[str], pairs_of: Callable[[str], Iterable[tuple[str, str]]]) -> None:
+        """Guard ``strings`` as ``add_pairs(pairs_of(s))`` would, resolving each only if a check meets its key.
+
+        ``pairs_of(s)`` gives the (category, string) pairs to guard for ``s`` (none: ``s`` is not guarded);
+        they must be strings the index holds (a string and its spaced form, as a subgraph's ids are). A
+        string the index lacks, and one the guard may have to look for by its punctuation (``61*``, or a
+        name whose plain key is a public word), is guarded now; the rest cost one set per call (module
+        docstring).
+        """
+        if self.closed:
+            raise RuntimeError("this egress guard's session is closed; open a new session per question")
+        held, missing = self.index.held(strings)
+        now = missing | {string for string in held.intersection(self.index.punctuated) if self._by_punctuation(string)}
+        for string in now:
+            self.add_pairs(pairs_of(string))
+        held -= now
+        if held:
+            self._deferred.append((held, pairs_of))
+
+    def _by_punctuation(self, string: str) -> bool:
+        """Whether an indexed string is guarded by its marked key (its plain key too weak, or public here)."""
+        keys = self.index.keys(string)
+        return keys is not None and keys.marked_ok and not (keys.plain_ok and keys.plain not in self.public)
+
+    def _resolve(self, key: str, active: Mapping[str, str]) -> str | None:
+        """A key's category once the deferred strings that give it are guarded (None: none of them is)."""
+        for owner in self.index.owners(key):
+            for strings, pairs_of in self._deferred:
+                if owner in strings:
+                    strings.discard(owner)
+                    self.add_pairs(pairs_of(owner))
+        return active.get(key)
 
     def _add_own(self, category: str, string: str) -> None:
         """Guard a string the index lacks: its keys are worked out here and go into the own automaton."""
@@ -288,16 +353,14 @@ class EgressGuard:
         """
         if self.closed:
             return "closed_session"
-        if not self._built:
-            for automaton in (self._own, self._own_marked):
-                if len(automaton):
-                    automaton.make_automaton()
-            self._built = True
-        if self._active:
+        self._compile()
+        best = None
+        if self._active or self._deferred:
             padded = _padded(normalise(text))
-            own = self._own.iter(padded) if len(self._own) else iter(())
-            best = min((hit for hit in (self._first(self.index.plain_matches(padded), self._active, None),
-                                        self._first(own, self._active, None)) if hit is not None), default=None)
+            best = self._first(self.index.plain_matches(padded), self._active, None, shared=True)
+            self._compile()  # again: resolving a deferred string may have added keys
+            if len(self._own):
+                best = min(filter(None, (best, self._first(self._own.iter(padded), self._active, None))), default=None)
             if best is not None:
                 return best[2]
         if self._active_marked:
@@ -310,13 +373,24 @@ class EgressGuard:
                 return best[2]
         return None
 
-    @staticmethod
-    def _first(matches: Iterator[tuple[int, str]], active: Mapping[str, str],
-               folded: str | None) -> tuple[int, int, str] | None:
+    def _compile(self) -> None:
+        """Compile the own automata if strings were added since the last check."""
+        if not self._built:
+            for automaton in (self._own, self._own_marked):
+                if len(automaton):
+                    automaton.make_automaton()
+            self._built = True
+
+    def _first(self, matches: Iterator[tuple[int, str]], active: Mapping[str, str],
+               folded: str | None, shared: bool = False) -> tuple[int, int, str] | None:
         """(end, -length, category) of the first match on an active key (checked for whole tokens in
-        ``folded``; a padded plain match is one already)."""
+        ``folded``; a padded plain match is one already); with ``shared``, a key of a deferred string
+        (:meth:`defer`) is resolved when met."""
+        deferred = shared and bool(self._deferred)
         for end, key in matches:
             category = active.get(key)
+            if category is None and deferred:
+                category = self._resolve(key, active)
             if category is not None and (folded is None or whole_token(folded, end + 1 - len(key), end + 1)):
                 return end, -len(key), category
         return None

@@ -34,7 +34,8 @@ from rg.privacy.guard import EgressGuard, GuardIndex, guardable, keys_of
 from rg.privacy.names import MID, NameBook
 from rg.privacy.normalise import INVISIBLE, normalise, normalise_with_map, whole_token
 from rg.privacy.schema import SCHEMA_KINDS, UNKNOWN, KGSchema
-from rg.privacy.structure import SanitisedView, SanitiserConfig, group_nodes, prune, public_label, structural_uniqueness
+from rg.privacy.structure import (SanitisedView, SanitiserConfig, ViewGraph, group_nodes, prune_graph, public_label,
+                                  structural_uniqueness)
 
 KEY_BYTES = 32
 DATE = re.compile(r"^(\d{4})(?:-\d{2}(?:-\d{2})?)?$")
@@ -317,22 +318,31 @@ class PrivacySession:
 
     def guard_entities(self, entities: Iterable[str]) -> None:
         """Guard the raw strings of entities whether or not the Brain is shown them (so a pruned
-        entity's name is refused too); the same ones :meth:`entity` would guard."""
+        entity's name is refused too); the same ones :meth:`entity` would guard.
+
+        An entity with names in the session's book is guarded now, by every form; the others (ids that
+        are their own names: a subgraph's hundreds of entities) are handed to the guard to resolve only
+        when a check meets one of their keys (:meth:`rg.privacy.EgressGuard.defer`), which gives the
+        same verdicts without a per-entity step per question.
+        """
         self._live_key()
         if not self.anonymising:
             return
-        pairs: list[tuple[str, str]] = []
-        types, book_names, book_aliases = self.schema.types, self.names.names, self.names.aliases
-        viewed, every = self._views, self.config.ratio >= 1.0
-        for raw in entities:
-            kind = types.get(raw, UNKNOWN)
-            if kind in SCHEMA_KINDS or (viewed and (raw, False) in viewed) or not (every or self._anonymised(raw)):
-                continue  # public (schema vocabulary), guarded when viewed, or left in the clear by the ratio
-            if raw in book_names or raw in book_aliases:
-                pairs += self._guard_pairs(raw, kind)
-            else:  # an id that is its own name: its one form (NameBook.forms), without building it
-                pairs.append(("entity_id" if MID.match(raw) else "literal" if kind == "literal" else "entity_name", raw))
-        self.guard.add_pairs(pairs)  # one call for the subgraph: the guard's per-call work is paid once
+        given = set(entities)
+        named = given.intersection(self.names.names).union(given.intersection(self.names.aliases))
+        pairs = [pair for raw in named for pair in self._entity_pairs(raw)]
+        self.guard.add_pairs(pairs)  # one call for the named ones: the guard's per-call work is paid once
+        self.guard.defer(given - named, self._entity_pairs)
+
+    def _entity_pairs(self, raw: str) -> list[tuple[str, str]]:
+        """(category, form) pairs :meth:`guard_entities` guards for one entity: none for a schema node or one
+        the ratio leaves in the clear; an id that is its own name gives its one form without building it."""
+        kind = self.schema.types.get(raw, UNKNOWN)
+        if kind in SCHEMA_KINDS or not (self.config.ratio >= 1.0 or self._anonymised(raw)):
+            return []
+        if raw in self.names.names or raw in self.names.aliases:
+            return self._guard_pairs(raw, kind)
+        return [("entity_id" if MID.match(raw) else "literal" if kind == "literal" else "entity_name", raw)]
 
     def expose(self, triples: Iterable[tuple[str, str, str]], topics: Sequence[str],
                sanitiser: SanitiserConfig, stage: str | None = None) -> SanitisedView:
@@ -347,12 +357,11 @@ class PrivacySession:
         exposure ledger under that stage.
         """
         self._live_key()
-        distinct = list(dict.fromkeys(triples))
-        heads, _, tails = zip(*distinct) if distinct else ((), (), ())
-        self.guard_entities(set(heads).union(tails))
+        graph = ViewGraph(triples, extra=sorted(topics))  # built once: its nodes are guarded, then it is pruned
+        self.guard_entities(graph.names)
         if self.config.mode == "privacy":
-            self.guard.add("relation", {r for _, r, _ in distinct})
-        kept = prune(distinct, frozenset(topics), sanitiser)
+            self.guard.add("relation", {r for _, r, _ in graph.triples})
+        kept = prune_graph(graph, frozenset(topics), sanitiser)
         view = list(dict.fromkeys(self.anonymise_triples(kept, topics)))
         anchors = frozenset(self.entity(t, topic=True) for t in topics)
         groups: dict[str, tuple[str, ...]] = {}
@@ -394,16 +403,15 @@ class PrivacySession:
         # the KG's keys written in the question, found in one pass of the shared automaton: a name the
         # index holds whose keys are not among them matches nowhere in the question, and is not looked for
         hits, marked_hits = index.occurring(plain[0], normalise(question, punctuation=True))
-        book_names, book_aliases = self.names.names, self.names.aliases
+        # so only these names are looked for: the owners of those keys, names the index lacks, and names
+        # with forms of their own in the book (set operations: a subgraph passes hundreds of names)
+        names = list(names)
+        held, lacking = index.held(names)
+        book = held.intersection(self.names.names).union(held.intersection(self.names.aliases))
+        present = {owner for key in (*hits, *marked_hits) for owner in index.owners(key)}
+        looked_for = held.intersection(present).union(lacking, book).difference(replacement)
         candidates = [(form, t, True) for t in topics for form, _ in self.names.forms(t)]
-        for n in names:
-            if n in replacement:
-                continue
-            if n not in book_names and n not in book_aliases:  # its only form is itself (NameBook.forms)
-                keys = index.keys(n)
-                if keys is not None and not (keys.plain_ok and keys.plain in hits) and not (
-                        keys.marked_ok and keys.marked in marked_hits):
-                    continue
+        for n in dict.fromkeys(n for n in names if n in looked_for):
             candidates += [(form, n, False) for form, _ in self.names.forms(n)]
         spans: list[tuple[int, int, str]] = []
         taken = [False] * len(question)  # in the question's own positions, whichever form matched

@@ -22,6 +22,7 @@ that and reduces it, on the anonymised working subgraph (view triples from
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
+import pandas as pd
 from pydantic import Field
 
 from rg.config import Config
@@ -141,19 +143,46 @@ class StructureReport:
     reachable_after: bool
 
 
-class _Graph:
-    """A view as integer arrays: node labels, and edges (head, relation id, tail)."""
+class ViewGraph:
+    """A view as integer arrays: its distinct triples, node names, and edges (head, relation id, tail).
+
+    Built once per view and shared by what reads it (the session guards :attr:`names` and prunes the
+    same graph: :func:`prune_graph`).
+    """
 
     def __init__(self, triples: Iterable[Triple], extra: Iterable[str] = ()) -> None:
-        distinct = list(dict.fromkeys(triples))
-        heads, rels, tails = zip(*distinct) if distinct else ((), (), ())
-        # nodes numbered in order of first appearance (h1, t1, h2, t2, ...), then the extra ones
-        self.names = list(dict.fromkeys(itertools.chain(itertools.chain.from_iterable(zip(heads, tails)), extra)))
-        self.index: dict[str, int] = dict(zip(self.names, range(len(self.names))))
-        relations = dict(zip(dict.fromkeys(rels), itertools.count()))
-        self.heads = np.fromiter(map(self.index.__getitem__, heads), dtype=np.int64, count=len(heads))
-        self.rels = np.fromiter(map(relations.__getitem__, rels), dtype=np.int64, count=len(rels))
-        self.tails = np.fromiter(map(self.index.__getitem__, tails), dtype=np.int64, count=len(tails))
+        given = list(triples)
+        extra = list(extra)
+        m = len(given)
+        # nodes numbered in order of first appearance (h1, t1, h2, t2, ...), then the extra ones; relations
+        # likewise. pandas' hash table numbers them in C: this runs per question over hundreds of triples
+        ends = np.empty(2 * m + len(extra), dtype=object)
+        rels = np.zeros(0, dtype=np.int64)
+        if m:
+            columns = np.empty((m, 3), dtype=object)
+            columns[:] = given
+            ends[0:2 * m:2], ends[1:2 * m:2] = columns[:, 0], columns[:, 2]
+            rels = pd.factorize(columns[:, 1], sort=False)[0].astype(np.int64)
+        ends[2 * m:] = extra
+        codes, names = pd.factorize(ends, sort=False)
+        codes = codes.astype(np.int64)
+        heads, tails = codes[0:2 * m:2], codes[1:2 * m:2]
+        self.names: list[str] = names.tolist()
+        # a repeated triple counts once, where it first appears; a node or relation first appears in a
+        # triple's first occurrence, so the numbering above is that of the distinct triples
+        key = (heads * (int(rels.max(initial=-1)) + 1) + rels) * len(self.names) + tails
+        first = np.unique(key, return_index=True)[1]
+        if len(first) < m:
+            first.sort()
+            heads, rels, tails = heads[first], rels[first], tails[first]
+            given = [given[i] for i in first.tolist()]
+        self.triples: list[Triple] = given
+        self.heads, self.rels, self.tails = heads, rels, tails
+
+    @functools.cached_property
+    def index(self) -> dict[str, int]:
+        """Node name → number."""
+        return dict(zip(self.names, itertools.count()))
 
     def __len__(self) -> int:
         return len(self.names)
@@ -167,7 +196,7 @@ class _Graph:
         return out
 
 
-def wl_colours(graph: _Graph, labels: Sequence[str], rounds: int) -> list[int]:
+def wl_colours(graph: ViewGraph, labels: Sequence[str], rounds: int) -> list[int]:
     """Weisfeiler–Lehman colours after ``rounds`` refinements of ``labels`` (directed, relation-labelled)."""
     palette: dict[object, int] = {}
     colour = [palette.setdefault(("label", label), len(palette)) for label in labels]
@@ -203,7 +232,7 @@ def structural_uniqueness(
             words and coarse literals (``Person``, ``year 1987``) shape the signatures but are
             public values, not entities. Pass ``lambda n: True`` for a plaintext view.
     """
-    graph = _Graph(triples)
+    graph = ViewGraph(triples)
     labels = [ANCHOR_LABEL if n in anchors else public_label(n) for n in graph.names]
     colours = wl_colours(graph, labels, rounds)
     weights = weights or {}
@@ -217,7 +246,7 @@ def structural_uniqueness(
     return Uniqueness(entities=entities, unique=unique, k=min(size.values(), default=0))
 
 
-def personalised_pagerank(graph: _Graph, seeds: Sequence[int], restart: float, iterations: int) -> np.ndarray:
+def personalised_pagerank(graph: ViewGraph, seeds: Sequence[int], restart: float, iterations: int) -> np.ndarray:
     """Personalised PageRank from ``seeds`` over the undirected view (Jeh & Widom, 2003).
 
     Shapes:
@@ -232,11 +261,29 @@ def personalised_pagerank(graph: _Graph, seeds: Sequence[int], restart: float, i
     jump = np.zeros(n)
     jump[list(seeds)] = 1.0 / len(seeds)
     score = jump.copy()
-    share = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)
+    share = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)[src]  # per edge: 1 / its source's degree
+    back = restart * jump
     for _ in range(iterations):
-        spread = np.bincount(dst, weights=(score * share)[src], minlength=n)  # summed in edge order, as np.add.at
-        score = restart * jump + (1.0 - restart) * spread
+        spread = np.bincount(dst, weights=score[src] * share, minlength=n)  # summed in edge order, as np.add.at
+        score = back + (1.0 - restart) * spread
     return score
+
+
+def connected(graph: ViewGraph, seeds: Sequence[int]) -> np.ndarray:
+    """Which nodes are connected to a seed, edges taken in both directions (a mask over the nodes).
+
+    Shapes:
+        returns: ``[nodes]`` booleans.
+    """
+    src = np.concatenate([graph.heads, graph.tails])
+    dst = np.concatenate([graph.tails, graph.heads])
+    reached = np.zeros(len(graph), dtype=bool)
+    reached[list(seeds)] = True
+    while True:  # one hop per round: a working subgraph is a few hops wide
+        crossing = reached[src] & ~reached[dst]
+        if not crossing.any():
+            return reached
+        reached[dst[crossing]] = True
 
 
 def group_nodes(
@@ -290,42 +337,60 @@ def prune(triples: Sequence[Triple], anchors: frozenset[str], config: SanitiserC
     nodes, strongest first, fill the edge budget. Nodes not connected to an anchor are never
     kept: they only expose. Duplicate triples count once.
     """
-    triples = list(dict.fromkeys(triples))
-    graph = _Graph(triples, extra=sorted(anchors))
+    return prune_graph(ViewGraph(triples, extra=sorted(anchors)), anchors, config)
+
+
+def prune_graph(graph: ViewGraph, anchors: frozenset[str], config: SanitiserConfig) -> list[Triple]:
+    """:func:`prune` on a view already built, whose nodes include ``anchors``.
+
+    A view whose nodes all fit the node budget, without an edge budget, keeps every edge connected to
+    an anchor, in its own order: then no score can change what is kept, and none is computed.
+    """
+    triples = graph.triples
     seeds = [graph.index[a] for a in sorted(anchors)]
+    if config.max_edges is None and (config.max_nodes is None or len(graph) <= max(config.max_nodes, len(seeds))):
+        reached = connected(graph, seeds)
+        return [triples[e] for e in np.flatnonzero(reached[graph.heads]).tolist()]
     score = personalised_pagerank(graph, seeds, config.restart, config.iterations)
     src = np.concatenate([graph.heads, graph.tails])
     dst = np.concatenate([graph.tails, graph.heads])
     edge = np.concatenate([np.arange(len(triples))] * 2)
-    order = np.argsort(src, kind="stable")
+    # each node's edges, the best other end first (ties: the lower node, then the first edge): the order
+    # in which the growth below offers them
+    order = np.lexsort((edge, dst, -score[dst], src))
     dst, edge = dst[order], edge[order]
     bounds = np.searchsorted(src[order], np.arange(len(graph) + 1))
     node_budget = math.inf if config.max_nodes is None else max(0, config.max_nodes - len(seeds))
     edge_budget = math.inf if config.max_edges is None else config.max_edges
     # the best-first growth runs in Python over plain lists: numpy's per-element indexing costs more than the work
-    neighbours, vias, starts = dst.tolist(), edge.tolist(), bounds.tolist()
+    neighbours, vias, ends = dst.tolist(), edge.tolist(), bounds[1:].tolist()
     negative_score = (-score).tolist()
     kept_nodes = bytearray(len(graph))
     for seed in seeds:
         kept_nodes[seed] = 1
     tree: list[int] = []
-    frontier: list[tuple[float, int, int]] = []
+    # the frontier holds one offer per kept node, its best edge to a node not kept yet: a node's edges
+    # are offered one at a time, in order, rather than all pushed when it joins
+    frontier: list[tuple[float, int, int, int]] = []
+    cursor = bounds[:-1].tolist()
 
-    def reach(node: int) -> None:
-        for i in range(starts[node], starts[node + 1]):
-            other = neighbours[i]
-            if not kept_nodes[other]:
-                heapq.heappush(frontier, (negative_score[other], other, vias[i]))
+    def offer(node: int) -> None:
+        i, end = cursor[node], ends[node]
+        while i < end and kept_nodes[neighbours[i]]:
+            i += 1
+        cursor[node] = i
+        if i < end:
+            heapq.heappush(frontier, (negative_score[neighbours[i]], neighbours[i], vias[i], node))
 
     for seed in seeds:
-        reach(seed)
+        offer(seed)
     while frontier and len(tree) < min(node_budget, edge_budget):
-        _, node, via = heapq.heappop(frontier)
-        if kept_nodes[node]:
-            continue
-        kept_nodes[node] = 1
-        tree.append(via)
-        reach(node)
+        _, node, via, source = heapq.heappop(frontier)
+        if not kept_nodes[node]:
+            kept_nodes[node] = 1
+            tree.append(via)
+            offer(node)
+        offer(source)
     kept = np.frombuffer(bytes(kept_nodes), dtype=np.uint8).astype(bool)
     others = np.flatnonzero(kept[graph.heads] & kept[graph.tails])
     others = others[~np.isin(others, tree)]
