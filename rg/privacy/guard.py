@@ -138,7 +138,7 @@ class GuardIndex:
         self._plain = ahocorasick.Automaton()  # " key " → key: guardable plain keys and their spaced forms
         self._marked = ahocorasick.Automaton()  # marked key → key
         owners: dict[str, list[str]] = {}  # a key the automata find → the strings that give it
-        punctuated: set[str] = set()
+        punctuated: list[str] = []
         for string, keys in self._keys.items():
             if keys.plain_ok:
                 for key in (keys.plain, keys.spaced):
@@ -147,14 +147,14 @@ class GuardIndex:
                         if _padded(key) not in self._plain:
                             self._plain.add_word(_padded(key), key)
             if keys.marked_ok:
-                punctuated.add(string)
+                punctuated.append(string)
                 if keys.marked not in self._marked:
                     self._marked.add_word(keys.marked, keys.marked)
                 if keys.marked != keys.plain:
                     owners.setdefault(keys.marked, []).append(string)
         self._owners = {key: tuple(strings) for key, strings in owners.items()}
-        self.punctuated: frozenset[str] = frozenset(punctuated)
-        """Strings with a guardable key that keeps its punctuation (a guard may have to look for them by it)."""
+        self._marked_only = frozenset(s for s in punctuated if not self._keys[s].plain_ok)
+        self._by_punctuation: dict[frozenset[str], frozenset[str]] = {}
         for automaton in (self._plain, self._marked):
             if len(automaton):
                 automaton.make_automaton()
@@ -171,9 +171,19 @@ class GuardIndex:
 
     def held(self, strings: Iterable[str]) -> tuple[set[str], set[str]]:
         """``strings`` split into those the index holds and the others (set operations, no per-string Python)."""
-        given = set(strings)
+        given = strings if isinstance(strings, (set, frozenset)) else set(strings)
         missing = given.difference(self._keys)
-        return given - missing, missing
+        return set(given.difference(missing)), missing
+
+    def by_punctuation(self, public: frozenset[str]) -> frozenset[str]:
+        """The strings a guard with these ``public`` words guards by their punctuated key: a guardable
+        marked key, and a plain key too weak to guard or public (worked out once per set of public words)."""
+        found = self._by_punctuation.get(public)
+        if found is None:
+            shadowed = (s for word in public for s in self.owners(word)
+                        if self._keys[s].marked_ok and self._keys[s].plain == word)
+            found = self._by_punctuation[public] = self._marked_only.union(shadowed)
+        return found
 
     def holds_plain(self, key: str) -> bool:
         """Whether the shared automaton finds the plain (or spaced) key ``key``."""
@@ -291,17 +301,16 @@ class EgressGuard:
         if self.closed:
             raise RuntimeError("this egress guard's session is closed; open a new session per question")
         held, missing = self.index.held(strings)
-        now = missing | {string for string in held.intersection(self.index.punctuated) if self._by_punctuation(string)}
+        now = missing.union(held.intersection(self.index.by_punctuation(self.public)))
         for string in now:
             self.add_pairs(pairs_of(string))
         held -= now
         if held:
             self._deferred.append((held, pairs_of))
 
-    def _by_punctuation(self, string: str) -> bool:
-        """Whether an indexed string is guarded by its marked key (its plain key too weak, or public here)."""
-        keys = self.index.keys(string)
-        return keys is not None and keys.marked_ok and not (keys.plain_ok and keys.plain not in self.public)
+    def defers(self, string: str) -> bool:
+        """Whether ``string`` was deferred (:meth:`defer`) and not resolved yet: it is guarded as it is."""
+        return any(string in strings for strings, _ in self._deferred)
 
     def _resolve(self, key: str, active: Mapping[str, str]) -> str | None:
         """A key's category once the deferred strings that give it are guarded (None: none of them is)."""

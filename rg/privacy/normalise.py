@@ -56,33 +56,30 @@ def normalise_with_map(text: str, punctuation: bool = False) -> tuple[str, list[
 
 
 _SPACES = re.compile(r"\s+")
-_ASCII_PUNCTUATION = re.compile(r"[^0-9a-z_\s]")
-_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+class _FoldTable(dict[int, str]):
+    """Code point → :func:`_fold` of its character, for :meth:`str.translate`: ASCII filled in advance,
+    any other character worked out when first met, then kept (as :func:`_fold`'s cache keeps it)."""
+
+    def __init__(self, punctuation: bool) -> None:
+        super().__init__({code: _fold(chr(code), punctuation) for code in range(128)})
+        self.punctuation = punctuation
+
+    def __missing__(self, code: int) -> str:
+        folded = self[code] = _fold(chr(code), self.punctuation)
+        return folded
 
 
 def normalise(text: str, punctuation: bool = False) -> str:
     """``text`` in the form names are compared in (see the module docstring).
 
-    Equal to ``normalise_with_map(text, punctuation)[0]`` (the same per-character fold, cached per
-    character), without the index map: the guard runs it on every request body. ``punctuation``
-    keeps punctuation, for names that are nothing without it (``61*``, ``'71``, ``C++``).
+    Equal to ``normalise_with_map(text, punctuation)[0]`` (the same per-character fold, through one
+    :meth:`str.translate` pass and a table of the characters met so far), without the index map: the
+    guard runs it on every request body. ``punctuation`` keeps punctuation, for names that are nothing
+    without it (``61*``, ``'71``, ``C++``).
     """
-    if text.isascii():
-        text = _fold_ascii(text, punctuation)
-    else:  # ASCII runs the fast way, the rest character by character (a request is mostly ASCII)
-        parts, done = [], 0
-        for run in _NON_ASCII.finditer(text):
-            parts.append(_fold_ascii(text[done:run.start()], punctuation))
-            parts.extend(_fold(c, punctuation) for c in run.group())
-            done = run.end()
-        parts.append(_fold_ascii(text[done:], punctuation))
-        text = "".join(parts)
-    return _SPACES.sub(" ", text).strip()
-
-
-def _fold_ascii(text: str, punctuation: bool) -> str:
-    """:func:`_fold` of every character of an ASCII text, whitespace left to collapse."""
-    return text.casefold() if punctuation else _ASCII_PUNCTUATION.sub(" ", text.casefold())
+    return _SPACES.sub(" ", text.translate(_TABLES[punctuation])).strip()
 
 
 def is_word_char(char: str) -> bool:
@@ -95,3 +92,7 @@ def whole_token(text: str, start: int, end: int) -> bool:
     before = start == 0 or not is_word_char(text[start - 1]) or not is_word_char(text[start])
     after = end == len(text) or not is_word_char(text[end]) or not is_word_char(text[end - 1])
     return before and after
+
+
+_TABLES = {False: _FoldTable(False), True: _FoldTable(True)}
+"""The two fold tables (punctuation dropped, kept), shared by every caller: a character folds one way."""

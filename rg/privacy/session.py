@@ -258,11 +258,12 @@ class PrivacySession:
             self._clear[shown] = raw
             return shown
         kind = self.schema.type_of(raw)
-        coarse = literal_view(self.names.display(raw))
-        if coarse is not None and kind == "literal":
+        # a subgraph's entity is guarded already (guard_entities), unless it is a topic the ratio left out there
+        if not ((not topic or self.config.ratio >= 1.0) and self.guard.defers(raw)):
             self._guard(raw, kind)
+        coarse = literal_view(self.names.display(raw)) if kind == "literal" else None
+        if coarse is not None:
             return coarse
-        self._guard(raw, kind)
         return f"{self.pseudonym(raw, 'lit' if kind == 'literal' else 'ent')} ({self.type_label(raw)})"
 
     def _guard(self, raw: str, kind: str) -> None:

@@ -37,6 +37,7 @@ import pandas as pd
 from pydantic import Field
 
 from rg.config import Config
+from rg.privacy.kernels import spread_rounds
 from rg.privacy.schema import UNKNOWN
 
 Triple = tuple[str, str, str]
@@ -143,6 +144,11 @@ class StructureReport:
     reachable_after: bool
 
 
+SMALL_VIEW = 256
+"""Triples under which a view is numbered with dicts: pandas' hash table pays tens of microseconds a call,
+which a dict spends on a few hundred values."""
+
+
 class ViewGraph:
     """A view as integer arrays: its distinct triples, node names, and edges (head, relation id, tail).
 
@@ -151,31 +157,36 @@ class ViewGraph:
     """
 
     def __init__(self, triples: Iterable[Triple], extra: Iterable[str] = ()) -> None:
-        given = list(triples)
-        extra = list(extra)
-        m = len(given)
+        given, extra = list(triples), list(extra)
         # nodes numbered in order of first appearance (h1, t1, h2, t2, ...), then the extra ones; relations
-        # likewise. pandas' hash table numbers them in C: this runs per question over hundreds of triples
-        ends = np.empty(2 * m + len(extra), dtype=object)
-        rels = np.zeros(0, dtype=np.int64)
-        if m:
-            columns = np.empty((m, 3), dtype=object)
-            columns[:] = given
-            ends[0:2 * m:2], ends[1:2 * m:2] = columns[:, 0], columns[:, 2]
+        # likewise; a repeated triple counts once, where it first appears
+        if len(given) < SMALL_VIEW:
+            given = list(dict.fromkeys(given))
+            nodes: dict[str, int] = {}
+            relations: dict[str, int] = {}
+            ends = [nodes.setdefault(n, len(nodes))
+                    for n in itertools.chain(itertools.chain.from_iterable((h, t) for h, _, t in given), extra)]
+            codes = np.array(ends, dtype=np.int64)
+            rels = np.array([relations.setdefault(r, len(relations)) for _, r, _ in given], dtype=np.int64)
+            self.names: list[str] = list(nodes)
+            heads, tails = codes[0:2 * len(given):2], codes[1:2 * len(given):2]
+        else:  # pandas' hash table numbers them in C
+            m = len(given)
+            columns = np.fromiter(itertools.chain.from_iterable(given), dtype=object, count=3 * m).reshape(m, 3)
             rels = pd.factorize(columns[:, 1], sort=False)[0].astype(np.int64)
-        ends[2 * m:] = extra
-        codes, names = pd.factorize(ends, sort=False)
-        codes = codes.astype(np.int64)
-        heads, tails = codes[0:2 * m:2], codes[1:2 * m:2]
-        self.names: list[str] = names.tolist()
-        # a repeated triple counts once, where it first appears; a node or relation first appears in a
-        # triple's first occurrence, so the numbering above is that of the distinct triples
-        key = (heads * (int(rels.max(initial=-1)) + 1) + rels) * len(self.names) + tails
-        first = np.unique(key, return_index=True)[1]
-        if len(first) < m:
-            first.sort()
-            heads, rels, tails = heads[first], rels[first], tails[first]
-            given = [given[i] for i in first.tolist()]
+            codes, names = pd.factorize(np.concatenate([columns[:, ::2].ravel(), np.array(extra, dtype=object)]),
+                                        sort=False)
+            codes = codes.astype(np.int64)
+            heads, tails = codes[0:2 * m:2], codes[1:2 * m:2]
+            self.names = names.tolist()
+            # a node or relation first appears in a triple's first occurrence, so this numbering is that of
+            # the distinct triples: only the repeats are dropped
+            key = (heads * (int(rels.max(initial=-1)) + 1) + rels) * len(self.names) + tails
+            first = np.unique(key, return_index=True)[1]
+            if len(first) < m:
+                first.sort()
+                heads, rels, tails = heads[first], rels[first], tails[first]
+                given = [given[i] for i in first.tolist()]
         self.triples: list[Triple] = given
         self.heads, self.rels, self.tails = heads, rels, tails
 
@@ -262,28 +273,30 @@ def personalised_pagerank(graph: ViewGraph, seeds: Sequence[int], restart: float
     jump[list(seeds)] = 1.0 / len(seeds)
     score = jump.copy()
     share = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)[src]  # per edge: 1 / its source's degree
-    back = restart * jump
-    for _ in range(iterations):
-        spread = np.bincount(dst, weights=score[src] * share, minlength=n)  # summed in edge order, as np.add.at
-        score = back + (1.0 - restart) * spread
-    return score
+    # score = restart * jump + (1 - restart) * spread(score), each round's spread summed in edge order
+    return spread_rounds(src, dst, share, restart * jump, score, restart, iterations)
 
 
-def connected(graph: ViewGraph, seeds: Sequence[int]) -> np.ndarray:
-    """Which nodes are connected to a seed, edges taken in both directions (a mask over the nodes).
+def connected(graph: ViewGraph, seeds: Sequence[int]) -> bytearray:
+    """Which nodes are connected to a seed, edges taken in both directions (1 per node that is).
 
-    Shapes:
-        returns: ``[nodes]`` booleans.
+    A search in Python over the edge list: it serves views small enough to keep whole, where numpy's
+    per-call cost would exceed the work.
     """
-    src = np.concatenate([graph.heads, graph.tails])
-    dst = np.concatenate([graph.tails, graph.heads])
-    reached = np.zeros(len(graph), dtype=bool)
-    reached[list(seeds)] = True
-    while True:  # one hop per round: a working subgraph is a few hops wide
-        crossing = reached[src] & ~reached[dst]
-        if not crossing.any():
-            return reached
-        reached[dst[crossing]] = True
+    neighbours: list[list[int]] = [[] for _ in range(len(graph))]
+    for h, t in zip(graph.heads.tolist(), graph.tails.tolist()):
+        neighbours[h].append(t)
+        neighbours[t].append(h)
+    reached = bytearray(len(graph))
+    stack = list(seeds)
+    for seed in stack:
+        reached[seed] = 1
+    while stack:
+        for other in neighbours[stack.pop()]:
+            if not reached[other]:
+                reached[other] = 1
+                stack.append(other)
+    return reached
 
 
 def group_nodes(
@@ -350,7 +363,7 @@ def prune_graph(graph: ViewGraph, anchors: frozenset[str], config: SanitiserConf
     seeds = [graph.index[a] for a in sorted(anchors)]
     if config.max_edges is None and (config.max_nodes is None or len(graph) <= max(config.max_nodes, len(seeds))):
         reached = connected(graph, seeds)
-        return [triples[e] for e in np.flatnonzero(reached[graph.heads]).tolist()]
+        return [triple for triple, head in zip(triples, graph.heads.tolist()) if reached[head]]
     score = personalised_pagerank(graph, seeds, config.restart, config.iterations)
     src = np.concatenate([graph.heads, graph.tails])
     dst = np.concatenate([graph.tails, graph.heads])
@@ -362,9 +375,10 @@ def prune_graph(graph: ViewGraph, anchors: frozenset[str], config: SanitiserConf
     bounds = np.searchsorted(src[order], np.arange(len(graph) + 1))
     node_budget = math.inf if config.max_nodes is None else max(0, config.max_nodes - len(seeds))
     edge_budget = math.inf if config.max_edges is None else config.max_edges
-    # the best-first growth runs in Python over plain lists: numpy's per-element indexing costs more than the work
-    neighbours, vias, ends = dst.tolist(), edge.tolist(), bounds[1:].tolist()
-    negative_score = (-score).tolist()
+    # the best-first growth runs in Python, reading the arrays through memoryviews (Python numbers, no copy):
+    # numpy's per-element indexing costs more than the work, and it visits few of the edges
+    neighbours, vias, ends = memoryview(dst), memoryview(edge), memoryview(bounds[1:].copy())
+    negative_score = memoryview(-score)
     kept_nodes = bytearray(len(graph))
     for seed in seeds:
         kept_nodes[seed] = 1
@@ -372,7 +386,7 @@ def prune_graph(graph: ViewGraph, anchors: frozenset[str], config: SanitiserConf
     # the frontier holds one offer per kept node, its best edge to a node not kept yet: a node's edges
     # are offered one at a time, in order, rather than all pushed when it joins
     frontier: list[tuple[float, int, int, int]] = []
-    cursor = bounds[:-1].tolist()
+    cursor = memoryview(bounds[:-1].copy())
 
     def offer(node: int) -> None:
         i, end = cursor[node], ends[node]
