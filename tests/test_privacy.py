@@ -177,6 +177,19 @@ def test_a_closed_session_guards_nothing_through():
         guard.check("anything")
 
 
+def test_a_request_is_refused_for_a_raw_string_in_any_field_of_any_message():
+    guard = EgressGuard({"entity_name": ["Michael Mann"]})
+    guard.check_messages([{"role": "system", "content": "be brief"}, {"role": "user", "content": "who is ent_00aa"}])
+    for messages in (
+        [{"role": "user", "content": "who is MICHAEL\nmann"}],  # a line break in the content, \\n in the body
+        [{"role": "user", "content": "x"}, {"role": "Michael Mann", "content": "y"}],
+        [{"role": "user", "content": "x", "name": "michael  mann"}],
+        [{"role": "user", "content": "x", "tool_calls": [{"arguments": {"who": "Michael Mann"}}]}],
+    ):
+        with pytest.raises(EgressRefused, match="entity_name"):
+            guard.check_messages(messages)
+
+
 def test_normalise_equals_the_mapped_form():
     from rg.privacy.normalise import normalise, normalise_with_map
 

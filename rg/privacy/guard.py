@@ -171,9 +171,9 @@ class GuardIndex:
 
     def held(self, strings: Iterable[str]) -> tuple[set[str], set[str]]:
         """``strings`` split into those the index holds and the others (set operations, no per-string Python)."""
-        given = strings if isinstance(strings, (set, frozenset)) else set(strings)
+        given = strings if isinstance(strings, set) else set(strings)
         missing = given.difference(self._keys)
-        return set(given.difference(missing)), missing
+        return (given.difference(missing) if missing else given.copy()), missing
 
     def by_punctuation(self, public: frozenset[str]) -> frozenset[str]:
         """The strings a guard with these ``public`` words guards by their punctuated key: a guardable
@@ -310,7 +310,10 @@ class EgressGuard:
 
     def defers(self, string: str) -> bool:
         """Whether ``string`` was deferred (:meth:`defer`) and not resolved yet: it is guarded as it is."""
-        return any(string in strings for strings, _ in self._deferred)
+        for strings, _ in self._deferred:
+            if string in strings:
+                return True
+        return False
 
     def _resolve(self, key: str, active: Mapping[str, str]) -> str | None:
         """A key's category once the deferred strings that give it are guarded (None: none of them is)."""
@@ -410,10 +413,16 @@ class EgressGuard:
         if category is not None:
             raise EgressRefused(category)
 
-    def check_messages(self, messages: Sequence[Mapping[str, str]]) -> None:
-        """Check a chat request: every message's content and role, and the JSON body they make."""
+    def check_messages(self, messages: Sequence[Mapping[str, object]]) -> None:
+        """Check a chat request: the messages' contents, then every other field of every message (its
+        role, and any other key and value, a value that is not a string as JSON).
+
+        This is all the JSON body holds: its escapes (``\\n``, ``\\u0001``) only split what the contents'
+        check already reads as separate tokens, so the body's text is not checked a second time.
+        """
         self.check("\n".join(str(m.get("content", "")) for m in messages))
-        self.check(json.dumps(list(messages), ensure_ascii=False))
+        self.check("\n".join(f"{key} {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+                             for m in messages for key, value in m.items() if key != "content"))
 
     def record(self, messages: Sequence[Mapping[str, str]], *, stage: str, attempts: int, prompt_tokens: int = 0,
                completion_tokens: int = 0, refused: str | None = None) -> None:

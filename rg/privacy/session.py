@@ -38,6 +38,8 @@ from rg.privacy.structure import (SanitisedView, SanitiserConfig, ViewGraph, gro
                                   structural_uniqueness)
 
 KEY_BYTES = 32
+DROP_INVISIBLE = dict.fromkeys(map(ord, INVISIBLE))
+"""A :meth:`str.translate` table deleting the invisible characters."""
 DATE = re.compile(r"^(\d{4})(?:-\d{2}(?:-\d{2})?)?$")
 NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
 MID_IN_TEXT = re.compile(r"(?<![\w.])[mg]\.0[0-9a-z_]+\b")
@@ -217,10 +219,10 @@ class PrivacySession:
 
     def pseudonym(self, raw: str, prefix: str = "ent") -> str:
         """The session's pseudonym of ``raw`` (the same within the session, fresh in another)."""
-        mac = self._keyed()
-        known = self._forward.get(raw)
+        known = self._forward.get(raw)  # emptied when the session closes
         if known is not None:
             return known
+        mac = self._keyed()
         mac.update(raw.encode("utf-8"))
         digest = mac.finalize().hex()
         chars = self.config.pseudonym_chars
@@ -331,9 +333,10 @@ class PrivacySession:
             return
         given = set(entities)
         named = given.intersection(self.names.names).union(given.intersection(self.names.aliases))
-        pairs = [pair for raw in named for pair in self._entity_pairs(raw)]
-        self.guard.add_pairs(pairs)  # one call for the named ones: the guard's per-call work is paid once
-        self.guard.defer(given - named, self._entity_pairs)
+        if named:
+            self.guard.add_pairs(pair for raw in named for pair in self._entity_pairs(raw))
+            given -= named
+        self.guard.defer(given, self._entity_pairs)
 
     def _entity_pairs(self, raw: str) -> list[tuple[str, str]]:
         """(category, form) pairs :meth:`guard_entities` guards for one entity: none for a schema node or one
@@ -406,13 +409,15 @@ class PrivacySession:
         hits, marked_hits = index.occurring(plain[0], normalise(question, punctuation=True))
         # so only these names are looked for: the owners of those keys, names the index lacks, and names
         # with forms of their own in the book (set operations: a subgraph passes hundreds of names)
-        names = list(names)
+        names = names if isinstance(names, (set, frozenset, list, tuple)) else list(names)
         held, lacking = index.held(names)
         book = held.intersection(self.names.names).union(held.intersection(self.names.aliases))
         present = {owner for key in (*hits, *marked_hits) for owner in index.owners(key)}
         looked_for = held.intersection(present).union(lacking, book).difference(replacement)
         candidates = [(form, t, True) for t in topics for form, _ in self.names.forms(t)]
-        for n in dict.fromkeys(n for n in names if n in looked_for):
+        # in the caller's order when it has one (a set has none to keep)
+        ordered = looked_for if isinstance(names, (set, frozenset)) else dict.fromkeys(n for n in names if n in looked_for)
+        for n in ordered:
             candidates += [(form, n, False) for form, _ in self.names.forms(n)]
         spans: list[tuple[int, int, str]] = []
         taken = [False] * len(question)  # in the question's own positions, whichever form matched
@@ -455,7 +460,7 @@ class PrivacySession:
         text = question
         for start, end, view in sorted(spans, reverse=True):
             text = text[:start] + view + text[end:]
-        text = "".join(c for c in text if c not in INVISIBLE)  # nothing invisible reaches the Brain
+        text = text.translate(DROP_INVISIBLE)  # nothing invisible reaches the Brain
         # MIDs last, so that names are never looked for inside the views put in their place
         text = MID_IN_TEXT.sub(lambda m: self.entity(m.group(0)), text)
         missing = tuple(t for t in topics if t not in found)

@@ -23,7 +23,6 @@ that and reduces it, on the anonymised working subgraph (view triples from
 from __future__ import annotations
 
 import functools
-import heapq
 import itertools
 import math
 import re
@@ -37,7 +36,7 @@ import pandas as pd
 from pydantic import Field
 
 from rg.config import Config
-from rg.privacy.kernels import spread_rounds
+from rg.privacy.kernels import grow_tree, spread_rounds
 from rg.privacy.schema import UNKNOWN
 
 Triple = tuple[str, str, str]
@@ -366,47 +365,18 @@ def prune_graph(graph: ViewGraph, anchors: frozenset[str], config: SanitiserConf
         return [triple for triple, head in zip(triples, graph.heads.tolist()) if reached[head]]
     score = personalised_pagerank(graph, seeds, config.restart, config.iterations)
     src = np.concatenate([graph.heads, graph.tails])
-    dst = np.concatenate([graph.tails, graph.heads])
-    edge = np.concatenate([np.arange(len(triples))] * 2)
-    # each node's edges, the best other end first (ties: the lower node, then the first edge): the order
-    # in which the growth below offers them
-    order = np.lexsort((edge, dst, -score[dst], src))
-    dst, edge = dst[order], edge[order]
-    bounds = np.searchsorted(src[order], np.arange(len(graph) + 1))
+    order = np.argsort(src, kind="stable")  # each node's edges, in edge order
+    neighbours = np.concatenate([graph.tails, graph.heads])[order]
+    vias = np.concatenate([np.arange(len(triples))] * 2)[order]
+    starts = np.searchsorted(src[order], np.arange(len(graph) + 1))
     node_budget = math.inf if config.max_nodes is None else max(0, config.max_nodes - len(seeds))
     edge_budget = math.inf if config.max_edges is None else config.max_edges
-    # the best-first growth runs in Python, reading the arrays through memoryviews (Python numbers, no copy):
-    # numpy's per-element indexing costs more than the work, and it visits few of the edges
-    neighbours, vias, ends = memoryview(dst), memoryview(edge), memoryview(bounds[1:].copy())
-    negative_score = memoryview(-score)
-    kept_nodes = bytearray(len(graph))
-    for seed in seeds:
-        kept_nodes[seed] = 1
-    tree: list[int] = []
-    # the frontier holds one offer per kept node, its best edge to a node not kept yet: a node's edges
-    # are offered one at a time, in order, rather than all pushed when it joins
-    frontier: list[tuple[float, int, int, int]] = []
-    cursor = memoryview(bounds[:-1].copy())
-
-    def offer(node: int) -> None:
-        i, end = cursor[node], ends[node]
-        while i < end and kept_nodes[neighbours[i]]:
-            i += 1
-        cursor[node] = i
-        if i < end:
-            heapq.heappush(frontier, (negative_score[neighbours[i]], neighbours[i], vias[i], node))
-
-    for seed in seeds:
-        offer(seed)
-    while frontier and len(tree) < min(node_budget, edge_budget):
-        _, node, via, source = heapq.heappop(frontier)
-        if not kept_nodes[node]:
-            kept_nodes[node] = 1
-            tree.append(via)
-            offer(node)
-        offer(source)
-    kept = np.frombuffer(bytes(kept_nodes), dtype=np.uint8).astype(bool)
-    others = np.flatnonzero(kept[graph.heads] & kept[graph.tails])
+    limit = min(node_budget, edge_budget, len(graph))  # a node joins once: never more than the nodes
+    tree = grow_tree(starts, neighbours, vias, -score, seeds, int(limit)).tolist()
+    kept_nodes = np.zeros(len(graph), dtype=bool)
+    kept_nodes[seeds] = True
+    kept_nodes[graph.heads[tree]] = kept_nodes[graph.tails[tree]] = True  # a tree edge's ends are both kept
+    others = np.flatnonzero(kept_nodes[graph.heads] & kept_nodes[graph.tails])
     others = others[~np.isin(others, tree)]
     room = len(others) if math.isinf(edge_budget) else max(0, int(edge_budget) - len(tree))
     weakest_end = np.minimum(score[graph.heads[others]], score[graph.tails[others]])
