@@ -177,6 +177,53 @@ def test_the_compiled_pagerank_rounds_equal_the_numpy_passes_bit_for_bit():
                                   numpy_pagerank(graph, picked, restart, iterations))
 
 
+def python_prune(view: list[tuple[str, str, str]], anchors: frozenset[str], config: SanitiserConfig) -> list:
+    """The pruning written out in Python: numpy PageRank, a heap of every edge a joined node offers."""
+    import heapq
+    import math
+
+    triples = list(dict.fromkeys(view))
+    graph = ViewGraph(triples, extra=sorted(anchors))
+    seeds = [graph.index[a] for a in sorted(anchors)]
+    score = numpy_pagerank(graph, seeds, config.restart, config.iterations)
+    neighbours: list[list[tuple[int, int]]] = [[] for _ in range(len(graph))]
+    for e, (h, t) in enumerate(zip(graph.heads.tolist(), graph.tails.tolist())):
+        neighbours[h].append((t, e))
+        neighbours[t].append((h, e))
+    kept, tree, frontier = set(seeds), [], []
+    limit = min(math.inf if config.max_nodes is None else max(0, config.max_nodes - len(seeds)),
+                math.inf if config.max_edges is None else config.max_edges)
+    for node in seeds:
+        for other, e in neighbours[node]:
+            heapq.heappush(frontier, (-score[other], other, e))
+    while frontier and len(tree) < limit:
+        _, node, e = heapq.heappop(frontier)
+        if node not in kept:
+            kept.add(node)
+            tree.append(e)
+            for other, via in neighbours[node]:
+                if other not in kept:
+                    heapq.heappush(frontier, (-score[other], other, via))
+    others = [e for e, (h, t) in enumerate(zip(graph.heads.tolist(), graph.tails.tolist()))
+              if h in kept and t in kept and e not in tree]
+    others.sort(key=lambda e: (-min(score[graph.heads[e]], score[graph.tails[e]]), e))
+    room = len(others) if config.max_edges is None else max(0, config.max_edges - len(tree))
+    return [triples[e] for e in sorted(tree + others[:room])]
+
+
+def test_pruning_equals_the_growth_written_out_in_python():
+    from rg.privacy.structure import prune
+
+    rng = np.random.default_rng(11)
+    for nodes, edges in ((8, 12), (60, 150), (400, 900)):
+        view = random_view(rng, nodes, edges)
+        for anchors in (frozenset({"n0"}), frozenset({"n1", "n2"})):
+            anchors = frozenset(a for a in anchors if any(a in (h, t) for h, _, t in view)) or frozenset({view[0][0]})
+            for budget, edge_budget in ((3, None), (20, None), (20, 25), (None, 40), (nodes * 2, None)):
+                config = SanitiserConfig(group=False, max_nodes=budget, max_edges=edge_budget)
+                assert prune(view, anchors, config) == python_prune(view, anchors, config), (nodes, budget, edge_budget)
+
+
 def test_a_view_that_fits_the_node_budget_is_kept_whole_without_scores():
     from rg.privacy.structure import prune
 

@@ -188,6 +188,12 @@ class ViewGraph:
                 given = [given[i] for i in first.tolist()]
         self.triples: list[Triple] = given
         self.heads, self.rels, self.tails = heads, rels, tails
+        self._extra = dict(zip(extra, codes[len(codes) - len(extra):].tolist()))
+
+    def number(self, node: str) -> int:
+        """A node's number (an extra node's without building :attr:`index`, which costs a dict of every node)."""
+        found = self._extra.get(node)
+        return self.index[node] if found is None else found
 
     @functools.cached_property
     def index(self) -> dict[str, int]:
@@ -359,7 +365,7 @@ def prune_graph(graph: ViewGraph, anchors: frozenset[str], config: SanitiserConf
     an anchor, in its own order: then no score can change what is kept, and none is computed.
     """
     triples = graph.triples
-    seeds = [graph.index[a] for a in sorted(anchors)]
+    seeds = [graph.number(a) for a in sorted(anchors)]
     if config.max_edges is None and (config.max_nodes is None or len(graph) <= max(config.max_nodes, len(seeds))):
         reached = connected(graph, seeds)
         return [triple for triple, head in zip(triples, graph.heads.tolist()) if reached[head]]
