@@ -185,6 +185,7 @@ def test_a_request_is_refused_for_a_raw_string_in_any_field_of_any_message():
         [{"role": "user", "content": "x"}, {"role": "Michael Mann", "content": "y"}],
         [{"role": "user", "content": "x", "name": "michael  mann"}],
         [{"role": "user", "content": "x", "tool_calls": [{"arguments": {"who": "Michael Mann"}}]}],
+        [{"role": "user", "content": [{"type": "text", "text": "Michael\xa0Mann"}]}],  # content parts, not a string
     ):
         with pytest.raises(EgressRefused, match="entity_name"):
             guard.check_messages(messages)

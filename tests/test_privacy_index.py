@@ -68,6 +68,19 @@ def test_a_deferred_string_is_resolved_only_in_its_own_guard_and_forgotten_on_cl
         first.defer(["Tom Hanks"], lambda s: [("entity_name", s)])
 
 
+def test_a_book_learnt_after_the_subgraph_was_guarded_guards_its_names_too() -> None:
+    from rg.privacy import SanitiserConfig
+    from rg.privacy.names import NameBook
+
+    schema = KGSchema(types={"m.0abc1": "person", "m.0def2": "person"}, clusters={"r": "rel_0"})
+    with PrivacySession(PrivacyConfig(), schema) as session:  # learn_names should come first; here it comes last
+        session.expose([("m.0abc1", "r", "m.0def2")], ["m.0def2"], SanitiserConfig(max_nodes=1))  # m.0abc1 pruned
+        session.learn_names(NameBook(names={"m.0abc1": "Zed Alpha"}, aliases={"m.0def2": ("Yan Beta",)}))
+        session.entity("m.0abc1")
+        assert session.guard.find("zed alpha") == "entity_name" and session.guard.find("yan  BETA") == "alias"
+        assert session.guard.find("m.0abc1") == "entity_id"
+
+
 def test_additions_after_the_first_check_are_guarded_with_either_automaton() -> None:
     index = GuardIndex(KG_NAMES)
     own, shared = guards({"entity_name": ["Ann"]}, index)

@@ -114,6 +114,11 @@ def keys_of(string: str) -> Keys:
     return Keys(plain, spaced, marked, guardable(plain), bool(marked) and guardable(marked))
 
 
+def _text(value: object) -> str:
+    """A message field as the guard reads it: a string as it is, anything else as its JSON text."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def _padded(key: str) -> str:
     return f" {key} "
 
@@ -315,6 +320,14 @@ class EgressGuard:
                 return True
         return False
 
+    def resolve(self, strings: Iterable[str]) -> None:
+        """Guard now those of ``strings`` that were deferred (:meth:`defer`), by their current pairs."""
+        wanted = set(strings)
+        for deferred, pairs_of in self._deferred:
+            for string in deferred.intersection(wanted):
+                deferred.discard(string)
+                self.add_pairs(pairs_of(string))
+
     def _resolve(self, key: str, active: Mapping[str, str]) -> str | None:
         """A key's category once the deferred strings that give it are guarded (None: none of them is)."""
         for owner in self.index.owners(key):
@@ -415,14 +428,14 @@ class EgressGuard:
 
     def check_messages(self, messages: Sequence[Mapping[str, object]]) -> None:
         """Check a chat request: the messages' contents, then every other field of every message (its
-        role, and any other key and value, a value that is not a string as JSON).
+        role, and any other key and value); a value that is not a string (a list of content parts, a
+        tool call) is read as its JSON text.
 
-        This is all the JSON body holds: its escapes (``\\n``, ``\\u0001``) only split what the contents'
-        check already reads as separate tokens, so the body's text is not checked a second time.
+        The JSON body holds nothing else: its escapes (``\\n``, ``\\u0001``) only split what these checks
+        already read as separate tokens, so the body's text is not checked a second time.
         """
-        self.check("\n".join(str(m.get("content", "")) for m in messages))
-        self.check("\n".join(f"{key} {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
-                             for m in messages for key, value in m.items() if key != "content"))
+        self.check("\n".join(_text(m.get("content", "")) for m in messages))
+        self.check("\n".join(f"{key} {_text(value)}" for m in messages for key, value in m.items() if key != "content"))
 
     def record(self, messages: Sequence[Mapping[str, str]], *, stage: str, attempts: int, prompt_tokens: int = 0,
                completion_tokens: int = 0, refused: str | None = None) -> None:

@@ -58,6 +58,10 @@ def normalise_with_map(text: str, punctuation: bool = False) -> tuple[str, list[
 _SPACES = re.compile(r"\s+")
 
 
+TABLE_LIMIT = 1 << 16
+"""Characters a fold table keeps (past that, a character is folded again each time it is met)."""
+
+
 class _FoldTable(dict[int, str]):
     """Code point → :func:`_fold` of its character, for :meth:`str.translate`: ASCII filled in advance,
     any other character worked out when first met, then kept (as :func:`_fold`'s cache keeps it)."""
@@ -67,7 +71,9 @@ class _FoldTable(dict[int, str]):
         self.punctuation = punctuation
 
     def __missing__(self, code: int) -> str:
-        folded = self[code] = _fold(chr(code), self.punctuation)
+        folded = _fold(chr(code), self.punctuation)
+        if len(self) < TABLE_LIMIT:  # as _fold's own cache, bounded: a text of odd characters cannot grow it on
+            self[code] = folded
         return folded
 
 

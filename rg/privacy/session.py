@@ -178,6 +178,9 @@ class PrivacySession:
         """
         self._live_key()
         self.names = book
+        # an entity deferred to the guard before this book (guard_entities) is guarded now by every form the
+        # book gives it: its deferral would fire only on its id
+        self.guard.resolve(set(book.names).union(book.aliases))
 
     def __enter__(self) -> "PrivacySession":
         return self
@@ -261,7 +264,9 @@ class PrivacySession:
             return shown
         kind = self.schema.type_of(raw)
         # a subgraph's entity is guarded already (guard_entities), unless it is a topic the ratio left out there
-        if not ((not topic or self.config.ratio >= 1.0) and self.guard.defers(raw)):
+        # or the book names it (its names are guarded with it, not deferred)
+        if not ((not topic or self.config.ratio >= 1.0) and raw not in self.names.names
+                and raw not in self.names.aliases and self.guard.defers(raw)):
             self._guard(raw, kind)
         coarse = literal_view(self.names.display(raw)) if kind == "literal" else None
         if coarse is not None:
