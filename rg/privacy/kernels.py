@@ -23,6 +23,14 @@ import numpy as np
 _I1, _F1 = numba.int64[::1], numba.float64[::1]
 
 
+def _ints(values: object) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.int64)
+
+
+def _floats(values: object) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.float64)
+
+
 @numba.njit(numba.float64[::1](_I1, _I1, _F1, _F1, _F1, numba.float64, numba.int64), cache=True, nogil=True)
 def _rounds(src, dst, share, back, score, restart, iterations):  # pragma: no cover - compiled
     n = score.shape[0]
@@ -47,9 +55,7 @@ def spread_rounds(src: np.ndarray, dst: np.ndarray, share: np.ndarray, back: np.
         back, start: ``[nodes]`` float64.
         returns: ``[nodes]`` float64 (a new array).
     """
-    as_int = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
-    as_float = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
-    return _rounds(as_int(src), as_int(dst), as_float(share), as_float(back), np.array(start, dtype=np.float64),
+    return _rounds(_ints(src), _ints(dst), _floats(share), _floats(back), np.array(start, dtype=np.float64),
                    float(restart), int(iterations))
 
 
@@ -92,6 +98,4 @@ def grow_tree(starts: np.ndarray, neighbours: np.ndarray, vias: np.ndarray, nega
         negative_score: ``[nodes]``.
         returns: ``[joined]`` edge numbers, at most ``limit``.
     """
-    as_int = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
-    return _grow(as_int(starts), as_int(neighbours), as_int(vias), np.ascontiguousarray(negative_score, np.float64),
-                 as_int(seeds), int(limit))
+    return _grow(_ints(starts), _ints(neighbours), _ints(vias), _floats(negative_score), _ints(seeds), int(limit))

@@ -263,10 +263,9 @@ class PrivacySession:
             self._clear[shown] = raw
             return shown
         kind = self.schema.type_of(raw)
-        # a subgraph's entity is guarded already (guard_entities), unless it is a topic the ratio left out there
-        # or the book names it (its names are guarded with it, not deferred)
-        if not ((not topic or self.config.ratio >= 1.0) and raw not in self.names.names
-                and raw not in self.names.aliases and self.guard.defers(raw)):
+        # a subgraph's entity still deferred is guarded when met, as here (an entity the book names never is:
+        # guard_entities and learn_names guard those at once), unless it is a topic the ratio left out there
+        if not ((not topic or self.config.ratio >= 1.0) and self.guard.defers(raw)):
             self._guard(raw, kind)
         coarse = literal_view(self.names.display(raw)) if kind == "literal" else None
         if coarse is not None:
