@@ -16,7 +16,7 @@ Two measurements, each against a baseline timed in the same run:
 * **Share of a question's time.** For ``--questions`` questions of the KG (MetaQA 2-hop test
   questions on the whole KB; the synthetic KG with ``--quick`` or when the KB is absent), the
   Hand's work without privacy is cutting the question's subgraph from the KG
-  (:func:`rg.subgraphs.build_sample`, capped at 5,000 triples) and scoring it with the
+  (:func:`rg.subgraphs.build_sample`, cut as ``configs/build_metaqa.yaml`` cuts the default MetaQA build) and scoring it with the
   MLP-DDE retriever: embedding the question with the text encoder, building the question graph,
   collating and the forward pass (entity and relation embeddings are built beforehand, as a
   server holds them; the model is untrained: scoring cost does not depend on the weights). The
@@ -57,7 +57,9 @@ from rg.data.metaqa import read_metaqa_kb, read_metaqa_questions
 from rg.run.paths import resolve_data_path
 from rg.data.records import BadRow
 from rg.data.sample import Question, Sample
-from rg.subgraphs import SubgraphConfig, Unbuildable, build_sample
+from rg.config import load_config
+from rg.jobs.build_subgraphs import BuildSubgraphsConfig
+from rg.subgraphs import Unbuildable, build_sample
 from rg.data.synthetic import SyntheticConfig, generate
 from rg.graph import KnowledgeGraph
 from rg.privacy import EgressGuard, KGSchema, PrivacyConfig, PrivacySession, SanitiserConfig
@@ -73,6 +75,7 @@ from bench.machine import machine
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "privacy.json"
 DEFAULT_KB = "@shared/metaqa/kb_reconstructed.txt.gz"
 DEFAULT_QUESTIONS = "@shared/metaqa/qa_test_2hop.txt.gz"
+BUILD_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "build_metaqa.yaml"
 BASELINE = "naive normalised str.find loop over every raw string"
 
 
@@ -205,7 +208,7 @@ def question_share(kg_triples: list[tuple[str, str, str]], questions: list[Quest
     start = time.perf_counter()
     guard_index = schema.guard_index  # once per KG too: built at start-up, shared by every session
     index_s = time.perf_counter() - start
-    config = SubgraphConfig(max_triples=5000, direction="both")
+    config = load_config(BUILD_CONFIG, BuildSubgraphsConfig).subgraph  # the default MetaQA build's cut
     samples, extract_s = [], []
     for question in questions:
         start = time.perf_counter()

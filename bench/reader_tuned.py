@@ -7,7 +7,7 @@
 Writes ``bench/results/reader_tuned.json`` whole. The steps are the documented jobs, run in this
 process with the repository's configs:
 
-1. the MetaQA MLP (``configs/train_metaqa_mlp.yaml``; skipped with ``--mlp``),
+1. the MetaQA gated-walk MLP (``configs/train_metaqa_mlp_walk.yaml``; skipped with ``--mlp``),
 2. the tuned reader on that MLP's chains of training-side questions
    (``configs/train_reader_metaqa.yaml``; skipped with ``--reader``),
 3. the QA evaluation (``configs/evaluate_qa_metaqa.yaml``) of the same hop-stratified test sample
@@ -53,10 +53,10 @@ def _list(values: Sequence[str]) -> str:
 
 
 def train_mlp(inputs: Sequence[str], work: Path, encoder_cache: str) -> Path:
-    """``configs/train_metaqa_mlp.yaml`` on these shards; returns the exported retriever folder."""
+    """``configs/train_metaqa_mlp_walk.yaml`` on these shards; returns the exported retriever folder."""
     from rg.jobs.train_retriever import TrainJobConfig, train_retriever
 
-    cfg = load_config(CONFIGS / "train_metaqa_mlp.yaml", TrainJobConfig, [
+    cfg = load_config(CONFIGS / "train_metaqa_mlp_walk.yaml", TrainJobConfig, [
         f"input={_list(inputs)}", f"output_dir={work / 'mlp'}", f"storage_path={work / 'ray_results'}",
         f"encoder.cache_dir={encoder_cache}", "run_name=bench_models_metaqa_mlp"])
     train_retriever(cfg)

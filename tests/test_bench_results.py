@@ -111,7 +111,8 @@ WRITERS: dict[str, Writer] = {
                                              "*.exposure_matches")),
     "read_stage.json": Writer("bench.read_stage", "python -m bench.read_stage --isa avx2",
                               sources=("bench.demo",), data_keys=("isa_env",)),
-    "reader_tuned.json": Writer("bench.reader_tuned", "python -m bench.reader_tuned --quick --demo DIR",
+    "reader_tuned.json": Writer("bench.reader_tuned", "python -m bench.reader_tuned --metaqa-subgraphs outputs/metaqa "
+                                "--demo outputs/demo",
                                 sources=("rg.training.reader_loop",),
                                 data_keys=("reader_quick_run.*.hits1_per_hop", "reader_quick_run.*.hit_per_hop",
                                            "reader_quick_run.*.n_per_hop", "reader_quick_run.ceiling.*",

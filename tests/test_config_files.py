@@ -28,3 +28,16 @@ def test_shipped_config_validates(path):
         config.load_base()  # the base config and every grid point validate too
     first_line = path.read_text().splitlines()[0]
     assert first_line.startswith("# python -m "), f"{path.name} should open with the command that runs it"
+
+
+def test_the_metaqa_reader_reads_the_default_build_and_its_retriever():
+    """The MetaQA reader's figures come from the default build: its config reads the shard folders
+    configs/build_metaqa.yaml writes and the retriever configs/train_metaqa_mlp_walk.yaml exports on them."""
+    build = load_config(CONFIGS / "build_metaqa.yaml", config_class("build_subgraphs"))
+    mlp = load_config(CONFIGS / "train_metaqa_mlp_walk.yaml", config_class("train"))
+    reader = load_config(CONFIGS / "train_reader_metaqa.yaml", config_class("train_reader"))
+    shards = [f"{build.output_dir}/{source.name}" for source in build.questions]
+    assert list(mlp.input) == shards
+    assert list(reader.input) == shards
+    assert reader.retriever.path == f"{mlp.output_dir}/retriever"
+    assert build.subgraph.max_triples == 10_000
