@@ -13,6 +13,7 @@ from rg.config import ConfigError, validate_config
 from rg.data.sample import Sample
 from rg.evaluation.qa import answer_questions
 from rg.jobs.evaluate_qa import QAEvaluateConfig
+from rg.jobs.train_reader import ReaderTrainConfig, reader_items
 from rg.evidence import EvidenceConfig
 from rg.evidence.planned import planned_evidence
 from rg.graph import KnowledgeGraph
@@ -130,3 +131,28 @@ def test_planned_walks_need_a_planner_retriever():
         validate_config({**base, "retriever": {"kind": "hop_distance"}}, QAEvaluateConfig)
     cfg = validate_config({**base, "retriever": {"kind": "planner", "path": "p"}}, QAEvaluateConfig)
     assert cfg.evidence.walks == "planned"
+
+
+READ = {"input": "x", "output_dir": "o", "run_name": "read", "top_k": None}
+
+
+def test_the_reader_stage_learns_from_the_planned_walks_as_qa_reads_them():
+    sample = Sample("q", QUESTION, ("W2",), ("X",), (), TRIPLES)
+    planner = {"kind": "planner", "path": "p"}
+    cfg = validate_config({**READ, "evidence": {"walks": "planned"}, "retriever": planner}, ReaderTrainConfig)
+    [item] = reader_items(cfg, [sample], DecodedPaths([(THREE_HOP, 0.6), (("written_by",), 0.3)]))
+    assert item.answers == ("W2",) and item.evidence.stats.walk_source == "planned"
+    assert item.evidence.lines() == (
+        "X → [directed_by] → D ← [directed_by] ← {F2 | F3} → [written_by] → {W2 | W3}",
+        "X → [written_by] → W0",
+    )
+    bfs = validate_config({**READ, "retriever": planner}, ReaderTrainConfig)
+    [item] = reader_items(bfs, [sample], DecodedPaths([(THREE_HOP, 0.6)]))
+    assert item.evidence.stats.walk_source == "bfs"
+
+
+def test_the_reader_stage_refuses_planned_walks_without_a_planner():
+    with pytest.raises(ConfigError, match="evidence.walks is 'planned' but retriever.kind is 'hop_distance'.*"
+                                          "Fix: set retriever.kind: planner"):
+        validate_config({**READ, "evidence": {"walks": "planned"}, "retriever": {"kind": "hop_distance"}},
+                        ReaderTrainConfig)

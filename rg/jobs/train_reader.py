@@ -109,6 +109,10 @@ class ReaderTrainConfig(TrainRunConfig):
 
     @model_validator(mode="after")
     def _strategy_can_run(self) -> "ReaderTrainConfig":
+        if self.evidence.walks == "planned" and self.retriever.kind != "planner":
+            raise ValueError(f"evidence.walks is 'planned' but retriever.kind is {self.retriever.kind!r}: planned "
+                             "walks are the groundings of a planner's decoded paths. Fix: set retriever.kind: planner "
+                             "(with its path) or evidence.walks: bfs")
         t = self.train
         check_strategy(t.strategy, t.deepspeed, use_gpu=self.use_gpu, workers=self.num_workers,
                        micro_batch=t.batch_size, lr=t.lr, weight_decay=WEIGHT_DECAY, grad_clip=t.grad_clip)
@@ -188,10 +192,13 @@ def fit_depth(cfg: ReaderTrainConfig, folder: Path) -> dict[str, Any] | None:
 
 
 def reader_items(cfg: ReaderTrainConfig, samples, scorer) -> list[ReaderItem]:
-    """Evidence of each question from the configured retriever, as the QA evaluation builds it."""
+    """Evidence of each question from the configured retriever, as the QA evaluation builds it (with
+    ``evidence.walks: planned``, the groundings of the planner's decoded paths)."""
+    planned = cfg.evidence.walks == "planned"
     items = []
     for sample, scores in zip(samples, scorer.score(samples)):
-        evidence = question_evidence(sample, scores, cfg.top_k, True, cfg.evidence)
+        paths = scorer.decoded_paths(sample.id) if planned else None
+        evidence = question_evidence(sample, scores, cfg.top_k, True, cfg.evidence, paths=paths)
         items.append(ReaderItem(sample.id, sample.question, evidence, tuple(sample.answers)))
     return items
 
