@@ -656,7 +656,8 @@ def test_serve_quality_smoke(tmp_path: Path, ray_local) -> None:
     report = check_keys(out, [
         "machine_before.cpu_flags.avx2", "questions", "pipeline_tuned.hits_at_1", "pipeline_dualtower.macro_f1",
         "served_as_written.hits_at_1", "served_typed.micro_f1", "served_as_written_vs_tuned",
-        "served_equals_pipeline_dualtower", "seconds_per_question_mean", "machine_after.load_1min",
+        "served_equals_pipeline_dualtower", "seconds_per_question_mean", "p50_ms", "p95_ms", "hits1_demo",
+        "macro_f1_demo", "hits1_demo_rewritten", "machine_after.load_1min",
     ])
     assert report["questions"] == 3 and report["pipeline_tuned"]["hits_at_1"] == 1.0
 

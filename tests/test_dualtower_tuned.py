@@ -44,7 +44,8 @@ def test_hand_rules_name_the_key_and_the_fix():
 def test_the_pipeline_gives_a_tuned_hand_the_read_and_train_stages_exports(tmp_path):
     from rg.pipeline import PipelineConfig
 
-    cfg = load_config("configs/demo.yaml", PipelineConfig, [f"output_dir={tmp_path}"])
+    cfg = load_config("configs/demo.yaml", PipelineConfig,
+                      [f"output_dir={tmp_path}", "qa.dualtower.dualtower.hand={kind: tuned}"])
     hand = cfg.qa["dualtower"].dualtower.hand
     assert (hand.kind, hand.reader, hand.retriever) == ("tuned", str(tmp_path / "read" / "reader"),
                                                         str(tmp_path / "train" / "retriever"))

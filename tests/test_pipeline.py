@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rg.config import ConfigError, validate_config
+from rg.config import ConfigError, load_config, validate_config
 from rg.pipeline import PipelineConfig, format_report, run_pipeline
 from rg.pipeline.state import STATE_FILE, PipelineState
 
@@ -74,6 +74,32 @@ def test_a_dualtower_run_takes_the_plan_stage_planner_as_its_brain(tmp_path):
     del data["qa"]["paths"], data["qa"]["dual_given"]
     with pytest.raises(ConfigError, match=r"qa\.dual\.dualtower\.brain: a local Brain without `planner` needs a `plan` stage"):
         validate_config(data, PipelineConfig)
+
+
+def test_answer_f1_labels_are_searched_on_the_kg_the_build_cut_from(tmp_path):
+    data = tiny(tmp_path / "run", tmp_path / "cache")
+    data["plan"]["labels"] = {"source": "weak", "weak": {"rule": "answer_f1"}}
+    data["train"]["labels"] = {"source": "weak", "weak": {"rule": "answer_f1", "kb": {"path": "kg.tsv", "format": "tsv"}}}
+    cfg = validate_config(data, PipelineConfig)
+    kb = cfg.plan.labels.weak.kb
+    assert (kb.path, kb.format) == (str(tmp_path / "run" / "build" / "dataset" / "kg.txt"), "tsv")
+    assert cfg.train.labels.weak.kb.path == "kg.tsv"  # one the section names is kept
+    data["plan"]["labels"] = {"source": "weak"}  # the shortest-path rule searches each question's subgraph
+    assert validate_config(data, PipelineConfig).plan.labels.weak.kb is None
+    data["build"] = {"kb": {"path": "kb.txt", "format": "metaqa"}, "questions": [{"name": "q", "path": "q.jsonl", "format": "jsonl"}]}
+    data["plan"]["labels"] = {"source": "weak", "weak": {"rule": "answer_f1"}}
+    assert validate_config(data, PipelineConfig).plan.labels.weak.kb.path == "kb.txt"
+
+
+def test_the_demo_plans_on_answer_paths_and_reads_the_planned_walks(tmp_path):
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "demo.yaml", PipelineConfig,
+                      [f"output_dir={tmp_path}"])
+    assert cfg.plan.labels.weak.rule == "answer_f1"
+    assert cfg.plan.labels.weak.kb.path == str(tmp_path / "build" / "dataset" / "kg.txt")
+    planner = str(tmp_path / "plan" / "planner")
+    for section in (cfg.read, cfg.qa["tuned"], cfg.qa["paths"]):
+        assert (section.retriever.kind, section.retriever.path, section.evidence.walks) == ("planner", planner, "planned")
+    assert cfg.qa["dualtower"].dualtower.hand.kind == "local"
 
 
 def test_a_disabled_stage_takes_its_input_as_a_path(tmp_path):

@@ -170,10 +170,11 @@ def test_the_serve_configs_validate_and_say_how_to_make_a_missing_planner(name, 
         with pytest.raises(ConfigError, match=r"dualtower.brain.planner.*python -m jobs.pipeline --config "
                                               r"configs/demo.yaml"):
             build_app(args)
-        assert config.dualtower.hand.kind == "tuned"  # the demo serves with the reader the main command tunes
+        # the demo's Hand answers as the main command's qa/dualtower stage does: with the verified walks' ends
+        assert config.dualtower.hand.kind == "local"
         (tmp_path / "planner").mkdir()
         dualtower = {**app["args"]["dualtower"], "brain": {"kind": "local", "planner": str(tmp_path / "planner")},
-                     "hand": {**app["args"]["dualtower"]["hand"], "reader": str(tmp_path / "absent")}}
+                     "hand": {"kind": "tuned", "reader": str(tmp_path / "absent")}}
         with pytest.raises(ConfigError, match=r"dualtower.hand.reader .* Fix: .*python -m jobs.pipeline --config "
                                               r"configs/demo.yaml.*outputs/demo/read/reader"):
             build_app({**app["args"], "dualtower": dualtower})

@@ -32,6 +32,7 @@ from rg.data.records import BadRow
 from rg.data.sources import KBSource, load_kb, read_question_rows
 from rg.subgraphs import ShardStats, ShardTask, SubgraphConfig, plan_shards, run_shard
 from rg.data.synthetic import SyntheticConfig, generate
+from rg.data.synthetic.io import KG_FILE
 from rg.graph import KnowledgeGraph
 from rg.stores.base import KGStore
 from rg.linking.config import LinkingConfig, linking_setting
@@ -41,6 +42,9 @@ from rg.runtime import RayConfig, init_ray
 
 REPORT_FILE = "build_report.json"
 FINGERPRINT_FILE = "build_config.json"
+
+SYNTHETIC_DATASET = "dataset"
+"""Folder of a synthetic build's generated KG (``kg.txt``) and questions, inside its output folder."""
 
 
 class QuestionSource(Config):
@@ -253,9 +257,9 @@ def _build_locked(cfg: BuildSubgraphsConfig, fresh: bool, progress: bool) -> dic
     sources = list(cfg.questions)
     kb = cfg.kb
     if cfg.synthetic is not None:
-        dataset = out / "dataset"
+        dataset = out / SYNTHETIC_DATASET
         generate(cfg.synthetic).write(dataset)
-        kb = KBSource(path=str(dataset / "kg.txt"), format="tsv")
+        kb = KBSource(path=str(dataset / KG_FILE), format="tsv")
         sources = [QuestionSource(name="synthetic", path=str(dataset / "questions.jsonl"), format="jsonl")]
     kg, kg_report = _open_kg(cfg, kb)
     linker = _linker(cfg, kg, out) if cfg.linking is not None else None

@@ -14,7 +14,11 @@ section does not set it:
 * ``input`` of refine, train, plan, evaluate and QA: the build stage's shard folders, or the
   pipeline's ``input`` (RoG files) when there is no build stage;
 * training labels of train and plan: the refine stage's labels (``source: refined``) when there
-  is one (the planner learns their relation paths);
+  is one (the planner learns their relation paths); weak labels by the answer-F1 rule
+  (``labels: {source: weak, weak: {rule: answer_f1}}``) are searched on the whole KG the build stage
+  cut its subgraphs from (``weak.kb``): on a capped subgraph a loop through a hub (film → Film type →
+  film → date) reaches only the answer and ties with the direct path, which a planner then learns
+  and follows on the whole KG;
 * the retriever of evaluate and QA: the train stage's exported checkpoint; a method or QA
   retriever ``{kind: planner}`` without a ``path`` gets the plan stage's exported planner, and
   evaluate's default methods include it;
@@ -41,7 +45,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from rg.config import Config
-from rg.jobs.build_subgraphs import BuildSubgraphsConfig
+from rg.jobs.build_subgraphs import SYNTHETIC_DATASET, BuildSubgraphsConfig
+from rg.data.synthetic.io import KG_FILE
 from rg.data.splits import SplitConfig
 from rg.jobs.evaluate import EvaluateConfig
 from rg.jobs.evaluate_qa import QAEvaluateConfig
@@ -78,6 +83,15 @@ def _build_outputs(build: dict[str, Any]) -> str | list[str]:
     return folders[0] if len(folders) == 1 else folders
 
 
+def _build_kb(build: dict[str, Any]) -> dict[str, Any] | None:
+    """The KB source (``weak.kb``) of the KG a build section cuts its subgraphs from: the synthetic
+    generator's ``dataset/kg.txt``, or the section's own ``kb`` (None for a KG store)."""
+    if build.get("synthetic") is not None:
+        return {"path": str(Path(str(build["output_dir"])) / SYNTHETIC_DATASET / KG_FILE), "format": "tsv"}
+    kb = _mapping(build.get("kb"))
+    return dict(kb) if isinstance(kb, dict) else None
+
+
 def fill_sections(data: dict[str, Any]) -> dict[str, Any]:
     """Fill the connecting keys of every stage section (see the module docstring).
 
@@ -110,6 +124,7 @@ class _Wiring:
         split = self.shared.get("split") or {}
         self.side = data.get("side") or ("test" if split.get("file") else "val")
         self.inputs: Any = data.get("input")
+        self.kb: dict[str, Any] | None = None  # the KG the build stage cuts subgraphs from
         self.labels_dir: str | None = None
         self.retriever: dict[str, Any] | None = None
         self.planner: str | None = None
@@ -130,6 +145,7 @@ class _Wiring:
             build.setdefault("output_dir", str(self.base / "build"))
             data["build"] = self.with_shared(build, ("ray",))
             self.inputs = _build_outputs(build)
+            self.kb = _build_kb(build)
         downstream = [name for name in ("refine", "train", "plan", "read", "evaluate") if data.get(name) is not None]
         downstream += ["qa"] if data.get("qa") else []
         if self.inputs is None and downstream:
@@ -159,6 +175,10 @@ class _Wiring:
             labels.setdefault("source", "refined")
             if labels["source"] == "refined":
                 labels.setdefault("path", self.labels_dir)
+        weak = _mapping(labels.get("weak"))
+        if (self.kb is not None and labels.get("source") == "weak" and isinstance(weak, dict)
+                and weak.get("rule") == "answer_f1" and weak.get("kb") is None and weak.get("kg") is None):
+            labels["weak"] = {**weak, "kb": self.kb}
         section["labels"] = labels
         self.data[name] = self.with_shared(section, shared_keys)
         return section
