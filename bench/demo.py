@@ -17,7 +17,7 @@ tuned reader's ``precision: auto`` picks fp32. On such a CPU it measures the sam
 the closest stand-in (the fp32 matmuls still run at this CPU's clock and memory bandwidth).
 
 The named baseline is ``--checkout DIR`` (another rg checkout, e.g. ``git worktree add /tmp/base <commit>``) run
-in the same command on the same machine: each stage's ``seconds_ratio`` is this run's seconds over the
+in the same command on the same machine, with that checkout's own copy of ``--config`` (its README command): each stage's ``seconds_ratio`` is this run's seconds over the
 baseline's. Without it the ratio is to the issue's budget (``budget_seconds``, 600 s for the whole command
 including the ~100 s install, so 500 s for the pipeline).
 """
@@ -100,6 +100,15 @@ def run_pipeline(config: Path, overrides: Sequence[str], checkout: Path, scratch
             "log_noise_lines": len(logged)}
 
 
+def config_in(checkout: Path, config: Path) -> Path:
+    """``config`` as ``checkout`` has it (its own ``configs/demo.yaml``, so each side runs its own README command);
+    a config outside this checkout is used as given."""
+    try:
+        return checkout / config.resolve().relative_to(ROOT)
+    except ValueError:
+        return config
+
+
 def compare(run: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
     """Per-stage and total ratios of ``run`` to ``baseline`` (or to :data:`BUDGET_SECONDS` without one)."""
     if baseline is None:
@@ -130,7 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rg-bench-demo-") as tmp:
         baseline = None
         if args.checkout is not None:
-            baseline = run_pipeline(args.config, overrides, args.checkout.resolve(), Path(tmp) / "baseline", args.isa)
+            checkout = args.checkout.resolve()
+            baseline = run_pipeline(config_in(checkout, args.config), overrides, checkout, Path(tmp) / "baseline",
+                                    args.isa)
         run = run_pipeline(args.config, overrides, ROOT, Path(tmp) / "rg", args.isa)
     result.update({"run": run, **({"baseline_run": baseline} if baseline else {}), **compare(run, baseline)})
     write_report(args.out, result, record)

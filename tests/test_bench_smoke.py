@@ -662,6 +662,14 @@ def test_serve_quality_smoke(tmp_path: Path, ray_local) -> None:
     assert report["questions"] == 3 and report["pipeline_tuned"]["hits_at_1"] == 1.0
 
 
+def test_demo_runs_each_checkout_with_its_own_copy_of_the_config(tmp_path: Path) -> None:
+    from bench import demo
+
+    assert demo.config_in(tmp_path, demo.ROOT / "configs" / "demo.yaml") == tmp_path / "configs" / "demo.yaml"
+    outside = tmp_path / "mine.yaml"
+    assert demo.config_in(Path("/elsewhere"), outside) == outside
+
+
 @pytest.mark.heavy_smoke  # 59 s on 2 cores: CI's second step
 def test_demo_smoke_and_a_quiet_console(tmp_path: Path) -> None:
     """bench.demo over a tiny pipeline (build, refine, evaluate and one QA stage on 24 synthetic questions) in a
