@@ -17,8 +17,8 @@ tuned reader's ``precision: auto`` picks fp32. On such a CPU it measures the sam
 the closest stand-in (the fp32 matmuls still run at this CPU's clock and memory bandwidth).
 
 The named baseline is ``--checkout DIR`` (another rg checkout, e.g. ``git worktree add /tmp/base <commit>``) run
-in the same command on the same machine, with that checkout's own copy of ``--config`` (its README command): each stage's ``seconds_ratio`` is this run's seconds over the
-baseline's. Without it the ratio is to the issue's budget (``budget_seconds``, 600 s for the whole command
+in the same command on the same machine, with that checkout's own copy of ``--config`` (its README command):
+each stage's ``seconds_ratio`` is this run's seconds over the baseline's. Without it the ratio is to the issue's budget (``budget_seconds``, 600 s for the whole command
 including the ~100 s install, so 500 s for the pipeline).
 """
 

@@ -79,14 +79,16 @@ def test_a_dualtower_run_takes_the_plan_stage_planner_as_its_brain(tmp_path):
 def test_answer_f1_labels_are_searched_on_the_kg_the_build_cut_from(tmp_path):
     data = tiny(tmp_path / "run", tmp_path / "cache")
     data["plan"]["labels"] = {"source": "weak", "weak": {"rule": "answer_f1"}}
-    data["train"]["labels"] = {"source": "weak", "weak": {"rule": "answer_f1", "kb": {"path": "kg.tsv", "format": "tsv"}}}
+    data["train"]["labels"] = {"source": "weak",
+                               "weak": {"rule": "answer_f1", "kb": {"path": "kg.tsv", "format": "tsv"}}}
     cfg = validate_config(data, PipelineConfig)
     kb = cfg.plan.labels.weak.kb
     assert (kb.path, kb.format) == (str(tmp_path / "run" / "build" / "dataset" / "kg.txt"), "tsv")
     assert cfg.train.labels.weak.kb.path == "kg.tsv"  # one the section names is kept
     data["plan"]["labels"] = {"source": "weak"}  # the shortest-path rule searches each question's subgraph
     assert validate_config(data, PipelineConfig).plan.labels.weak.kb is None
-    data["build"] = {"kb": {"path": "kb.txt", "format": "metaqa"}, "questions": [{"name": "q", "path": "q.jsonl", "format": "jsonl"}]}
+    data["build"] = {"kb": {"path": "kb.txt", "format": "metaqa"},
+                     "questions": [{"name": "q", "path": "q.jsonl", "format": "jsonl"}]}
     data["plan"]["labels"] = {"source": "weak", "weak": {"rule": "answer_f1"}}
     assert validate_config(data, PipelineConfig).plan.labels.weak.kb.path == "kb.txt"
 
@@ -98,7 +100,8 @@ def test_the_demo_plans_on_answer_paths_and_reads_the_planned_walks(tmp_path):
     assert cfg.plan.labels.weak.kb.path == str(tmp_path / "build" / "dataset" / "kg.txt")
     planner = str(tmp_path / "plan" / "planner")
     for section in (cfg.read, cfg.qa["tuned"], cfg.qa["paths"]):
-        assert (section.retriever.kind, section.retriever.path, section.evidence.walks) == ("planner", planner, "planned")
+        retriever = section.retriever
+        assert (retriever.kind, retriever.path, section.evidence.walks) == ("planner", planner, "planned")
     assert cfg.qa["dualtower"].dualtower.hand.kind == "local"
 
 

@@ -152,7 +152,7 @@ def test_the_reader_stage_learns_from_the_planned_walks_as_qa_reads_them():
 
 
 def test_the_reader_stage_refuses_planned_walks_without_a_planner():
-    with pytest.raises(ConfigError, match="evidence.walks is 'planned' but retriever.kind is 'hop_distance'.*"
-                                          "Fix: set retriever.kind: planner"):
+    with pytest.raises(ConfigError, match="evidence.walks 'planned' grounds a planner's decoded paths, but "
+                                          "retriever.kind is 'hop_distance'. Fix: set `retriever: \\{kind: planner"):
         validate_config({**READ, "evidence": {"walks": "planned"}, "retriever": {"kind": "hop_distance"}},
                         ReaderTrainConfig)

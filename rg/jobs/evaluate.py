@@ -51,6 +51,14 @@ class MethodConfig(Config):
         return self
 
 
+def check_planned_walks(walks: str, retriever: MethodConfig) -> None:
+    """Refuse ``evidence.walks: planned`` over a retriever that decodes no paths (QA and the reader's training)."""
+    if walks == "planned" and retriever.kind != "planner":
+        raise ValueError(f"evidence.walks 'planned' grounds a planner's decoded paths, but retriever.kind is "
+                         f"{retriever.kind!r}. Fix: set `retriever: {{kind: planner, path: ...}}` or "
+                         "evidence.walks: bfs")
+
+
 class EvaluateConfig(QuestionSetConfig):
     """Retrieval evaluation of several methods on one set of questions."""
 

@@ -34,7 +34,7 @@ from rg.data.rog import sample_from_row
 from rg.data.sample import Sample
 from rg.data.streaming import INPUT_CPUS, read_input
 from rg.data.splits import DuplicateIdError, QuestionSetConfig, load_split_samples
-from rg.jobs.evaluate import ENCODER_KINDS, MethodConfig, build_scorer
+from rg.jobs.evaluate import ENCODER_KINDS, MethodConfig, build_scorer, check_planned_walks
 from rg.evaluation.qa import (
     Prediction,
     ReaderChoice,
@@ -175,11 +175,7 @@ class QAEvaluateConfig(QuestionSetConfig):
     def _planned_walks_need_a_planner(self) -> "QAEvaluateConfig":
         if self.reasoner != "retriever" or self.retriever is None:
             return self
-        if self.evidence.walks == "planned" and self.retriever.kind != "planner":
-            raise ValueError(
-                f"evidence.walks 'planned' grounds a planner's decoded paths, but retriever.kind is "
-                f"{self.retriever.kind!r}; use `retriever: {{kind: planner, path: ...}}` or evidence.walks: bfs"
-            )
+        check_planned_walks(self.evidence.walks, self.retriever)
         return self
 
 

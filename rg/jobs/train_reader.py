@@ -40,7 +40,7 @@ from pydantic import Field, model_validator
 from rg.run.paths import resolve_data_path
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.data.streaming import batch_samples, read_side
-from rg.jobs.evaluate import MethodConfig, build_scorer
+from rg.jobs.evaluate import MethodConfig, build_scorer, check_planned_walks
 from rg.evaluation.qa import question_evidence
 from rg.evidence import EvidenceConfig
 from rg.models.precision import dtype_name
@@ -109,10 +109,7 @@ class ReaderTrainConfig(TrainRunConfig):
 
     @model_validator(mode="after")
     def _strategy_can_run(self) -> "ReaderTrainConfig":
-        if self.evidence.walks == "planned" and self.retriever.kind != "planner":
-            raise ValueError(f"evidence.walks is 'planned' but retriever.kind is {self.retriever.kind!r}: planned "
-                             "walks are the groundings of a planner's decoded paths. Fix: set retriever.kind: planner "
-                             "(with its path) or evidence.walks: bfs")
+        check_planned_walks(self.evidence.walks, self.retriever)
         t = self.train
         check_strategy(t.strategy, t.deepspeed, use_gpu=self.use_gpu, workers=self.num_workers,
                        micro_batch=t.batch_size, lr=t.lr, weight_decay=WEIGHT_DECAY, grad_clip=t.grad_clip)
