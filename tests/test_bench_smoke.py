@@ -624,42 +624,64 @@ def test_privacy_stores_smoke(tmp_path: Path, ray_local) -> None:
     assert report["llm"]["exposure_matches"] == {"memory": 3, "sparql": 3}
 
 
-@pytest.mark.heavy_smoke  # 28 s on 2 cores: CI's second step
+@pytest.mark.heavy_smoke  # 50 s on 2 cores: CI's second step
 def test_serve_quality_smoke(tmp_path: Path, ray_local) -> None:
-    """bench.serve_quality on 3 synthetic questions: a serve config with a scripted LLM Brain and the local Hand
-    reader, and pipeline predictions written here."""
+    """bench.serve_quality on 3 synthetic questions (a serve config with a scripted LLM Brain and the local Hand
+    reader, pipeline predictions written here), then with ``--metaqa`` on a MetaQA-format KB and question file of the
+    hand-made film graph, with a split whose test side holds 2 of its 3 questions."""
+    import gzip
+
     import yaml
 
     from bench import serve_quality
     from bench.privacy_stores import relation_brain
     from rg.data.synthetic import SyntheticConfig, generate
+    from tests.dualtower_world import TRIPLES
     from tests.scripted_server import Respond, Script, ScriptedServer
 
     questions = generate(SyntheticConfig(seed=0, questions=200)).questions[:3]
     for stage in ("dualtower", "tuned"):
         folder = tmp_path / "demo" / "qa" / stage
         folder.mkdir(parents=True)
-        rows = [{"id": q.id, "question": q.question, "answers": list(q.answers), "gold": list(q.answers)}
-                for q in questions]
+        rows = [{"id": q.id, "question": q.question, "answers": list(q.answers), "gold": list(q.answers),
+                 "topic_entities": list(q.q_entities)} for q in questions]
         (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with ScriptedServer(Script.always(Respond(relation_brain))) as brain:
-        args = {"kg": {"synthetic": {"seed": 0, "questions": 200}}, "auth": {"mode": "off"},
-                "linking": {"index_dir": str(tmp_path / "index"), "dense": "off"},
+    metaqa = tmp_path / "metaqa"
+    metaqa.mkdir()
+    (metaqa / "kb.txt").write_text("".join(f"{h}|{r}|{t}\n" for h, r, t in TRIPLES))
+    with gzip.open(metaqa / "qa_test_1hop.txt.gz", "wt") as lines:
+        lines.write("who directed [Heat]\tMichael Mann\nwho directed [Casino]\tMartin Scorsese\n"
+                    "when was [Top Gun] released\t1986\n")
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"unit": "0-based line index", "splits": {"1hop": {"train": [2], "test": [0, 1]}}}))
+
+    def config(path: Path, kg: dict, brain_url: str) -> Path:
+        args = {"kg": kg, "auth": {"mode": "off"}, "linking": {"index_dir": str(path.with_suffix("")), "dense": "off"},
                 "dualtower": {"similarity": "lexical", "brain": {"kind": "llm", "llm": {
-                    "base_url": brain.base_url, "model": "scripted", "side": "brain"}}}}
-        config = tmp_path / "serve.yaml"
-        config.write_text(yaml.safe_dump({"applications": [{"name": "rg", "import_path": "serve.app:build_app",
-                                                            "args": args}]}))
+                    "base_url": brain_url, "model": "scripted", "side": "brain"}}}}
+        path.write_text(yaml.safe_dump({"applications": [{"name": "rg", "import_path": "serve.app:build_app",
+                                                          "args": args}]}))
+        return path
+
+    with ScriptedServer(Script.always(Respond(relation_brain))) as brain:
+        demo = config(tmp_path / "serve.yaml", {"synthetic": {"seed": 0, "questions": 200}}, brain.base_url)
+        films = config(tmp_path / "serve_metaqa.yaml", {"store": {"kind": "memory", "kb": {
+            "path": str(metaqa / "kb.txt"), "format": "metaqa"}}}, brain.base_url)
         out = tmp_path / "serve_quality.json"
-        assert serve_quality.main(["--pipeline-dir", str(tmp_path / "demo"), "--config", str(config),
-                                   "--out", str(out)]) == 0
+        assert serve_quality.main(["--pipeline-dir", str(tmp_path / "demo"), "--config", str(demo), "--metaqa",
+                                   "--metaqa-config", str(films), "--metaqa-data", str(metaqa), "--metaqa-split",
+                                   str(split), "--out", str(out)]) == 0
     report = check_keys(out, [
-        "machine_before.cpu_flags.avx2", "questions", "pipeline_tuned.hits_at_1", "pipeline_dualtower.macro_f1",
-        "served_as_written.hits_at_1", "served_typed.micro_f1", "served_as_written_vs_tuned",
+        "machine_before.cpu_flags.avx2", "questions", "paraphrased", "pipeline_tuned.hits_at_1",
+        "pipeline_dualtower.macro_f1", "served_as_written.hits_at_1", "served_typed.micro_f1",
+        "served_paraphrased.hits_at_1", "served_rewritten.macro_f1", "served_as_written_vs_tuned",
         "served_equals_pipeline_dualtower", "seconds_per_question_mean", "p50_ms", "p95_ms", "hits1_demo",
-        "macro_f1_demo", "hits1_demo_rewritten", "machine_after.load_1min",
+        "macro_f1_demo", "hits1_demo_typed", "hits1_demo_paraphrased", "hits1_demo_rewritten",
+        "hits1_metaqa.1hop", "metaqa.1hop.macro_f1", "metaqa.1hop.p50_ms", "metaqa.p95_ms", "machine_after.load_1min",
     ])
     assert report["questions"] == 3 and report["pipeline_tuned"]["hits_at_1"] == 1.0
+    assert report["paraphrased"] == 3  # every synthetic template has other wordings
+    assert report["metaqa"]["questions"] == {"1hop": 2}  # the test side only
 
 
 def test_demo_runs_each_checkout_with_its_own_copy_of_the_config(tmp_path: Path) -> None:

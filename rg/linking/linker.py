@@ -15,7 +15,9 @@ embedding similarity) with the LLM's mention extraction replaced by a local algo
    all-lowercase spans are dropped: in a cased question they are template words (*film*,
    *director*) that happen to be tag names, not the named entity. With ``prefer_multiword``,
    when some matched span has several words, lowercase one-word spans are dropped too
-   (*president* in "what did james k polk do before he was president").
+   (*president* in "what did james k polk do before he was president"). The spans either hint set
+   aside are returned apart (``set_aside``), never as topics: a reader may use them to narrow its
+   answers (*drama* in "which drama films did greta halvorsen write", typed in lower case).
 2. Dense alignment (``dense: fallback`` when step 1 found nothing, ``remaining`` on the words
    step 1 left): n-grams that neither start nor end with a function word are embedded and
    searched in FAISS; the best non-overlapping (n-gram, name) pairs with cosine ≥ ``threshold``
@@ -29,6 +31,7 @@ The linker sees the question text only; gold answers and dataset topic entities 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import asdict, dataclass, field
@@ -107,6 +110,9 @@ class LinkResult:
         mentions: Every mention found, ambiguous ones included.
         failure: None, ``ambiguous`` or ``not_found``.
         detail: A readable reason when it failed.
+        set_aside: Lower-case spans that name entities but that ``case_hint`` or ``prefer_multiword`` kept
+            from the topics (template words such as *film*, or a genre typed in lower case), none
+            overlapping a mention; not topics.
     """
 
     question: str
@@ -114,6 +120,7 @@ class LinkResult:
     mentions: tuple[Mention, ...] = field(default=())
     failure: Failure | None = None
     detail: str = ""
+    set_aside: tuple[Mention, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -176,7 +183,7 @@ class EntityLinker:
     def link_many(self, questions: Sequence[str]) -> list[LinkResult]:
         """Topic entities of each question; the dense n-grams of all of them are embedded in one call."""
         words = [_words(q) for q in questions]
-        exact = [self._exact(q, w) for q, w in zip(questions, words)]
+        exact, aside = zip(*(self._exact(q, w) for q, w in zip(questions, words))) if questions else ((), ())
         dense_spans: list[list[_Span]] = []
         for question, parsed, mentions in zip(questions, words, exact):
             wanted = self.config.dense == "remaining" or (self.config.dense == "fallback" and not mentions)
@@ -184,10 +191,13 @@ class EntityLinker:
         flat = [s for spans in dense_spans for s in spans]
         hits = self._search([s.key for s in flat]) if flat else []
         results, at = [], 0
-        for question, mentions, spans in zip(questions, exact, dense_spans):
+        for question, mentions, spans, kept_aside in zip(questions, exact, dense_spans, aside):
             found = self._dense(spans, hits[at:at + len(spans)], mentions)
             at += len(spans)
-            results.append(self._result(question, sorted([*mentions, *found], key=lambda m: m.start)))
+            taken = {i for m in found for i in range(m.start, m.end)}
+            set_aside = tuple(m for m in kept_aside if taken.isdisjoint(range(m.start, m.end)))
+            result = self._result(question, sorted([*mentions, *found], key=lambda m: m.start))
+            results.append(dataclasses.replace(result, set_aside=set_aside) if result.entities else result)
         return results
 
     def named_spans(self, question: str) -> dict[str, tuple[str, ...]]:
@@ -209,7 +219,9 @@ class EntityLinker:
         return found
 
     # ------------------------------------------------------------------ exact and alias
-    def _exact(self, question: str, parsed: tuple[list[str], list[tuple[int, int]]]) -> list[Mention]:
+    def _exact(self, question: str, parsed: tuple[list[str], list[tuple[int, int]]]
+               ) -> tuple[list[Mention], list[Mention]]:
+        """The mentions, and the spans the case and multi-word hints set aside (none overlapping a mention)."""
         tokens, spans = parsed
         found: list[tuple[tuple, Mention]] = []
         uncased = not any(c.isupper() for c in question)  # typed in lower case: rare words stand in for capitals
@@ -229,11 +241,16 @@ class EntityLinker:
                     spans[i][0] == 0 and rank < 2 and surface[:1].isupper() and tokens[i] not in STOPWORDS) or (
                     uncased and self._rare(tokens[i:i + n]))
                 found.append(((rank > 1, -n, rank, i), cased, mention))
+        every = found
         if self.config.case_hint and any(cased for _, cased, _ in found):
             found = [f for f in found if f[1]]
         if self.config.prefer_multiword and any(m.end - m.start > 1 for _, _, m in found):
             found = [f for f in found if f[2].end - f[2].start > 1 or f[1]]
-        return _non_overlapping(m for _, _, m in sorted(found, key=lambda f: f[0]))
+        kept = _non_overlapping(m for _, _, m in sorted(found, key=lambda f: f[0]))
+        used = {i for m in kept for i in range(m.start, m.end)}
+        chosen = {id(f) for f in found}
+        aside = [f for f in every if id(f) not in chosen and used.isdisjoint(range(f[2].start, f[2].end))]
+        return kept, _non_overlapping(m for _, _, m in sorted(aside, key=lambda f: f[0]))
 
     def _rare(self, words: Sequence[str]) -> bool:
         """Whether a span holds a word the packaged encoder's vocabulary lacks (never, without the vocabulary)."""

@@ -113,6 +113,11 @@ class HandConfig(Config):
                                 "own retrieval rank ('included'), or ranked above every retrieved one ('first': on the "
                                 "demo's 40 validation questions Hits@1 0.575 against 0.675, since a verified path of "
                                 "the wrong length then leads the prompt).")
+    narrow: bool = Field(
+        True, description="When the linker set aside lower-case words that name entities (`drama` in 'which drama "
+                          "films did greta halvorsen write'; rg.linking), keep only the answers one edge from such an "
+                          "entity, if some are and some are not; the edge is shown as the answer's support. Linked "
+                          "questions only; nothing reaches the Brain.")
     llm: Optional[LLMConfig] = Field(
         None, description="kind llm: the Hand's local endpoint; its `side` must be 'hand' (it sees raw names)."
     )

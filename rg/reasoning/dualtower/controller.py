@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from rg.data.sample import Triple
-from rg.graph import KnowledgeGraph
+from rg.graph import KnowledgeGraph, Path
 from rg.llm.journal import UsageJournal
 from rg.llm.usage import Usage, UsageLedger
 from rg.privacy.guard import EgressRefused
@@ -76,6 +76,7 @@ from rg.reasoning.dualtower.phases import (
     prediction_payload,
 )
 from rg.reasoning.dualtower.prune import PruneScorer, agreeing, fuzzy_top
+from rg.reasoning.base import Answer
 from rg.reasoning.dualtower.result import BrainFault, DualTowerResult
 from rg.reasoning.dualtower.similarity import Similarity
 from rg.reasoning.dualtower.template import reader_question, tag_topics, topic_template
@@ -184,9 +185,10 @@ class DualTowerController:
     # ------------------------------------------------------------------------------ steps
     async def _run(self, q: _Question, given: Sequence[str], triples: Sequence[Triple] | None) -> DualTowerResult:
         started = time.perf_counter()
-        topics, mentions = self.hand.topics(q.question, given)
+        linked = self.hand.topics(q.question, given)
+        topics = linked.entities
         named = self.hand.mentioned(q.question, self.schema)  # every KG entity the question names, topic or not
-        for entity, texts in mentions.items():
+        for entity, texts in linked.mentions.items():
             named[entity] = tuple(dict.fromkeys((*named.get(entity, ()), *texts)))
         q.timed("link", started)
         started = time.perf_counter()
@@ -248,9 +250,27 @@ class DualTowerController:
         q.timed("read", started)
         fallback = None if verified else "unverified"
         lines = tuple(c.render() for c in evidence.chains())
-        await self._write_back(q, tree, analysis, verified, template, topics, kg, reading.answers, replay, qvec)
         support = {a.text: tuple(dict.fromkeys(c.render() for c in a.chains)) for a in reading.selected}
-        return self._result(q, reading.answers, lines, tuple(tree.to_dict()), fallback, topics, support)
+        answers = reading.answers
+        if self.config.hand.narrow and linked.set_aside:
+            answers, joins = self._narrow(q, reading.selected, linked.set_aside, raw)
+            support = {a: (*joins.get(a, ()), *support[a]) for a in answers}
+            lines = (*dict.fromkeys(line for a in answers for line in joins.get(a, ())), *lines)
+        await self._write_back(q, tree, analysis, verified, template, topics, kg, answers, replay, qvec)
+        return self._result(q, answers, lines, tuple(tree.to_dict()), fallback, topics, support)
+
+    def _narrow(self, q: _Question, selected: Sequence[Answer], set_aside: Mapping[str, Sequence[str]],
+                raw: Sequence[Triple]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+        """The selected answers :meth:`Hand.narrow` keeps, and per kept answer the edges that kept it, rendered."""
+        ids = {q.names.display(e): e for h, _, t in raw for e in (h, t)}
+        by_id = {ids[a.entity]: a.text for a in selected if a.entity in ids}
+        kept = self.hand.narrow(list(by_id), set_aside, raw)
+        texts = tuple(a.text for a in selected)
+        if kept is None:
+            return texts, {}
+        joins = {by_id[e]: tuple(Path((h, t), (r,), (True,), (0,)).render()
+                                 for h, r, t in q.names.display_triples(edges)) for e, edges in kept.items()}
+        return tuple(t for t in texts if t in joins or t not in by_id.values()), joins
 
     # ------------------------------------------------------------------------------ memory
     async def _recall(self, q: _Question, template: str, raw: Sequence[Triple], topics: Sequence[str]):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rg.data.sample import Triple
 from rg.evidence.build import Evidence, assemble_evidence
@@ -149,6 +149,22 @@ def refine_order(candidates: Sequence[Candidate], scores: Sequence[float]) -> li
     return order
 
 
+@dataclass(frozen=True)
+class Topics:
+    """A question's topic entities as the Hand found them.
+
+    Attributes:
+        entities: The topic entity ids.
+        mentions: Entity id → the words of the question it was linked from (linked questions only).
+        set_aside: Words the linker kept from the topics (lower-case names such as *drama*) → the entities
+            they name: what :meth:`Hand.narrow` may narrow the answers by.
+    """
+
+    entities: tuple[str, ...]
+    mentions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    set_aside: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
 class HandError(RuntimeError):
     """The Hand cannot work on a question (no topic entity, nothing around it); ``reason`` says why."""
 
@@ -197,10 +213,11 @@ class Hand:
         self._written: tuple[object, WrittenNames] | None = None  # (store version, the store's names)
 
     # ---------------------------------------------------------------------------- raw side
-    def topics(self, question: str, given: Sequence[str] = ()) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
-        """The topic entities and, when linked, the words of the question each was linked from."""
+    def topics(self, question: str, given: Sequence[str] = ()) -> Topics:
+        """The topic entities and, when linked, the words of the question each was linked from and the words the
+        linker set aside."""
         if given:
-            return tuple(dict.fromkeys(given)), {}
+            return Topics(tuple(dict.fromkeys(given)))
         if self.linker is None:
             raise HandError("no_topics", "the question names no topic entity and no linker is configured")
         linked = self.linker.link(question)
@@ -210,7 +227,30 @@ class Hand:
         for mention in linked.mentions:
             for candidate in mention.candidates:
                 mentions[candidate.entity_id] = (*mentions.get(candidate.entity_id, ()), mention.text)
-        return linked.entities, mentions
+        aside = {m.text: tuple(c.entity_id for c in m.candidates) for m in linked.set_aside}
+        return Topics(linked.entities, mentions, aside)
+
+    def narrow(self, answers: Sequence[str], set_aside: Mapping[str, Sequence[str]],
+               triples: Sequence[Triple] = ()) -> dict[str, tuple[Triple, ...]] | None:
+        """The answers one edge from an entity a set-aside word names, each with the edges that join it, when
+        some answers are and some are not; None when no set-aside word tells the answers apart.
+
+        A word such as *drama* in "which drama films did greta halvorsen write" is no topic, but of Greta
+        Halvorsen's films it keeps those of the genre Drama; *film* in "which film directed by ..." names a type
+        every answer has, so it changes nothing. Words are tried in the question's order, each on the answers
+        the earlier ones kept. Edges come from the store, else from ``triples`` (a question's own subgraph).
+        """
+        if len(answers) < 2 or not set_aside:
+            return None
+        edges = self.store.neighbours(list(answers)) if self.store is not None else triples
+        kept: dict[str, tuple[Triple, ...]] = {a: () for a in answers}
+        for entities in set_aside.values():
+            named = set(entities)
+            joins = {a: tuple(t for t in edges if (t[0] == a and t[2] in named) or (t[2] == a and t[0] in named))
+                     for a in kept}
+            if 0 < sum(bool(j) for j in joins.values()) < len(kept):
+                kept = {a: (*kept[a], *j) for a, j in joins.items() if j}
+        return kept if len(kept) < len(answers) else None
 
     def mentioned(self, question: str, schema: KGSchema | None = None) -> dict[str, tuple[str, ...]]:
         """Every KG entity the question names, with the words that name it, wherever it is in the KG: by the
