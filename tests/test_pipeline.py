@@ -98,6 +98,8 @@ def test_the_demo_plans_on_answer_paths_and_reads_the_planned_walks(tmp_path):
                       [f"output_dir={tmp_path}"])
     assert cfg.plan.labels.weak.rule == "answer_f1"
     assert cfg.plan.labels.weak.kb.path == str(tmp_path / "build" / "dataset" / "kg.txt")
+    # the served Brain also learns the synthetic templates' other wordings
+    assert (cfg.plan.paraphrases.bank.bank, cfg.plan.paraphrases.per_question) == ("synthetic", 2)
     planner = str(tmp_path / "plan" / "planner")
     for section in (cfg.read, cfg.qa["tuned"], cfg.qa["paths"]):
         retriever = section.retriever

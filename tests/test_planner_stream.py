@@ -65,7 +65,8 @@ def _rows(ds) -> list:
     # (the weak-label step has its own tests in test_training_stream.py), the privacy view too
     pytest.param("shortest", marks=pytest.mark.slow), pytest.param("answer_f1", marks=pytest.mark.slow),
     pytest.param("kb_vote_mask", marks=pytest.mark.slow), "refined",
-    pytest.param("privacy_view", marks=pytest.mark.slow)])  # 48 s; test_planner_view checks the view itself
+    pytest.param("privacy_view", marks=pytest.mark.slow),  # 48 s; test_planner_view checks the view itself
+    "paraphrases"])
 def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path, monkeypatch, mode):
     inputs, kb = two_inputs
     update = {
@@ -79,6 +80,7 @@ def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tm
         },
         "refined": {"labels": {"source": "refined", "path": str(tmp_path / "labels"), "weak": {"rule": "answer_f1"}}},
         "privacy_view": {"labels": {"source": "weak"}, "view_schema_dir": str(Path(kb).parent)},
+        "paraphrases": {"labels": {"source": "weak"}, "paraphrases": {"per_question": 2}},
     }[mode]
     if mode == "refined":  # every other question refined, the rest kept weak (as the refine job's fallbacks)
         some = load_split_samples(inputs, config(inputs, tmp_path, "driver").split, ("train", "val"), limit=25)
@@ -124,6 +126,12 @@ def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tm
     assert _rows(after.val) == _rows(before.val) and after.val_examples == before.val_examples
     assert after.train.columns() == ["example"]
     assert after.evaluation is None
+    if mode == "paraphrases":  # each training question twice more in its template's other wordings; validation as is
+        ids = [e.id for e in train_before]
+        originals = [i for i in ids if "~p" not in i]
+        assert {i for i in ids if i.endswith("~p1")} | {i for i in ids if i.endswith("~p2")} and len(ids) == 3 * len(
+            originals)
+        assert not any("~p" in e.id for e in _rows(before.val))
     if mode == "privacy_view":  # every path token is a relation cluster, and several relations share one
         schema = KGSchema.load(Path(kb).parent)
         relations = set(after.planner.relations)
@@ -152,3 +160,18 @@ def test_the_same_seed_trains_the_same_planner_both_ways(ray_local, two_inputs, 
     adapters = [load_file(f"{r['planner_dir']}/adapter/adapter_model.safetensors") for r in (before, after)]
     assert adapters[0].keys() == adapters[1].keys()
     assert all(torch.equal(adapters[0][k], adapters[1][k]) for k in adapters[0])
+
+
+def test_with_paraphrases_adds_the_families_other_wordings_with_the_same_paths():
+    from rg.data.paraphrase import synthetic_bank
+    from rg.training.planner_data import PlanTarget, with_paraphrases
+
+    asked = PlanTarget("q1", "Who directed Heat?", (("film.film.directed_by",),), "weak", ("Heat",))
+    unknown = PlanTarget("q2", "Tell me about Heat", (("film.film.genre",),), "weak", ("Heat",))
+    out = with_paraphrases([asked, unknown], synthetic_bank(), per_question=5)
+    assert [(t.id, t.question) for t in out] == [
+        ("q1", "Who directed Heat?"),
+        ("q1~p1", "Which person directed the film Heat?"), ("q1~p2", "Who was the director of Heat?"),
+        ("q2", "Tell me about Heat")]  # a wording no family holds gets no copy
+    assert {t.relation_paths for t in out[:3]} == {(("film.film.directed_by",),)}
+    assert [t.id for t in with_paraphrases([asked], synthetic_bank(), per_question=1)] == ["q1", "q1~p1"]

@@ -37,13 +37,14 @@ the optimizer's moments.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import pickle
 import tarfile
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -51,6 +52,8 @@ from typing import Any, ClassVar, Literal
 import torch
 from pydantic import Field, model_validator
 
+from rg.config import Config
+from rg.data.paraphrase import ParaphraseConfig
 from rg.data.sample import Sample
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta
@@ -64,7 +67,15 @@ from rg.evaluation.references import reference_paths
 from rg.supervision.labels import LabelConfig
 from rg.train_progress import posting_progress, step_board
 from rg.training.shards import equal_steps, shard_rows
-from rg.training.planner_data import TargetStats, TemplateConsensus, candidate_targets, select_targets, target_rows
+from rg.training.planner_data import (
+    PlanTarget,
+    TargetStats,
+    TemplateConsensus,
+    candidate_targets,
+    select_targets,
+    target_rows,
+    with_paraphrases,
+)
 from rg.training.planner_loop import SELECTION_METRIC, PlannerFitConfig, fit_planner
 from rg.training.planner_stream import scan_targets, stream_planner_examples
 from rg.training.planner_view import load_view, view_name, view_references, view_relations, view_sample, view_target
@@ -86,6 +97,15 @@ from rg.jobs.planner_eval import PlannerEvalConfig, score_planner, stream_planne
 
 PLANNER_DIR = "planner"
 """The exported planner's folder under ``output_dir``."""
+
+
+class PlannerParaphrases(Config):
+    """Other wordings of the training questions (:func:`rg.training.planner_data.with_paraphrases`)."""
+
+    bank: ParaphraseConfig = Field(default_factory=ParaphraseConfig, description="Where the template families come "
+                                   "from: the synthetic KG's (default) or MetaQA's question files.")
+    per_question: int = Field(2, ge=1, le=10, description="Other wordings added per training question (at most what "
+                                                           "its family holds).")
 
 
 class PlannerTrainConfig(TrainRunConfig):
@@ -111,6 +131,12 @@ class PlannerTrainConfig(TrainRunConfig):
         False,
         description="Of a question's tied target paths, keep those most often chosen by the training questions "
         "worded alike (topic entities blanked out); see rg.training.planner_data.TemplateConsensus.",
+    )
+    paraphrases: PlannerParaphrases | None = Field(
+        None,
+        description="Also train on other wordings of each training question: its template family's other wordings "
+        "with its own topic entities and target paths (rg.data.paraphrase; validation questions keep their own). "
+        "None: the questions as written only.",
     )
     train: PlannerFitConfig = Field(default_factory=PlannerFitConfig, description="Epochs, optimiser, batching.")
     evaluation: PlannerEvalConfig = Field(default_factory=PlannerEvalConfig, description="Scoring after training.")
@@ -219,6 +245,15 @@ class _TrainInput:
     """The evaluation side's samples and labels when the driver holds them already, else None."""
 
 
+def paraphraser(cfg: PlannerTrainConfig) -> Callable[[Sequence[PlanTarget]], list[PlanTarget]] | None:
+    """What adds the other wordings of ``cfg.paraphrases`` to training targets (picklable), or None."""
+    if cfg.paraphrases is None:
+        return None
+    bank = cfg.paraphrases.bank
+    return functools.partial(with_paraphrases, bank=bank.build(), per_question=cfg.paraphrases.per_question,
+                             seed=bank.seed)
+
+
 def _require_targets(train_targets: int, val_targets: int) -> None:
     if not train_targets or not val_targets:
         raise ValueError(
@@ -238,12 +273,14 @@ def _streamed_input(cfg: PlannerTrainConfig) -> _TrainInput:
     train, val = sides["train"], sides["val"]
     del sides
     labels = _labels_path(cfg, train, val)
+    augment = paraphraser(cfg)
     scan = scan_targets(cfg.input, train, val, labels, cfg.planner.max_path_len, cfg.target_consensus,
-                        lambda question, topics: prompt_question(cfg.planner, question, topics), cfg.view_schema_dir)
+                        lambda question, topics: prompt_question(cfg.planner, question, topics), cfg.view_schema_dir,
+                        augment)
     _require_targets(scan.train_stats.questions_with_target, scan.val_stats.questions_with_target)
     torch.manual_seed(cfg.train.seed)
     planner = PlannerModel.build(cfg.planner, scan.questions, scan.relations)
-    examples = stream_planner_examples(scan, train, val, planner.encoder, cfg.max_paths_per_question)
+    examples = stream_planner_examples(scan, train, val, planner.encoder, cfg.max_paths_per_question, augment)
     _require_examples(cfg, examples.train_examples)
     return _TrainInput(planner, examples.train, examples.val, len(train), len(val), examples.train_examples,
                        examples.val_examples, scan.train_stats, scan.val_stats, None)
@@ -269,6 +306,8 @@ def _driver_input(cfg: PlannerTrainConfig) -> _TrainInput:
     train_targets = select_targets(train_targets, train_stats, cfg.max_paths_per_question, consensus)
     val_targets = select_targets(val_targets, val_stats, cfg.max_paths_per_question, consensus)
     _require_targets(len(train_targets), len(val_targets))
+    augment = paraphraser(cfg)
+    train_targets = augment(train_targets) if augment is not None else train_targets
 
     torch.manual_seed(cfg.train.seed)
     questions = [prompt_question(cfg.planner, t.question, t.topics) for t in train_targets]

@@ -22,10 +22,14 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from rg.data.labels import Labels
 from rg.data.sample import Sample
 from rg.retrievers.planner.prompt import mask_topics
+
+if TYPE_CHECKING:
+    from rg.data.paraphrase import TemplateBank
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,19 @@ def plan_targets(
     """
     targets, stats = candidate_targets(samples, labels, max_len)
     return select_targets(targets, stats, max_paths), stats
+
+
+def with_paraphrases(targets: Sequence[PlanTarget], bank: "TemplateBank", per_question: int,
+                     seed: int = 0) -> list[PlanTarget]:
+    """``targets``, each followed by up to ``per_question`` copies worded otherwise: the other wordings of its
+    template family (:meth:`rg.data.paraphrase.TemplateBank.paraphrases`, seeded), the same topics and paths, ids
+    ``<id>~p<k>``. A question whose wording no family holds gets no copy."""
+    out: list[PlanTarget] = []
+    for target in targets:
+        out.append(target)
+        for k, text in enumerate(bank.paraphrases(target.question, target.topics, per_question, seed), 1):
+            out.append(replace(target, id=f"{target.id}~p{k}", question=text))
+    return out
 
 
 def target_rows(

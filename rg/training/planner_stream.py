@@ -106,6 +106,7 @@ def scan_targets(
     consensus: bool,
     prompt_text: Callable[[str, Sequence[str]], str],
     view_schema_dir: str | None = None,
+    augment: Callable[[Sequence[PlanTarget]], list[PlanTarget]] | None = None,
 ) -> TargetScan:
     """Pass 1 (see the module doc): every question's candidate targets, counted on the driver in question order.
 
@@ -121,6 +122,8 @@ def scan_targets(
             (:func:`rg.retrievers.planner.model.prompt_question` with the planner config).
         view_schema_dir: The KG schema whose relation clusters the targets and relations are written in
             (:mod:`rg.training.planner_view`); None keeps raw relations.
+        augment: Adds other wordings to training targets (``paraphrases``); their prompts join the tokenizer's
+            corpus after their question's.
 
     Raises:
         KeyError: if the labels lack a question (before any pass).
@@ -148,7 +151,7 @@ def scan_targets(
                 continue
             side_stats.by_source[target.source] += 1
             if is_train:
-                questions.append(prompt_text(target.question, target.topics))
+                questions += [prompt_text(t.question, t.topics) for t in (augment or list)([target])]
         stats.append(side_stats)
     # the vote counts training questions only; validation targets are voted by the same counts
     vote = TemplateConsensus.fit(iter_targets(train_ds, train)) if consensus else None
@@ -156,9 +159,11 @@ def scan_targets(
 
 
 def stream_planner_examples(
-    scan: TargetScan, train: Sequence[Sample], val: Sequence[Sample], encoder: PlanEncoder, max_paths: int | None
+    scan: TargetScan, train: Sequence[Sample], val: Sequence[Sample], encoder: PlanEncoder, max_paths: int | None,
+    augment: Callable[[Sequence[PlanTarget]], list[PlanTarget]] | None = None,
 ) -> PlannerExamples:
-    """Pass 2 (see the module doc): vote, cap and tokenise the scanned targets in Ray Data tasks.
+    """Pass 2 (see the module doc): vote, cap and tokenise the scanned targets in Ray Data tasks; ``augment`` adds
+    other wordings to the training side's.
 
     ``scan.train_stats`` and ``scan.val_stats`` gain the outvoted and capped counts, as
     :func:`select_targets` adds them on the driver.
@@ -169,7 +174,8 @@ def stream_planner_examples(
         for target in iter_targets(ds, side):
             select_targets([target], stats, max_paths, scan.consensus)
     kwargs = {"encoder": ray.put(encoder), "consensus": ray.put(scan.consensus), "max_paths": max_paths}
-    train_ds = map_in_order(scan.train, len(train), _Examples, kwargs, setup="per_batch").materialize()
+    train_ds = map_in_order(scan.train, len(train), _Examples, {**kwargs, "augment": augment},
+                            setup="per_batch").materialize()
     val_ds = map_in_order(scan.val, len(val), _Examples, kwargs, setup="per_batch").materialize()
     return PlannerExamples(train_ds, val_ds, train_ds.count(), val_ds.count())
 
@@ -223,17 +229,20 @@ class _TargetScan:
 class _Examples:
     """Ray Data map of the examples pass (built per batch): a batch of scanned targets voted, capped and tokenised."""
 
-    def __init__(self, encoder: Any, consensus: Any, max_paths: int | None) -> None:
+    def __init__(self, encoder: Any, consensus: Any, max_paths: int | None,
+                 augment: Callable[[Sequence[PlanTarget]], list[PlanTarget]] | None = None) -> None:
         import ray
 
         self.encoder: PlanEncoder = ray.get(encoder)
         self.consensus: TemplateConsensus | None = ray.get(consensus)
         self.max_paths = max_paths
+        self.augment = augment
 
     def __call__(self, batch: "pa.Table") -> "pa.Table":
         import pyarrow as pa
 
         targets = [pickle.loads(b) for b in batch.column("target").to_pylist() if b]
         chosen = select_targets(targets, TargetStats(), self.max_paths, self.consensus)
+        chosen = self.augment(chosen) if self.augment is not None else chosen
         examples = self.encoder.examples(target_rows(chosen, self.encoder.prompt_question))
         return pa.table({"example": pa.array([pickle.dumps(e) for e in examples], pa.binary())})
