@@ -103,15 +103,23 @@ def latency(seconds: Sequence[float]) -> dict[str, float]:
 def demo_quality(pipeline_dir: Path, config: Path, quick: bool) -> dict[str, Any]:
     """The demo's endpoint against the pipeline's QA stages (module docstring)."""
     from rg.data.paraphrase import synthetic_bank
+    from rg.data.synthetic.io import QUESTIONS_FILE, read_kg_folder
+    from rg.jobs.build_subgraphs import SYNTHETIC_DATASET
 
     rows = {stage: [json.loads(line) for line in (pipeline_dir / "qa" / stage / "predictions.jsonl").open()]
             for stage in ("dualtower", "tuned")}
     questions = rows["dualtower"][: 10 if quick else None]
     golds = [r["gold"] for r in questions]
     by_id = {stage: {r["id"]: r["answers"] for r in rs} for stage, rs in rows.items()}
+    dataset = pipeline_dir / "build" / SYNTHETIC_DATASET
+    if not (dataset / QUESTIONS_FILE).exists():
+        raise SystemExit(f"{dataset / QUESTIONS_FILE} is missing: the paraphrased forms are written with the "
+                         "questions' topic names from the build stage's dataset. Fix: run the main command "
+                         "(python -m jobs.pipeline --config configs/demo.yaml) or pass its --pipeline-dir")
+    topics = {q.id: q.q_entities for q in read_kg_folder(dataset)[1]}
     bank = synthetic_bank()
     # the bench writes the paraphrases with the dataset's topic names; the endpoint gets only the text
-    texts = [forms(r["question"], r.get("topic_entities", ()), bank) for r in questions]
+    texts = [forms(r["question"], topics.get(r["id"], ()), bank) for r in questions]
     result: dict[str, Any] = {"config": str(config), "questions": len(questions),
                               "paraphrased": sum(t["paraphrased"] != r["question"] for t, r in zip(texts, questions))}
     seconds: list[float] = []

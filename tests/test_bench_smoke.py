@@ -639,12 +639,14 @@ def test_serve_quality_smoke(tmp_path: Path, ray_local) -> None:
     from tests.dualtower_world import TRIPLES
     from tests.scripted_server import Respond, Script, ScriptedServer
 
-    questions = generate(SyntheticConfig(seed=0, questions=200)).questions[:3]
+    kg = generate(SyntheticConfig(seed=0, questions=200))
+    kg.write(tmp_path / "demo" / "build" / "dataset")  # the build stage's dataset: the questions' topic names
+    questions = kg.questions[:3]
     for stage in ("dualtower", "tuned"):
         folder = tmp_path / "demo" / "qa" / stage
         folder.mkdir(parents=True)
-        rows = [{"id": q.id, "question": q.question, "answers": list(q.answers), "gold": list(q.answers),
-                 "topic_entities": list(q.q_entities)} for q in questions]
+        rows = [{"id": q.id, "question": q.question, "answers": list(q.answers), "gold": list(q.answers)}
+                for q in questions]
         (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     metaqa = tmp_path / "metaqa"
     metaqa.mkdir()
