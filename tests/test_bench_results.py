@@ -130,7 +130,8 @@ WRITERS: dict[str, Writer] = {
     "serve_quick_throughput.json": Writer("bench.serve", "RAY_AUTH_MODE=disabled python -m bench.serve --quick "
                                           "--throughput-optimized --out bench/results/serve_quick_throughput.json",
                                           data_keys=SERVE_DATA),
-    "serve_quality.json": Writer("bench.serve_quality", "python -m bench.serve_quality"),
+    "serve_quality.json": Writer("bench.serve_quality", "python -m bench.serve_quality",
+                                 data_keys=("hits1_metaqa", "metaqa", "metaqa.questions")),  # keyed by hop
     "sparql.json": Writer("bench.sparql", "python -m bench.sparql", sources=("rg.stores.compare",),
                           data_keys=("comparisons_by_hop", "comparisons.compared", "comparisons.mismatched")),
     "subgraph_cap.json": Writer("bench.subgraph_cap", "python -m bench.subgraph_cap --questions 1000",
