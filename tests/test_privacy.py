@@ -56,10 +56,11 @@ def test_pseudonyms_are_keyed_stable_and_invertible():
 
 
 def test_unlinkable_across_1000_sessions_and_a_bijection_inside_each():
+    """64-bit pseudonyms, so a chance repeat across 9,000 names (about 2e-12) cannot flake the exact check."""
     entities = sorted(TYPES)
     seen: dict[str, tuple[int, str]] = {}
     for k in range(1000):
-        with session() as s:
+        with session(pseudonym_chars=16) as s:
             names = [s.pseudonym(e) for e in entities]
             assert len(set(names)) == len(entities)  # injective, and invertible below
             assert [s.deanonymise(n) for n in names] == entities
@@ -67,6 +68,23 @@ def test_unlinkable_across_1000_sessions_and_a_bijection_inside_each():
                 assert name not in seen or seen[name] == (k, entity), "a pseudonym repeated across sessions"
                 seen[name] = (k, entity)
     assert len(seen) == 1000 * len(entities)
+
+
+def test_default_width_repeats_across_sessions_only_at_the_birthday_rate():
+    """32-bit pseudonyms: 9,000 names repeat across sessions with probability about 0.9 %, and the same entity's
+    pseudonym repeats with about 0.1 %. A session key shared between sessions would repeat every entity's."""
+    entities = sorted(TYPES)
+    first: dict[str, str] = {}
+    repeats = same_entity = 0
+    for _ in range(1000):
+        with session() as s:
+            for entity in entities:
+                name = s.pseudonym(entity)
+                if name in first:
+                    repeats += 1
+                    same_entity += first[name] == entity
+                first.setdefault(name, entity)
+    assert repeats <= 3 and same_entity <= 1, (repeats, same_entity)
 
 
 def test_collisions_are_detected_and_resolved():
