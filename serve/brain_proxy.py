@@ -41,6 +41,7 @@ from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.dualtower.brains import LocalBrainFactory
 from rg.reasoning.dualtower.local_brain import STAGE_ANALYSE, LocalBrain
 from rg.reasoning.dualtower.payload import SealedPayload
+from rg.reasoning.dualtower.prompts import protocol_words
 
 UNAVAILABLE = "unavailable"
 """The fault reason of a Brain the Hand could not reach (proxy gone, overloaded or past its deadline)."""
@@ -153,7 +154,7 @@ class BrainProxy:
         if kind == "analysis" and self.local is not None:
             return await self._batched_analysis(text)
         ledger, calls = UsageLedger(), SentCalls()
-        session = PrivacySession(self.config.privacy, self.schema)
+        session = PrivacySession(self.config.privacy, self.schema, protocol=protocol_words())
         session.guard.exposure = session.exposure = calls
         brain: Brain = self.brains(session, ledger)
         if kind in ("follow_up", "prediction") and not isinstance(brain, ExploringBrain):

@@ -134,12 +134,22 @@ class KGSchema:
         clusters = {r: f"rel_{index[sig]:02d} ({shown[sig[0]]}→{shown[sig[1]]})" for r, sig in majority.items()}
         return cls(types=entity_types, clusters=clusters, aliases=aliases)
 
-    def public_words(self, relations_shown: bool) -> frozenset[str]:
+    def public_words(self, relations_shown: bool, protocol: frozenset[str] = frozenset()) -> frozenset[str]:
         """Normalised words of the schema view the Brain sees: type labels, type nodes' names and
         cluster labels, and the words of relation labels when they are shown as-is (``utility``
-        mode), with every run of consecutive words (see :func:`_words`). Computed once
-        per schema and mode (every session asks)."""
-        return self._public_shown if relations_shown else self._public_hidden
+        mode), with every run of consecutive words (see :func:`_words`); and the ``protocol``'s words,
+        which every request to the Brain writes whatever the KG (its payload keys and prompt text,
+        :func:`rg.reasoning.dualtower.prompts.protocol_words`). Computed once per schema, mode and
+        protocol (every session asks)."""
+        schema_words = self._public_shown if relations_shown else self._public_hidden
+        if not protocol:
+            return schema_words
+        # a frozen dataclass caches in its __dict__, as cached_property does
+        unions = self.__dict__.setdefault("_public_with_protocol", {})
+        key = (relations_shown, protocol)
+        if key not in unions:
+            unions[key] = schema_words | protocol
+        return unions[key]
 
     @functools.cached_property
     def _kinds(self) -> frozenset[str]:

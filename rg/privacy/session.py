@@ -148,9 +148,13 @@ class PrivacySession:
             compiling its own automaton (:class:`rg.privacy.guard.GuardIndex`); by default the schema's
             (:attr:`KGSchema.guard_index <rg.privacy.schema.KGSchema.guard_index>`). It changes the
             work done per question, never what is guarded or masked.
+        protocol: Normalised words every request to the Brain writes whatever the KG (the dual tower's payload
+            keys and prompt text): public, so an entity named ``tag`` or ``film`` cannot make the guard refuse
+            the protocol's own words, and such a word in the question stays as written.
     """
 
-    def __init__(self, config: PrivacyConfig, schema: KGSchema, index: GuardIndex | None = None) -> None:
+    def __init__(self, config: PrivacyConfig, schema: KGSchema, index: GuardIndex | None = None,
+                 protocol: frozenset[str] = frozenset()) -> None:
         self.config = config
         self.schema = schema
         self._key: bytes | None = secrets.token_bytes(KEY_BYTES)
@@ -163,7 +167,7 @@ class PrivacySession:
         self.exposure = ExposureLedger(self.shown_relations)
         if index is None and config.mode != "plaintext":  # plaintext guards nothing: no index to build
             index = schema.guard_index
-        self.guard = EgressGuard(public=schema.public_words(relations_shown=config.mode != "privacy"),
+        self.guard = EgressGuard(public=schema.public_words(config.mode != "privacy", protocol),
                                  exposure=self.exposure, index=index)
         self.collisions = 0
         self.names = NameBook()

@@ -76,6 +76,7 @@ from rg.reasoning.dualtower.phases import (
     prediction_payload,
 )
 from rg.reasoning.dualtower.prune import PruneScorer, agreeing, fuzzy_top
+from rg.reasoning.dualtower.prompts import protocol_words
 from rg.reasoning.base import Answer
 from rg.reasoning.dualtower.result import BrainFault, DualTowerResult
 from rg.reasoning.dualtower.similarity import Similarity
@@ -175,7 +176,7 @@ class DualTowerController:
             triples: The question's own subgraph; None cuts it from the Hand's store.
         """
         ledger = UsageLedger()
-        with PrivacySession(self.config.privacy, self.schema) as session:
+        with PrivacySession(self.config.privacy, self.schema, protocol=protocol_words()) as session:
             state = _Question(question, session, ledger)
             try:
                 return await self._run(state, topics, triples)

@@ -100,6 +100,9 @@ class PredictionPayload(_Payload):
 
 
 Payload = Union[AnalysisPayload, SelectionPayload, FollowUpPayload, PredictionPayload]
+PAYLOAD_MODELS = (TopicView, AnalysisPayload, CandidateView, SelectionPayload, TriedView, FollowUpPayload,
+                  PredictionPayload)
+"""Every model a payload's JSON is made of (their keys are the protocol's words)."""
 P = TypeVar("P", AnalysisPayload, SelectionPayload, FollowUpPayload, PredictionPayload)
 
 

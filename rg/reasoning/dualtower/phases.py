@@ -43,19 +43,29 @@ class Tried:
     missing: str
 
 
+LACKED = {
+    "answer_type": "ends at a {hub}; the indicator asks for a {wanted}",
+    "topic_missing": "it reaches no answer besides the topic entities",
+    "branches_apart": "its branches from the topic entities reach no common answer",
+    "unnamed_end": "it ends only at nodes without a name of their own (such as CVTs), which are no answer",
+    "not_grounded": "it does not hold on the graph behind the view",
+}
+"""What verification found missing, by reason, in the words the Hand writes for the Brain."""
+FOLLOW_UP_QUESTION = ("The paths tried for the question did not verify ({summary}). Which relation path not tried yet "
+                      "leads from {tags} to the answer?")
+NOTHING_TRIED = "no candidate path was found"
+DRAFT_INDICATOR = "{indicator} (missing: {summary})"
+HAND_TEXTS = (*LACKED.values(), FOLLOW_UP_QUESTION, NOTHING_TRIED, DRAFT_INDICATOR)
+"""Every fixed text the Hand writes into a payload (format fields in braces), part of the Brain protocol's words."""
+
+
 def lacked(candidate: Candidate, reason: str, indicator: Indicator) -> str:
     """What verification found missing in ``candidate``, as the view can say it (types, no names)."""
     if reason == "answer_type":
-        return f"ends at a {public_label(candidate.hub)}; the indicator asks for a {indicator.answer_type}"
+        return LACKED["answer_type"].format(hub=public_label(candidate.hub), wanted=indicator.answer_type)
     if reason == "topic_missing":
-        if len(candidate.branches) > 1:
-            return "its branches from the topic entities reach no common answer"
-        return "it reaches no answer besides the topic entities"
-    if reason == "unnamed_end":
-        return "it ends only at nodes without a name of their own (such as CVTs), which are no answer"
-    if reason == "not_grounded":
-        return "it does not hold on the graph behind the view"
-    return reason
+        return LACKED["branches_apart" if len(candidate.branches) > 1 else "topic_missing"]
+    return LACKED.get(reason, reason)
 
 
 def tried_views(tried: Sequence[Tried]) -> tuple[TriedView, ...]:
@@ -68,12 +78,12 @@ def tried_views(tried: Sequence[Tried]) -> tuple[TriedView, ...]:
 def follow_up_payload(masked: str, indicator: Indicator, topics: Sequence[TopicView], tried: Sequence[Tried],
                       hints: Sequence[tuple[str, ...]], max_depth: int) -> FollowUpPayload:
     """The Hand's follow-up (Q+, draft I+) for the evidence the rejected candidates lacked."""
-    summary = "; ".join(dict.fromkeys(t.missing for t in tried)) or "no candidate path was found"
+    summary = "; ".join(dict.fromkeys(t.missing for t in tried)) or NOTHING_TRIED
     tags = ", ".join(t.tag for t in topics)
     taken = {branch for t in tried for branch in t.candidate.relation_paths}
-    question = (f"The paths tried for the question did not verify ({summary}). Which relation path not tried yet "
-                f"leads from {tags} to the answer?")
-    return FollowUpPayload(question=masked, follow_up=question, indicator=f"{indicator.text} (missing: {summary})",
+    question = FOLLOW_UP_QUESTION.format(summary=summary, tags=tags)
+    return FollowUpPayload(question=masked, follow_up=question,
+                           indicator=DRAFT_INDICATOR.format(indicator=indicator.text, summary=summary),
                            topics=tuple(topics), tried=tried_views(tried),
                            relation_paths=tuple(p for p in hints if p not in taken), max_depth=max_depth)
 

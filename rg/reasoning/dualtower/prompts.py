@@ -15,12 +15,16 @@ object of a reply (models like to wrap it in a code fence) or raises ``ValueErro
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rg.llm.prompts import PromptRegistry, PromptTemplate
+from rg.privacy.normalise import normalise
+from rg.reasoning.dualtower.payload import PAYLOAD_MODELS
+from rg.reasoning.dualtower.phases import HAND_TEXTS
 
 ANALYSE = PromptTemplate(
     id="dualtower_analyse",
@@ -122,8 +126,38 @@ PREDICT = PromptTemplate(
 
 # The examples name relations neutrally (rel_a, rel_d): in privacy mode every raw relation label of the
 # working subgraph is guarded, and an example naming a real one would make the guard refuse the request.
-BRAIN_PROMPTS = PromptRegistry((ANALYSE, SELECT, FOLLOW_UP, PREDICT))
+BRAIN_TEMPLATES = (ANALYSE, SELECT, FOLLOW_UP, PREDICT)
+BRAIN_PROMPTS = PromptRegistry(BRAIN_TEMPLATES)
 """The Brain's templates by id."""
+
+
+@functools.cache
+def protocol_words() -> frozenset[str]:
+    """The normalised words every request to the Brain writes whatever the KG holds: the payloads' keys and
+    kinds (:mod:`rg.reasoning.dualtower.payload`), the Hand's fixed texts in them
+    (:data:`rg.reasoning.dualtower.phases.HAND_TEXTS`), and the chat messages of :data:`BRAIN_TEMPLATES`
+    with empty task fields, keys and roles included.
+
+    A privacy session takes them as public (``PrivacySession(protocol=...)``): an entity whose name is one
+    of them reveals nothing by appearing there, since every request writes it. Without this, MetaQA's tag
+    ``tag`` in a subgraph made the guard refuse every analysis payload (its topics' key ``"tag"``), and
+    the tag ``film`` every request of an LLM Brain (the analysis example's ``?film``)."""
+    texts: list[str] = []
+    for model in PAYLOAD_MODELS:
+        texts += list(model.model_fields)
+        kind = model.model_fields.get("kind")
+        if kind is not None:
+            texts.append(str(kind.default))
+    for template in BRAIN_TEMPLATES:
+        for message in template.render(**{field: "" for field in template.fields}):
+            texts += [f"{key} {value}" for key, value in message.items()]
+    texts += [re.sub(r"\{\w+\}", " ", text) for text in HAND_TEXTS]
+    words: set[str] = set()
+    for text in texts:
+        folded = normalise(text)
+        words.update(w for w in re.split(r"[^0-9a-z]+", folded) if w)
+        words.update(w for w in folded.split() if w)  # a key as written: relation_paths
+    return frozenset(words)
 
 
 class _Reply(BaseModel):
