@@ -256,7 +256,7 @@ def planner():
 def test_planner_likelihood_equals_the_beam_score(planner):
     kg = KnowledgeGraph.from_triples(TRIPLES)
     trie, _ = token_trie(relation_trie(kg, ["Casino"], 2), planner.vocab)
-    prompt = planner.prompt_ids([planner_question("which films share a director with TE_1 (film)", True)])[0]
+    prompt = planner.prompt_ids([planner_question("which films share a director with TE_1 (film)", planner.config)])[0]
     beams = beam_search(planner, [prompt], 3, [trie])[0]
     scores = path_log_likelihood(planner, prompt, [b.relation_path for b in beams] + [("no_such",)])
     assert scores[:-1] == pytest.approx([b.score for b in beams], abs=1e-4)

@@ -66,7 +66,7 @@ def _rows(ds) -> list:
     pytest.param("shortest", marks=pytest.mark.slow), pytest.param("answer_f1", marks=pytest.mark.slow),
     pytest.param("kb_vote_mask", marks=pytest.mark.slow), "refined",
     pytest.param("privacy_view", marks=pytest.mark.slow),  # 48 s; test_planner_view checks the view itself
-    "paraphrases"])
+    "paraphrases", "mask_names"])
 def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path, monkeypatch, mode):
     inputs, kb = two_inputs
     update = {
@@ -81,7 +81,14 @@ def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tm
         "refined": {"labels": {"source": "refined", "path": str(tmp_path / "labels"), "weak": {"rule": "answer_f1"}}},
         "privacy_view": {"labels": {"source": "weak"}, "view_schema_dir": str(Path(kb).parent)},
         "paraphrases": {"labels": {"source": "weak"}, "paraphrases": {"per_question": 2}},
+        "mask_names": {"labels": {"source": "weak"}, "paraphrases": {"per_question": 1},
+                       "planner": {"tiny": {"layers": 1, "hidden": 32, "heads": 4, "max_positions": 48},
+                                   "max_prompt_tokens": 32, "max_path_len": 3, "mask_topics": True,
+                                   "mask_names": {"kb": {"path": str(tmp_path / "tagged.tsv"), "format": "tsv"}}}},
     }[mode]
+    if mode == "mask_names":  # the KB with a tag named "born", a word many questions write: the session masks it
+        tagged = tmp_path / "tagged.tsv"
+        tagged.write_text(Path(kb).read_text() + "some film\thas_tags\tborn\n")
     if mode == "refined":  # every other question refined, the rest kept weak (as the refine job's fallbacks)
         some = load_split_samples(inputs, config(inputs, tmp_path, "driver").split, ("train", "val"), limit=25)
         rows = list(weak_rows(some["train"] + some["val"], LabelConfig()).values())
@@ -132,6 +139,11 @@ def test_streamed_examples_equal_the_driver_built_ones(ray_local, two_inputs, tm
         assert {i for i in ids if i.endswith("~p1")} | {i for i in ids if i.endswith("~p2")} and len(ids) == 3 * len(
             originals)
         assert not any("~p" in e.id for e in _rows(before.val))
+    if mode == "mask_names":  # the session's masking, built once on the driver, is what the examples show
+        wording = before.planner.encoder.wording
+        assert wording is not None and after.planner.encoder.wording is not None
+        vocab = before.planner.tokenizer.get_vocab()
+        assert {"<", "e", "n", ">"} <= vocab.keys() and "born" not in vocab and "Born" not in vocab
     if mode == "privacy_view":  # every path token is a relation cluster, and several relations share one
         schema = KGSchema.load(Path(kb).parent)
         relations = set(after.planner.relations)

@@ -59,7 +59,7 @@ from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta
 from rg.retrievers.inputs import require_labels
 from rg.retrievers.planner.config import PlannerConfig
-from rg.retrievers.planner.model import PlannerModel, load_planner, prompt_question
+from rg.retrievers.planner.model import PlannerModel, load_planner, name_wording, prompt_question
 from rg.runtime import init_ray
 from rg.supervision.answer_paths import search_kb
 from rg.data.labels import Labels, labels_by_id
@@ -274,12 +274,13 @@ def _streamed_input(cfg: PlannerTrainConfig) -> _TrainInput:
     del sides
     labels = _labels_path(cfg, train, val)
     augment = paraphraser(cfg)
+    wording = name_wording(cfg.planner)
     scan = scan_targets(cfg.input, train, val, labels, cfg.planner.max_path_len, cfg.target_consensus,
-                        lambda question, topics: prompt_question(cfg.planner, question, topics), cfg.view_schema_dir,
-                        augment)
+                        lambda question, topics: prompt_question(cfg.planner, question, topics, wording),
+                        cfg.view_schema_dir, augment)
     _require_targets(scan.train_stats.questions_with_target, scan.val_stats.questions_with_target)
     torch.manual_seed(cfg.train.seed)
-    planner = PlannerModel.build(cfg.planner, scan.questions, scan.relations)
+    planner = PlannerModel.build(cfg.planner, scan.questions, scan.relations, wording)
     examples = stream_planner_examples(scan, train, val, planner.encoder, cfg.max_paths_per_question, augment)
     _require_examples(cfg, examples.train_examples)
     return _TrainInput(planner, examples.train, examples.val, len(train), len(val), examples.train_examples,
@@ -310,8 +311,10 @@ def _driver_input(cfg: PlannerTrainConfig) -> _TrainInput:
     train_targets = augment(train_targets) if augment is not None else train_targets
 
     torch.manual_seed(cfg.train.seed)
-    questions = [prompt_question(cfg.planner, t.question, t.topics) for t in train_targets]
-    planner = PlannerModel.build(cfg.planner, questions, view_relations(_relations(train_samples + val_samples), view))
+    wording = name_wording(cfg.planner)
+    questions = [prompt_question(cfg.planner, t.question, t.topics, wording) for t in train_targets]
+    planner = PlannerModel.build(cfg.planner, questions, view_relations(_relations(train_samples + val_samples), view),
+                                 wording)
     train_examples = planner.examples(target_rows(train_targets, planner.prompt_question))
     val_examples = planner.examples(target_rows(val_targets, planner.prompt_question))
     _require_examples(cfg, len(train_examples))

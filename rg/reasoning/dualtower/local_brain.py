@@ -42,11 +42,10 @@ from rg.reasoning.dualtower.payload import (
 from rg.retrievers.planner.decode import beam_search
 from rg.retrievers.planner.likelihood import path_log_likelihood
 from rg.retrievers.planner.model import PlannerModel
-from rg.retrievers.planner.prompt import TOPIC_MASK
+from rg.retrievers.planner.config import PlannerConfig
+from rg.retrievers.planner.prompt import brain_wording
 from rg.retrievers.planner.trie import RelationTrie, token_trie
 
-TOPIC_TAG = re.compile(r"TE_\d+(?: \([^()]*\))?")
-MISSING_TOPICS = re.compile(r"\s*\[topic entities:[^\]]*\]\s*$")
 CLUSTER_TYPES = re.compile(r"\((?P<head>[^()→]+)→(?P<tail>[^()→]+)\)$")
 STAGE_ANALYSE = "brain_analyse"
 STAGE_SELECT = "brain_select"
@@ -54,12 +53,12 @@ STAGE_FOLLOW_UP = "brain_follow_up"
 STAGE_PREDICT = "brain_predict"
 
 
-def planner_question(masked: str, mask_topics: bool) -> str:
-    """The payload's anonymised question as the planner's prompt takes it: topic tags become
-    ``<e>`` (when the planner was trained with masked topics) and the appended list of topics
-    the question does not name is dropped."""
-    text = MISSING_TOPICS.sub("", masked)
-    return TOPIC_TAG.sub(TOPIC_MASK, text) if mask_topics else text
+def planner_question(masked: str, config: PlannerConfig) -> str:
+    """The payload's anonymised question as ``config``'s prompt takes it (:func:`brain_wording`): topic tags
+    become ``<e>`` when the planner was trained with masked topics, pseudonyms ``<n>`` when it was trained
+    on questions masked as a session masks them (``mask_names``), and the appended list of topics the
+    question does not name is dropped."""
+    return brain_wording(masked, config.mask_topics, config.mask_names is not None)
 
 
 def hint_trie(paths: Iterable[Sequence[str]]) -> RelationTrie:
@@ -124,7 +123,7 @@ class LocalBrain:
         self.name = f"planner:{planner.prompt.full_id}"
 
     def _prompt(self, question: str) -> list[int]:
-        return self.planner.prompt_ids([planner_question(question, self.planner.config.mask_topics)])[0]
+        return self.planner.prompt_ids([planner_question(question, self.planner.config)])[0]
 
     def _book(self, stage: str, started: float) -> None:
         self.ledger.add(stage, "brain", Usage(calls=1, latency_s=time.perf_counter() - started))

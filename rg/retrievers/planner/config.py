@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from rg.config import Config
+from rg.data.sources import KBSource
 from rg.retrievers.planner.prompt import planner_prompt
 
 LLAMA_LINEAR_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -78,6 +79,16 @@ class LoraSettings(Config):
     )
 
 
+class NameMask(Config):
+    """Which KG's names a planner's prompts mask as a privacy session does (``PlannerConfig.mask_names``)."""
+
+    kb: KBSource = Field(
+        description="The KG file whose names and aliases are masked; its schema (which words stay public) is built "
+        "as the dual tower's Hand builds it for a memory store over the same file.")
+    mode: Literal["utility", "privacy"] = Field(
+        "utility", description="The privacy mode of the endpoint the planner serves: it decides the public words.")
+
+
 class PlannerConfig(Config):
     """Settings of :class:`~rg.retrievers.planner.model.PlannerModel`.
 
@@ -102,6 +113,12 @@ class PlannerConfig(Config):
         description="Replace each topic entity's mention in the question by '<e>' in the prompt, in training and "
         "decoding alike: the planner then chooses relations from the wording alone, and constrained decoding "
         "still grounds them from the entities.",
+    )
+    mask_names: NameMask | None = Field(
+        None,
+        description="Train on each question as the dual tower's privacy session masks it for the Brain: every "
+        "other KG name it writes becomes '<n>' (MetaQA's tags include the words its questions are made of, such as "
+        "'director'). A planner so trained is a local Brain for that KG; None shows those words as written.",
     )
     prompt_id: str = Field("plan_relation_paths@v1", description="Id of the planner prompt template.")
 
@@ -137,6 +154,9 @@ class PlannerConfig(Config):
                 f"add {missing} to `lora.modules_to_save`"
             )
         planner_prompt(self.prompt_id)
+        if self.mask_names is not None and not self.mask_topics:
+            raise ValueError("`mask_names` masks questions as a privacy session does, which masks the topics too; "
+                             "set `mask_topics: true`")
         needed = self.max_prompt_tokens + self.max_path_tokens
         if self.tiny is not None and self.tiny.max_positions < needed:
             raise ValueError(

@@ -22,7 +22,7 @@ A pretrained base is not copied: ``config.checkpoint`` names its folder.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +31,7 @@ from torch import nn
 
 from rg.retrievers.base import CHECKPOINT_FORMAT, CONFIG_FILE, META_FILE, CheckpointMeta, read_meta
 from rg.retrievers.planner.config import PlannerConfig
-from rg.retrievers.planner.prompt import PlanPrompt, mask_topics, planner_prompt
+from rg.retrievers.planner.prompt import PlanPrompt, brain_wording, mask_topics, planner_prompt
 from rg.models.registry import resolve_model
 from rg.retrievers.planner.tokenizer import PathVocab, checkpoint_tokenizer, train_tokenizer
 
@@ -58,8 +58,30 @@ class Example:
     labels: tuple[int, ...]
 
 
-def prompt_question(config: PlannerConfig, question: str, topics: Sequence[str]) -> str:
-    """The question as a prompt shows it: topic mentions masked when ``config.mask_topics``."""
+Wording = Callable[[str, Sequence[str]], str]
+"""``wording(question, topics)``: a raw question masked as a privacy session masks it for the Brain."""
+
+
+def name_wording(config: PlannerConfig) -> Wording | None:
+    """The session masking of ``config.mask_names`` (:class:`rg.privacy.wording.SessionWording` over the schema
+    of its KB, built as a memory-store Hand builds it), or None without ``mask_names``. Reads the KB file."""
+    if config.mask_names is None:
+        return None
+    from rg.data.sources import load_kb
+    from rg.privacy.schema import KGSchema
+    from rg.privacy.wording import SessionWording
+    from rg.reasoning.dualtower.prompts import protocol_words
+
+    kg, _ = load_kb(config.mask_names.kb)
+    return SessionWording(KGSchema.build(kg.triples()), config.mask_names.mode, protocol_words())
+
+
+def prompt_question(config: PlannerConfig, question: str, topics: Sequence[str], wording: Wording | None = None) -> str:
+    """The question as a prompt shows it: with ``wording`` (a ``mask_names`` planner's), masked as the Brain
+    is sent it, then in the planner's form (:func:`brain_wording`); else topic mentions masked when
+    ``config.mask_topics``."""
+    if wording is not None:
+        return brain_wording(wording(question, topics), config.mask_topics, mask_names=True)
     return mask_topics(question, topics) if config.mask_topics else question
 
 
@@ -127,17 +149,27 @@ class PlanEncoder:
     Args:
         config: The planner config (prompt id, ``max_prompt_tokens``, ``max_path_len``, ``mask_topics``).
         tokenizer: The planner's tokenizer (relation and path tokens included).
+        wording: The session masking of ``config.mask_names`` when the caller has it built already; otherwise
+            built from the config on first use (:func:`name_wording`), travelling with the encoder once built.
     """
 
-    def __init__(self, config: PlannerConfig, tokenizer) -> None:
+    def __init__(self, config: PlannerConfig, tokenizer, wording: Wording | None = None) -> None:
         self.config = config
         self.tokenizer = tokenizer
         self.vocab = PathVocab.from_tokenizer(tokenizer)
         self.prompt: PlanPrompt = planner_prompt(config.prompt_id)
+        self._wording = wording
+
+    @property
+    def wording(self) -> Wording | None:
+        """The session masking a ``mask_names`` planner's prompts show (None without ``mask_names``)."""
+        if self._wording is None and self.config.mask_names is not None:
+            self._wording = name_wording(self.config)
+        return self._wording
 
     def prompt_question(self, question: str, topics: Sequence[str]) -> str:
         """The question as the prompt shows it (:func:`prompt_question`)."""
-        return prompt_question(self.config, question, topics)
+        return prompt_question(self.config, question, topics, self.wording)
 
     def prompt_ids(self, questions: Sequence[str]) -> list[list[int]]:
         """``<s> prompt <PATH>`` ids per question, cut to ``max_prompt_tokens``."""
@@ -181,13 +213,14 @@ class PlannerModel(nn.Module):
     """
 
     def __init__(self, config: PlannerConfig, tokenizer, lm: nn.Module, relations: Sequence[str],
-                 base_state: dict[str, torch.Tensor] | None = None) -> None:
+                 base_state: dict[str, torch.Tensor] | None = None, wording: Wording | None = None) -> None:
         super().__init__()
         self.config = config
         self.tokenizer = tokenizer
         self.lm = lm
         self.relations = tuple(relations)
-        self.encoder = PlanEncoder(config, tokenizer)  # the text-to-ids side alone, picklable without the model
+        # the text-to-ids side alone, picklable without the model
+        self.encoder = PlanEncoder(config, tokenizer, wording)
         self.vocab = self.encoder.vocab
         self.prompt: PlanPrompt = self.encoder.prompt
         self._base_state = base_state
@@ -195,13 +228,15 @@ class PlannerModel(nn.Module):
 
     # ------------------------------------------------------------------------------ building
     @classmethod
-    def build(cls, config: PlannerConfig, questions: Iterable[str], relations: Iterable[str]) -> "PlannerModel":
+    def build(cls, config: PlannerConfig, questions: Iterable[str], relations: Iterable[str],
+              wording: Wording | None = None) -> "PlannerModel":
         """A fresh planner: tokenizer, base model and an untrained adapter.
 
         Args:
             config: The planner config.
-            questions: Training questions (a trained tokenizer learns its vocabulary from their prompts).
+            questions: Training questions' prompt texts (a trained tokenizer learns its vocabulary from them).
             relations: Stored relation names of the training graphs; each and its inverse get a token.
+            wording: ``config.mask_names``' session masking, when the caller built it for ``questions``.
         """
         from peft import get_peft_model
 
@@ -216,7 +251,7 @@ class PlannerModel(nn.Module):
             base = _pretrained_base(config, tokenizer)
             base_state = None
         lm = get_peft_model(base, _lora(config))
-        return cls(config, tokenizer, lm, relations, base_state)
+        return cls(config, tokenizer, lm, relations, base_state, wording)
 
     @classmethod
     def load(cls, directory: str | Path, trainable: bool = False, merge: bool | None = None) -> "PlannerModel":
@@ -285,8 +320,8 @@ class PlannerModel(nn.Module):
 
     # ----------------------------------------------------------------------------- encoding
     def prompt_question(self, question: str, topics: Sequence[str]) -> str:
-        """The question as this planner's prompt shows it (:func:`prompt_question`)."""
-        return prompt_question(self.config, question, topics)
+        """The question as this planner's prompt shows it (:meth:`PlanEncoder.prompt_question`)."""
+        return self.encoder.prompt_question(question, topics)
 
     def prompt_ids(self, questions: Sequence[str]) -> list[list[int]]:
         """``<s> prompt <PATH>`` ids per question, cut to ``max_prompt_tokens`` (:meth:`PlanEncoder.prompt_ids`)."""

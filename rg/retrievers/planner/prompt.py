@@ -21,6 +21,14 @@ PATH_END = "</PATH>"
 PATH_MARKERS = (PATH_START, PATH_SEP, PATH_END)
 TOPIC_MASK = "<e>"
 """What a topic entity's mention becomes in a prompt with ``PlannerConfig.mask_topics``."""
+NAME_MASK = "<n>"
+"""What any other name a question writes becomes in a prompt with ``PlannerConfig.mask_names``."""
+TOPIC_TAG = re.compile(r"TE_\d+(?: \([^()]*\))?")
+"""A privacy session's topic tag in the Brain's question (``TE_1 (film)``)."""
+NAME_TAG = re.compile(r"\b(?:ent|lit)_[0-9a-f]{4,64}\b(?: \([^()]*\))?")
+"""A session pseudonym with its type in the Brain's question (``ent_3f9a2c1d (person)``)."""
+MISSING_TOPICS = re.compile(r"\s*\[topic entities:[^\]]*\]\s*$")
+"""The list a session appends of the topics the question does not name."""
 RELATION_TOKEN = "<r:{}>"
 """Format of a relation token; the label keeps its ``^-1`` for a backward step."""
 
@@ -38,6 +46,22 @@ def mask_topics(question: str, topics: Iterable[str]) -> str:
     for name in sorted({t for t in topics if t}, key=len, reverse=True):
         text = re.sub(re.escape(name), TOPIC_MASK, text, flags=re.IGNORECASE)
     return text
+
+
+def brain_wording(masked: str, mask_topics: bool, mask_names: bool) -> str:
+    """A question as a privacy session masked it for the Brain, as a planner's prompt takes it.
+
+    The appended list of topics the question does not name is dropped; topic tags become
+    :data:`TOPIC_MASK` when ``mask_topics``, and pseudonyms :data:`NAME_MASK` when ``mask_names``
+    (a pseudonym is drawn afresh in every session, so only its place can be learnt).
+
+    >>> brain_wording("which films was TE_1 (person) the ent_3f9a2c1d (has_tags.tail) for", True, True)
+    'which films was <e> the <n> for'
+    """
+    text = MISSING_TOPICS.sub("", masked)
+    if mask_topics:
+        text = TOPIC_TAG.sub(TOPIC_MASK, text)
+    return NAME_TAG.sub(NAME_MASK, text) if mask_names else text
 
 
 def relation_token(label: str) -> str:
