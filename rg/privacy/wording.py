@@ -3,7 +3,7 @@
 The dual tower's session masks every KG name a question writes, not only its topics
 (:meth:`rg.privacy.session.PrivacySession.mask_question`). Where a KG's names include ordinary words,
 the Brain reads ``which movie was TE_1 (person) the ent_90ede01f (has_tags.tail) for``, because
-MetaQA tags films with words such as *director*. A planner trained on the questions as written has
+MetaQA tags films with words such as *writer*. A planner trained on the questions as written has
 never seen that; :class:`SessionWording` masks training questions the same way, so the local Brain
 learns the wording it is sent. It finds the names a question writes with the schema's
 :attr:`~rg.privacy.schema.KGSchema.written_names` (every entity whose id is its name, as in a memory

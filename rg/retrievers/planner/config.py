@@ -83,8 +83,9 @@ class NameMask(Config):
     """Which KG's names a planner's prompts mask as a privacy session does (``PlannerConfig.mask_names``)."""
 
     kb: KBSource = Field(
-        description="The KG file whose names and aliases are masked; its schema (which words stay public) is built "
-        "as the dual tower's Hand builds it for a memory store over the same file.")
+        description="The KG file whose entities are masked where a question writes them, by their ids as a memory "
+        "store names them (a file of MIDs masks nothing besides the topics); its schema (which words stay public) "
+        "is built as the dual tower's Hand builds it for a memory store over the same file.")
     mode: Literal["utility", "privacy"] = Field(
         "utility", description="The privacy mode of the endpoint the planner serves: it decides the public words.")
 
@@ -118,7 +119,7 @@ class PlannerConfig(Config):
         None,
         description="Train on each question as the dual tower's privacy session masks it for the Brain: every "
         "other KG name it writes becomes '<n>' (MetaQA's tags include the words its questions are made of, such as "
-        "'director'). A planner so trained is a local Brain for that KG; None shows those words as written.",
+        "'writer'). A planner so trained is a local Brain for that KG; None shows those words as written.",
     )
     prompt_id: str = Field("plan_relation_paths@v1", description="Id of the planner prompt template.")
 
