@@ -13,7 +13,8 @@ from rg.graph import KnowledgeGraph
 from rg.privacy import KGSchema
 from rg.privacy.wording import SessionWording
 from rg.reasoning.dualtower import DualTowerConfig, build_controller
-from rg.reasoning.dualtower.local_brain import planner_question
+from rg.jobs.train_planner import with_protocol
+from rg.reasoning.dualtower.local_brain import planner_question, protocol_drift
 from rg.reasoning.dualtower.prompts import protocol_words
 from rg.retrievers.planner import PlannerConfig
 from rg.retrievers.planner.model import PlanEncoder, prompt_question
@@ -54,7 +55,8 @@ def test_the_session_wording_is_what_the_controller_sends_the_brain(question, to
     result = controller.answer(question, list(topics))
     sent = [json.loads(p)["question"] for p in result.brain_payloads if json.loads(p)["kind"] == "analysis"]
     assert sent, result.faults
-    config = PlannerConfig(**TINY, mask_topics=True, mask_names={"kb": {"path": "unused.tsv", "format": "tsv"}})
+    config = PlannerConfig(**TINY, mask_topics=True, mask_names={"kb": {"path": "unused.tsv", "format": "tsv"},
+                                                                 "protocol": sorted(protocol_words())})
     # pseudonyms differ per session; the planner's form of both is the same text
     assert {planner_question(q, config) for q in sent} == {brain_wording(masked, True, True)} == {planner_form}
 
@@ -62,7 +64,9 @@ def test_the_session_wording_is_what_the_controller_sends_the_brain(question, to
 def test_the_encoder_masks_as_the_session_from_the_kb_file(tmp_path):
     kb = tmp_path / "kb.tsv"
     kb.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in TAGGED))
-    config = PlannerConfig(**TINY, mask_topics=True, mask_names={"kb": {"path": str(kb), "format": "tsv"}})
+    asked = PlannerConfig(**TINY, mask_topics=True, mask_names={"kb": {"path": str(kb), "format": "tsv"}})
+    config = with_protocol(asked)  # as the training job records them
+    assert set(config.mask_names.protocol) == protocol_words() and not protocol_drift(config)
     encoder = PlanEncoder(config, tokenizer=_no_tokenizer())
     assert encoder.wording is not None  # built from the file on first use
     assert encoder.prompt_question("which films was Michael Mann the writer for", ["Michael Mann"]) == (
@@ -74,6 +78,14 @@ def test_the_encoder_masks_as_the_session_from_the_kb_file(tmp_path):
     plain = config.model_copy(update={"mask_names": None})
     assert prompt_question(plain, "which films was Michael Mann the writer for", ["Michael Mann"]) == (
         "which films was <e> the writer for")
+
+
+def test_a_planner_trained_with_other_protocol_words_is_named_drifted():
+    config = PlannerConfig(**TINY, mask_topics=True, mask_names={"kb": {"path": "kb.tsv", "format": "tsv"},
+                                                                 "protocol": ["tag", "wholly_other"]})
+    drift = protocol_drift(config)
+    assert "wholly_other" in drift and "question" in drift and "tag" not in drift
+    assert not protocol_drift(PlannerConfig(**TINY, mask_topics=True))
 
 
 def test_mask_names_needs_mask_topics():

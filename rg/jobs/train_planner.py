@@ -60,6 +60,7 @@ from rg.retrievers.base import CheckpointMeta
 from rg.retrievers.inputs import require_labels
 from rg.retrievers.planner.config import PlannerConfig
 from rg.retrievers.planner.model import PlannerModel, load_planner, name_wording, prompt_question
+from rg.reasoning.dualtower.prompts import protocol_words
 from rg.runtime import init_ray
 from rg.supervision.answer_paths import search_kb
 from rg.data.labels import Labels, labels_by_id
@@ -254,6 +255,16 @@ def paraphraser(cfg: PlannerTrainConfig) -> Callable[[Sequence[PlanTarget]], lis
                              seed=bank.seed)
 
 
+def with_protocol(planner: PlannerConfig) -> PlannerConfig:
+    """``planner`` with the Brain protocol's words recorded in ``mask_names`` (they are public in the session's
+    masking, :func:`rg.reasoning.dualtower.prompts.protocol_words`); unchanged without ``mask_names`` or when
+    the config already records some."""
+    if planner.mask_names is None or planner.mask_names.protocol:
+        return planner
+    mask = planner.mask_names.model_copy(update={"protocol": tuple(sorted(protocol_words()))})
+    return planner.model_copy(update={"mask_names": mask})
+
+
 def _require_targets(train_targets: int, val_targets: int) -> None:
     if not train_targets or not val_targets:
         raise ValueError(
@@ -274,13 +285,14 @@ def _streamed_input(cfg: PlannerTrainConfig) -> _TrainInput:
     del sides
     labels = _labels_path(cfg, train, val)
     augment = paraphraser(cfg)
-    wording = name_wording(cfg.planner)
+    planner_cfg = with_protocol(cfg.planner)
+    wording = name_wording(planner_cfg)
     scan = scan_targets(cfg.input, train, val, labels, cfg.planner.max_path_len, cfg.target_consensus,
-                        lambda question, topics: prompt_question(cfg.planner, question, topics, wording),
+                        lambda question, topics: prompt_question(planner_cfg, question, topics, wording),
                         cfg.view_schema_dir, augment)
     _require_targets(scan.train_stats.questions_with_target, scan.val_stats.questions_with_target)
     torch.manual_seed(cfg.train.seed)
-    planner = PlannerModel.build(cfg.planner, scan.questions, scan.relations, wording)
+    planner = PlannerModel.build(planner_cfg, scan.questions, scan.relations, wording)
     examples = stream_planner_examples(scan, train, val, planner.encoder, cfg.max_paths_per_question, augment)
     _require_examples(cfg, examples.train_examples)
     return _TrainInput(planner, examples.train, examples.val, len(train), len(val), examples.train_examples,
@@ -311,9 +323,10 @@ def _driver_input(cfg: PlannerTrainConfig) -> _TrainInput:
     train_targets = augment(train_targets) if augment is not None else train_targets
 
     torch.manual_seed(cfg.train.seed)
-    wording = name_wording(cfg.planner)
-    questions = [prompt_question(cfg.planner, t.question, t.topics, wording) for t in train_targets]
-    planner = PlannerModel.build(cfg.planner, questions, view_relations(_relations(train_samples + val_samples), view),
+    planner_cfg = with_protocol(cfg.planner)
+    wording = name_wording(planner_cfg)
+    questions = [prompt_question(planner_cfg, t.question, t.topics, wording) for t in train_targets]
+    planner = PlannerModel.build(planner_cfg, questions, view_relations(_relations(train_samples + val_samples), view),
                                  wording)
     train_examples = planner.examples(target_rows(train_targets, planner.prompt_question))
     val_examples = planner.examples(target_rows(val_targets, planner.prompt_question))

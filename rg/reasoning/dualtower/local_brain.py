@@ -24,6 +24,7 @@ not per session, so it can be learned). Labels it has no token for cannot be wri
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterable, Sequence
@@ -44,8 +45,10 @@ from rg.retrievers.planner.likelihood import path_log_likelihood
 from rg.retrievers.planner.model import PlannerModel
 from rg.retrievers.planner.config import PlannerConfig
 from rg.retrievers.planner.prompt import brain_wording
+from rg.reasoning.dualtower.prompts import protocol_words
 from rg.retrievers.planner.trie import RelationTrie, token_trie
 
+logger = logging.getLogger(__name__)
 CLUSTER_TYPES = re.compile(r"\((?P<head>[^()→]+)→(?P<tail>[^()→]+)\)$")
 STAGE_ANALYSE = "brain_analyse"
 STAGE_SELECT = "brain_select"
@@ -59,6 +62,15 @@ def planner_question(masked: str, config: PlannerConfig) -> str:
     on questions masked as a session masks them (``mask_names``), and the appended list of topics the
     question does not name is dropped."""
     return brain_wording(masked, config.mask_topics, config.mask_names is not None)
+
+
+def protocol_drift(config: PlannerConfig) -> frozenset[str]:
+    """The Brain protocol's words that differ between what a ``mask_names`` planner was trained with and what
+    the prompts write now (empty when they agree or without ``mask_names``): a changed word is masked
+    differently in training and in the session, so the planner should be retrained."""
+    if config.mask_names is None:
+        return frozenset()
+    return frozenset(config.mask_names.protocol).symmetric_difference(protocol_words())
 
 
 def hint_trie(paths: Iterable[Sequence[str]]) -> RelationTrie:
@@ -120,6 +132,11 @@ class LocalBrain:
         self.beams = beams
         self.indicators = indicators
         self.ledger = ledger if ledger is not None else UsageLedger()
+        drift = protocol_drift(planner.config)
+        if drift:
+            logger.warning("the local Brain's planner was trained on questions masked with other protocol words "
+                           "(%d differ, e.g. %s): questions may reach it masked differently. Fix: retrain it with "
+                           "`python -m jobs.train` on its config", len(drift), ", ".join(sorted(drift)[:5]))
         self.name = f"planner:{planner.prompt.full_id}"
 
     def _prompt(self, question: str) -> list[int]:

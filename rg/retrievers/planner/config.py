@@ -88,6 +88,10 @@ class NameMask(Config):
         "is built as the dual tower's Hand builds it for a memory store over the same file.")
     mode: Literal["utility", "privacy"] = Field(
         "utility", description="The privacy mode of the endpoint the planner serves: it decides the public words.")
+    protocol: tuple[str, ...] = Field(
+        (), description="The Brain protocol's words, public in the session's masking. Leave it empty: the training "
+        "job records rg.reasoning.dualtower.prompts.protocol_words() here, and the local Brain warns when the "
+        "protocol has changed since (retrain then).")
 
 
 class PlannerConfig(Config):

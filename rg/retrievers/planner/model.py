@@ -64,16 +64,16 @@ Wording = Callable[[str, Sequence[str]], str]
 
 def name_wording(config: PlannerConfig) -> Wording | None:
     """The session masking of ``config.mask_names`` (:class:`rg.privacy.wording.SessionWording` over the schema
-    of its KB, built as a memory-store Hand builds it), or None without ``mask_names``. Reads the KB file."""
+    of its KB, built as a memory-store Hand builds it, with its recorded protocol words public), or None without
+    ``mask_names``. Reads the KB file."""
     if config.mask_names is None:
         return None
     from rg.data.sources import load_kb
     from rg.privacy.schema import KGSchema
     from rg.privacy.wording import SessionWording
-    from rg.reasoning.dualtower.prompts import protocol_words
 
     kg, _ = load_kb(config.mask_names.kb)
-    return SessionWording(KGSchema.build(kg.triples()), config.mask_names.mode, protocol_words())
+    return SessionWording(KGSchema.build(kg.triples()), config.mask_names.mode, frozenset(config.mask_names.protocol))
 
 
 def prompt_question(config: PlannerConfig, question: str, topics: Sequence[str], wording: Wording | None = None) -> str:
