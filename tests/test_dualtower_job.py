@@ -13,7 +13,8 @@ import pytest
 from rg.config import ConfigError, validate_config
 from rg.evaluation.dualtower_qa import check_brain_view, load_schema
 from rg.evaluation.qa import Prediction
-from rg.jobs.evaluate_qa import QAEvaluateConfig, _QAActor
+from rg.jobs.evaluate_qa import QAEvaluateConfig
+from rg.jobs.qa_pool import QAActor
 from rg.privacy.schema import KGSchema
 from rg.reasoning.dualtower import DualTowerConfig
 from rg.retrievers.base import CheckpointMeta
@@ -77,12 +78,12 @@ def test_the_actor_answers_inference_views_with_the_controller(checkpoint, tmp_p
         "brain": {"planner": str(checkpoint)}, "similarity": "lexical"}}, QAEvaluateConfig)
     rows = [{"id": f"q{i}", "question": q, "answer": [a], "q_entity": list(topics), "a_entity": [a],
              "graph": [list(t) for t in TRIPLES], "choices": []} for i, (q, topics, a) in enumerate(QUESTIONS[:4])]
-    out = asyncio.run(_QAActor(cfg)(pa.Table.from_pylist(rows)))
+    out = asyncio.run(QAActor({"dt": cfg})(pa.Table.from_pylist(rows)))
     predictions = [Prediction.from_dict(json.loads(p)) for p in out["prediction"]]
     assert [p.answers[0] for p in predictions] == [a for _, _, a in QUESTIONS[:4]]
     assert all(p.scorer == "dualtower" and p.reader.startswith("dualtower:planner:") for p in predictions)
     assert all(1 <= p.usage.calls <= 2 for p in predictions)  # Brain calls per question
-    assert list(out["covered"]) == [True] * 4
+    assert list(out["covered"]) == [True] * 4 and list(out["run"]) == ["dt"] * 4
 
 
 def test_the_job_runs_the_dualtower_reasoner_through_ray_data(ray_local, checkpoint, tmp_path):

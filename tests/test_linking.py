@@ -207,7 +207,7 @@ def test_link_questions_records_failures_and_never_sees_answers(index: NameIndex
 
 def test_qa_link_samples_replace_topics_and_fail_with_reason(index: NameIndex, encoder: TextEncoder) -> None:
     from rg.data.sample import Sample
-    from rg.jobs.evaluate_qa import link_samples
+    from rg.jobs.qa_pool import link_samples
 
     samples = [Sample("a", "who directed Forrest Gump", (), ("given",), (), (("m.6", "d", "m.2"),)),
                Sample("b", "who directed Heat", (), ("m.3",), (), ())]

@@ -161,24 +161,39 @@ def test_untrained_stages_end_to_end_then_skip_and_redo_a_changed_stage(ray_loca
     root, cache = tmp_path / "run", tmp_path / "cache"
     data = {key: value for key, value in tiny(root, cache).items() if key not in ("train", "plan", "qa")}
     data["evaluate"] = {"ks": [10, 100], "methods": [{"kind": "hop_distance"}]}
-    data["qa"] = {"baseline": {"retriever": {"kind": "hop_distance"}, "top_k": 50, "num_actors": 1, "actor_cpus": 0.5,
-                               "batch_size": 6}}
-    report = run_pipeline(validate_config(data, PipelineConfig), progress=False, echo=lambda _: None)
+    pool = {"retriever": {"kind": "hop_distance"}, "top_k": 50, "num_actors": 1, "actor_cpus": 0.5, "batch_size": 6}
+    data["qa"] = {"baseline": pool, "apart": {**pool, "batch_size": 3}, "raw": {**pool, "chains": False}}
+    said: list[str] = []
+    report = run_pipeline(validate_config(data, PipelineConfig), progress=False, echo=said.append)
     assert [(s.name, s.status) for s in report.stages] == [
-        ("build", "ran"), ("refine", "ran"), ("evaluate", "ran"), ("qa/baseline", "ran")]
-    by_name = {s.name: s.result for s in report.stages}
-    assert by_name["refine"].metrics["questions"] == by_name["build"].metrics["built"] == 24
-    assert list(by_name["evaluate"].metrics["answer_recall"]) == ["hop_distance"]
-    rows = (root / "qa/baseline/predictions.jsonl").read_text().splitlines()
-    assert len(rows) == by_name["qa/baseline"].metrics["overall"]["n"] == 6  # the val side: a quarter of 24
-    assert "| qa/baseline | ran |" in format_report(report)
+        ("build", "ran"), ("refine", "ran"), ("evaluate", "ran"), ("qa/baseline", "ran"), ("qa/apart", "ran"),
+        ("qa/raw", "ran")]
+    by_name = {s.name: s for s in report.stages}
+    assert by_name["refine"].result.metrics["questions"] == by_name["build"].result.metrics["built"] == 24
+    assert list(by_name["evaluate"].result.metrics["answer_recall"]) == ["hop_distance"]
+    for name in ("baseline", "raw", "apart"):
+        rows = (root / f"qa/{name}/predictions.jsonl").read_text().splitlines()
+        assert len(rows) == by_name[f"qa/{name}"].result.metrics["overall"]["n"] == 6  # the val side: a quarter of 24
+    # baseline and raw differ only in their evidence: one actor pool answered both; apart batches differently
+    assert by_name["qa/baseline"].pool == by_name["qa/raw"].pool == ("qa/baseline", "qa/raw")
+    assert by_name["qa/apart"].pool == () and by_name["qa/baseline"].seconds == by_name["qa/raw"].seconds
+    assert said.index("[4/6] qa/baseline: running") < said.index("[6/6] qa/raw: running") < \
+        said.index("      one actor pool answers these 2 QA runs, each model loaded once") < \
+        said.index("[5/6] qa/apart: running")
+    assert by_name["qa/raw"].result.metrics["chains"] is False
+    text = format_report(report)
+    assert "| qa/apart | ran |" in text and "| qa/raw | ran | " in text
+    assert "‡ one actor pool answered qa/baseline, qa/raw together; the seconds are the pool's" in text
 
     again = run_pipeline(validate_config(data, PipelineConfig), progress=False, echo=lambda _: None)
-    assert [s.status for s in again.stages] == ["skipped"] * 4
+    assert [s.status for s in again.stages] == ["skipped"] * 6
     assert [s.result for s in again.stages] == [s.result for s in report.stages]
+    assert [s.pool for s in again.stages] == [s.pool for s in report.stages]  # kept in the state
     data["evaluate"]["ks"] = [5, 10, 100]
+    data["qa"]["raw"]["top_k"] = 20
     changed = run_pipeline(validate_config(data, PipelineConfig), progress=False, echo=lambda _: None)
-    assert [s.status for s in changed.stages] == ["skipped", "skipped", "ran", "skipped"]
+    assert [s.status for s in changed.stages] == ["skipped", "skipped", "ran", "skipped", "skipped", "ran"]
+    assert changed.stages[-1].pool == ()  # alone this time: its pool mates are finished
     assert json.loads((root / "evaluate/retrieval.json").read_text())["results"][0]["ks"] == [5, 10, 100]
 
 

@@ -14,7 +14,8 @@ from rg.config import ConfigError, validate_config
 from rg.data.rog import write_rog_parquet
 from rg.data.sample import Sample
 from rg.evaluation.qa import Prediction, answer_questions, inference_view
-from rg.jobs.evaluate_qa import QAEvaluateConfig, evaluate_qa, format_qa, pool_cpus
+from rg.jobs.evaluate_qa import QAEvaluateConfig, evaluate_qa, evaluate_qa_runs, format_qa, pool_cpus
+from rg.jobs.qa_pool import SharedModels, shared_pool_key
 from rg.evaluation.qa_metrics import Gold, score_prediction, summarize
 from rg.evaluation.scorers import HopDistanceScorer
 from rg.evidence import EvidenceConfig
@@ -186,6 +187,49 @@ def test_job_matches_the_library_and_writes_its_files(ray_local, parquet, tmp_pa
     table = files.markdown.read_text()
     assert "| all | 4 | 1 |" in table and "| 2-hop | 1 |" in table and "failed questions: no_candidates × 1" in table
     assert "hop_distance" in format_qa(result)
+
+
+def untimed(predictions) -> list[dict]:
+    """A predictions file's rows without their timings."""
+    return [{k: v for k, v in json.loads(line).items() if k != "seconds"} for line in predictions.read_text().splitlines()]
+
+
+def test_one_pool_answers_several_runs_as_each_alone_would(ray_local, parquet, tmp_path):
+    runs = {"chains": job_config(parquet, tmp_path / "chains"),
+            "raw": job_config(parquet, tmp_path / "raw", chains=False),
+            "wide": job_config(parquet, tmp_path / "wide", top_k=1)}
+    pooled = evaluate_qa_runs(runs, progress=False)
+    assert list(pooled) == ["chains", "raw", "wide"]
+    for name, cfg in runs.items():
+        alone = evaluate_qa(cfg.model_copy(update={"output_dir": str(tmp_path / f"{name}-alone")}), progress=False)
+        assert pooled[name].summary == alone.summary, name
+        rows, alone_rows = (untimed(r.files.predictions) for r in (pooled[name], alone))
+        assert rows == alone_rows and len(rows) == 4, name
+        assert str(pooled[name].files.predictions).startswith(str(tmp_path / name))
+        record = pooled[name].run
+        assert record["shared_pool"] == ["chains", "raw", "wide"] and record["answer_seconds"] > 0
+        assert "shared_pool" not in alone.run
+    assert pooled["chains"].summary == summary_of(run(SAMPLES, HopDistanceScorer(), RetrieverReader()))
+    assert pooled["raw"].run["chains"] is False and pooled["wide"].run["top_k"] == 1
+
+
+def test_runs_that_cannot_share_a_pool_are_refused_naming_the_fields(parquet, tmp_path):
+    apart = {"a": job_config(parquet, tmp_path / "a"), "b": job_config(parquet, tmp_path / "b", batch_size=3)}
+    with pytest.raises(ValueError, match=r"cannot share one actor pool: each needs the same input, .*batch_size.*"
+                                         r"Fix: run them one by one"):
+        evaluate_qa_runs(apart, progress=False)
+    assert shared_pool_key(apart["a"]) != shared_pool_key(apart["b"])
+    assert shared_pool_key(apart["a"]) == shared_pool_key(job_config(parquet, tmp_path / "c", chains=False, top_k=3))
+
+
+def test_runs_naming_the_same_scorer_share_one_loaded_copy(parquet, tmp_path):
+    models = SharedModels()
+    first = models.scorer(job_config(parquet, tmp_path / "a"))
+    assert models.scorer(job_config(parquet, tmp_path / "b", chains=False)) is first
+    cosine = {"kind": "cosine"}
+    other = models.scorer(job_config(parquet, tmp_path / "c", retriever=cosine))
+    assert other is not first and models.scorer(job_config(parquet, tmp_path / "d", retriever=cosine)) is other
+    assert len(models._encoders) == 1  # the cosine scorers' one encoder
 
 
 def test_llm_reader_through_the_job_counts_tokens_and_calls(ray_local, parquet, tmp_path):

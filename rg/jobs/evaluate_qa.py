@@ -3,11 +3,13 @@ batch inference and score the answers.
 
 The driver reads the questions of one split side without their subgraphs and keeps their gold
 answers; the rows themselves stream from the input files (``read_parquet`` with an id filter,
-:mod:`rg.data.streaming`) through ``ray.data.Dataset.map_batches`` to a pool of actors, which
-answer the inference view of each question (:func:`rg.evaluation.qa.inference_view`: no answers). Each actor loads the triple scorer (a
+:mod:`rg.data.streaming`) through ``ray.data.Dataset.map_batches`` to a pool of actors
+(:class:`rg.jobs.qa_pool.QAActor`), which answer the inference view of each question
+(:func:`rg.evaluation.qa.inference_view`: no answers). Each actor loads the triple scorer (a
 retriever checkpoint, or a baseline) and the reader once, and answers its batches with
 :func:`rg.evaluation.qa.answer_questions`; an LLM reader's requests of a batch run concurrently
-on the actor's event loop. The driver scores each prediction against the gold answers it kept
+on the actor's event loop. :func:`evaluate_qa_runs` answers several runs over the same questions
+with one pool, each model loaded once. The driver scores each prediction against the gold answers it kept
 (:mod:`rg.evaluation.qa_metrics`) and writes the report (:mod:`rg.evaluation.qa_report`)::
 
     result = evaluate_qa(load_config("configs/evaluate_qa_synthetic.yaml", QAEvaluateConfig))
@@ -19,30 +21,21 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-import numpy as np
 from pydantic import Field, field_validator, model_validator
 from tqdm.auto import tqdm
 
 from rg.console import user_stream
 from rg.run.paths import resolve_data_path
-from rg.data.records import BadRow
-from rg.data.rog import sample_from_row
 from rg.data.sample import Sample
 from rg.data.streaming import INPUT_CPUS, read_input
 from rg.data.splits import DuplicateIdError, QuestionSetConfig, load_split_samples
-from rg.jobs.evaluate import ENCODER_KINDS, MethodConfig, build_scorer, check_planned_walks
-from rg.evaluation.qa import (
-    Prediction,
-    ReaderChoice,
-    RetrieverReaderChoice,
-    answer_questions,
-    build_reader,
-    inference_view,
-)
+from rg.jobs.evaluate import MethodConfig, check_planned_walks
+from rg.jobs.qa_pool import POOL_FIELDS, QAActor, RunBook, memory_actor_name, shared_pool_key
+from rg.evaluation.qa import Prediction, ReaderChoice, RetrieverReaderChoice
 from rg.evaluation.memory_rounds import LOST, round_summary, without_memory
 from rg.evaluation.qa_metrics import Gold, QASummary, QuestionScore, score_prediction, summarize
 from rg.evaluation.qa_report import (
@@ -57,10 +50,9 @@ from rg.evaluation.qa_report import (
     write_predictions,
     write_qa_results,
 )
-from rg.evaluation.scorers import TripleScorer
 from rg.evidence import EvidenceConfig
 from rg.linking.config import LinkingConfig, linking_setting
-from rg.llm.journal import JOURNAL_FILE, UsageJournal, journal_usage, new_run_id
+from rg.llm.journal import JOURNAL_FILE, journal_usage, new_run_id
 from rg.llm.probe import probe_endpoints
 from rg.metrics import MatchMode
 from rg.memory.config import MemoryConfig
@@ -68,10 +60,11 @@ from rg.reasoning.dualtower.config import DualTowerConfig
 from rg.reasoning.tuned_reader import evidence_mismatch
 from rg.reasoning.traverse.config import TraverseConfig
 from rg.runtime import RayConfig, init_ray
-from rg.text.encoder import EncoderConfig, TextEncoder
+from rg.text.encoder import EncoderConfig
 
-if TYPE_CHECKING:
-    import pyarrow as pa
+
+RUN = "qa"
+"""The run name of a lone QA run in the actor pool (:class:`~rg.jobs.qa_pool.QAActor` answers named runs)."""
 
 
 class QAEvaluateConfig(QuestionSetConfig):
@@ -188,111 +181,6 @@ class QAResult:
     run: dict[str, Any]
 
 
-def build_qa_scorer(cfg: QAEvaluateConfig) -> TripleScorer:
-    """The configured scorer; the text encoder is loaded only for methods that need it."""
-    if cfg.retriever is None:
-        raise ValueError("this evaluation has no triple scorer (reasoner: dualtower); set `retriever`")
-    needs_encoder = cfg.retriever.kind in ENCODER_KINDS
-    return build_scorer(cfg.retriever, TextEncoder(cfg.encoder) if needs_encoder else None)
-
-
-class _QAActor:
-    """Ray Data actor: loads the scorer and reader once, answers batches of RoG rows (as their inference views).
-
-    Its LLM clients (an LLM reader's, an LLM Brain's, a Hand LLM's) append each completed call to
-    the usage journal ``journal`` under run id ``run``, from this process, as the call completes.
-    """
-
-    def __init__(self, cfg: QAEvaluateConfig, round_no: int = 1, journal: str | None = None, run: str = "",
-                 use_memory: bool = True) -> None:
-        import torch
-
-        torch.set_num_threads(max(1, int(cfg.actor_cpus)))  # one process per actor: match its CPU share
-        self.cfg = cfg
-        self.answerer = None
-        book = UsageJournal(journal, run) if journal else None
-        if cfg.reasoner == "dualtower":
-            from rg.evaluation.dualtower_qa import DualTowerQA
-
-            assert cfg.dualtower is not None  # checked by the config
-            # the QA run's encoder (its cache holds the KG's texts that training encoded): the tuned Hand's
-            # retriever and the DRM encode every subgraph's names, a second or more per question without it
-            encoder = TextEncoder(cfg.encoder) if cfg.dualtower.needs_encoder else None
-            self.answerer = DualTowerQA(cfg.dualtower, cfg.schema_dir, cfg.memory if use_memory else None,
-                                        memory_actor_name(cfg), book, encoder=encoder)
-        elif cfg.reasoner == "traverse":
-            from rg.evaluation.traverse_qa import TraverseQA
-
-            assert cfg.traverse is not None  # checked by the config
-            scorer = build_qa_scorer(cfg) if cfg.retriever is not None else None
-            self.answerer = TraverseQA(cfg.traverse, scorer, cfg.memory if use_memory else None,
-                                       memory_actor_name(cfg), book)
-        else:
-            self.scorer = build_qa_scorer(cfg)
-            self.reader = build_reader(cfg.reader, book)
-        self.rewriter = None
-        if cfg.memory is not None and cfg.memory.round_kind != "same" and round_no > 1:
-            from rg.evaluation.rounds import RoundRewriter
-
-            memory = cfg.memory
-            self.rewriter = RoundRewriter(memory.round_kind, memory.paraphrase, round_no, memory.rounds)
-        self.linker = None
-        if cfg.linking is not None:
-            from rg.linking import EntityLinker, NameIndex
-
-            self.linker = EntityLinker(NameIndex.load(cfg.linking.index_dir), cfg.linking)
-
-    async def __call__(self, batch: "pa.Table") -> dict[str, np.ndarray]:
-        samples: list[Sample] = []
-        bad: list[Prediction] = []
-        covered: dict[str, bool] = {}  # needs the subgraph, which only the actors see
-        golds: dict[str, str] = {}  # the gold of a rewritten question (rg.evaluation.rounds), for the driver only
-        for row in batch.to_pylist():  # RoG rows straight from the input files
-            item = sample_from_row(row, "input", -1)
-            if isinstance(item, BadRow):
-                bad.append(Prediction(id=str(row.get("id")), question=str(row.get("question") or ""),
-                                      failure=f"bad_row:{item.reason}"))
-            else:
-                if self.rewriter is not None:
-                    item, changed = self.rewriter(item)
-                    if changed:
-                        golds[item.id] = json.dumps(asdict(Gold.of(item)))
-                covered[item.id] = Gold.of(item).covered
-                samples.append(inference_view(item))
-        if self.linker is not None:
-            samples, failed = link_samples(samples, self.linker)
-            bad += failed
-        cfg = self.cfg
-        if self.answerer is not None:  # the dual tower or the traversal answers whole questions
-            predictions = await self.answerer.answer(samples)
-        else:
-            predictions = await answer_questions(
-                samples, self.scorer, self.reader, top_k=cfg.top_k, chains=cfg.chains, evidence=cfg.evidence,
-                min_score=cfg.min_triple_score,
-            )
-        done = [*predictions, *bad]
-        return {"prediction": np.array([json.dumps(p.to_dict()) for p in done], dtype=object),
-                "covered": np.array([covered.get(p.id, False) for p in done], dtype=bool),
-                "gold": np.array([golds.get(p.id, "") for p in done], dtype=object)}
-
-
-def link_samples(samples: list[Sample], linker) -> tuple[list[Sample], list[Prediction]]:
-    """Replace each inference view's topic entities with those linked from its question text.
-
-    A question that fails to link becomes a failed prediction ``link_ambiguous: ...`` or
-    ``link_not_found: ...`` (scored as a miss, never dropped).
-    """
-    results = linker.link_many([s.question for s in samples])
-    kept, failed = [], []
-    for sample, result in zip(samples, results):
-        if result.failure is not None:
-            failed.append(Prediction(id=sample.id, question=sample.question,
-                                     failure=f"link_{result.failure}: {result.detail}"))
-        else:
-            kept.append(replace(sample, q_entities=result.entities))
-    return kept, failed
-
-
 def check_resources(cfg: QAEvaluateConfig, cluster_cpus: float) -> None:
     """Fail fast when the actor pool cannot be scheduled (Ray Data would wait for ever)."""
     if cfg.actor_cpus > cluster_cpus:
@@ -320,23 +208,33 @@ def _title(cfg: QAEvaluateConfig, run: dict[str, Any]) -> str:
     return f"QA on {name} ({cfg.side}, {run['questions']} questions): {scorer} → {evidence} → {run['reader']}"
 
 
+@dataclass(frozen=True)
+class Answered:
+    """One run's answers from the pool: predictions by id, by id whether the answers are in the subgraph
+    (``Gold.covered``, computed where the subgraph is), the gold of each question a memory round
+    rewrote, and the seconds the actors spent answering for this run (summed over actors)."""
+
+    predictions: dict[str, Prediction]
+    coverage: dict[str, bool]
+    golds: dict[str, Gold]
+    seconds: float
+
+
 def _predict(
-    cfg: QAEvaluateConfig, ids: frozenset[str], progress: bool, round_no: int = 1, journal: str | None = None,
-    run: str = "", use_memory: bool = True,
-) -> tuple[dict[str, Prediction], dict[str, bool], dict[str, Gold]]:
-    """Stream the questions ``ids`` from the inputs through the actor pool (whose LLM calls are
-    appended to the usage journal ``journal`` under run id ``run``); ``use_memory`` false answers
-    them with no memory (``memory.baseline``), round ``round_no``'s rewriting still applied.
+    runs: dict[str, QAEvaluateConfig], ids: frozenset[str], progress: bool, round_no: int = 1,
+    books: dict[str, RunBook] | None = None, use_memory: bool = True,
+) -> dict[str, Answered]:
+    """Stream the questions ``ids`` from the inputs through one actor pool that answers them for every run
+    (whose LLM calls are appended to the usage journal of ``books[run]``); ``use_memory`` false answers them
+    with no memory (``memory.baseline``), round ``round_no``'s rewriting still applied.
 
-    Returns:
-        Predictions by id, by id whether the answers are in the subgraph (``Gold.covered``,
-        computed where the subgraph is), and the gold of each question a memory round rewrote.
-
-    Rows go from the input files to the actors with Ray Data (an id filter, no ``from_items``),
-    so the driver never holds the subgraphs.
+    The runs share :func:`~rg.jobs.qa_pool.shared_pool_key`, so the first one's questions and pool settings
+    are every run's. Rows go from the input files to the actors with Ray Data (an id filter, no
+    ``from_items``), so the driver never holds the subgraphs.
     """
     import ray
 
+    cfg = next(iter(runs.values()))
     init_ray(cfg.ray)
     cluster_cpus = ray.cluster_resources().get("CPU", 0.0)
     check_resources(cfg, cluster_cpus)
@@ -348,9 +246,8 @@ def _predict(
     # small inputs are read as one block, which one actor would take whole: spread the batches
     ds = ds.repartition(target_num_rows_per_block=cfg.batch_size)
     ds = ds.map_batches(
-        _QAActor,
-        fn_constructor_kwargs={"cfg": cfg, "round_no": round_no, "journal": journal, "run": run,
-                               "use_memory": use_memory},
+        QAActor,
+        fn_constructor_kwargs={"runs": runs, "round_no": round_no, "books": books, "use_memory": use_memory},
         batch_size=cfg.batch_size,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(
@@ -360,27 +257,22 @@ def _predict(
         ),
         num_cpus=pool_cpus(cfg, size, cluster_cpus),
     )
-    predictions: dict[str, Prediction] = {}
-    coverage: dict[str, bool] = {}
-    golds: dict[str, Gold] = {}
-    with tqdm(total=len(ids), unit="q", desc="answer questions", disable=not progress, file=user_stream()) as bar:
+    out = {name: Answered({}, {}, {}, 0.0) for name in runs}
+    desc = "answer questions" if len(runs) == 1 else f"answer questions ({len(runs)} runs)"
+    with tqdm(total=len(ids) * len(runs), unit="q", desc=desc, disable=not progress, file=user_stream()) as bar:
         for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
-            for text, covered, gold in zip(batch["prediction"], batch["covered"], batch["gold"]):
+            for name, seconds, text, covered, gold in zip(batch["run"], batch["seconds"], batch["prediction"],
+                                                          batch["covered"], batch["gold"]):
+                answered = out[name]
                 prediction = Prediction.from_dict(json.loads(text))
-                predictions[prediction.id] = prediction
-                coverage[prediction.id] = bool(covered)
+                answered.predictions[prediction.id] = prediction
+                answered.coverage[prediction.id] = bool(covered)
                 if gold:
                     fields = json.loads(gold)
-                    golds[prediction.id] = Gold(**{**fields, "answers": tuple(fields["answers"])})
+                    answered.golds[prediction.id] = Gold(**{**fields, "answers": tuple(fields["answers"])})
+                out[name] = replace(answered, seconds=answered.seconds + float(seconds))
             bar.update(len(batch["prediction"]))
-    return predictions, coverage, golds
-
-
-def memory_actor_name(cfg: QAEvaluateConfig) -> str:
-    """The memory actor of this evaluation (one per output folder)."""
-    import hashlib
-
-    return "rg-memory-" + hashlib.sha1(str(Path(cfg.output_dir).resolve()).encode()).hexdigest()[:10]
+    return out
 
 
 def reader_evidence_mismatch(cfg: QAEvaluateConfig) -> dict[str, list[Any]]:
@@ -410,57 +302,114 @@ def evaluate_qa(cfg: QAEvaluateConfig, progress: bool = True) -> QAResult:
         EndpointDownError: the LLM reader's or the LLM Brain's endpoint did not answer the preflight
             probe (before any Ray work).
     """
+    if cfg.memory is None:
+        return evaluate_qa_runs({RUN: cfg}, progress)[RUN]
     started = time.perf_counter()
-    # the driver reads questions and answers only; the subgraphs stream from the files to the actors
+    samples, gold = _questions(cfg)
+    mismatch = reader_evidence_mismatch(cfg)
+    _preflight(cfg)
+    rounds: list[dict[str, Any]] = []
+    book = RunBook(str((Path(cfg.output_dir) / JOURNAL_FILE).resolve()), new_run_id())  # actors: other cwd
+    first: dict[str, float] | None = None  # round 1's Hits@1 by id
+    from rg.memory.actor import memory_actor
+
+    init_ray(cfg.ray)  # one owner of the memories for every worker and every round
+    actor = memory_actor(cfg.memory, memory_actor_name(cfg))
+    for round_no in range(1, cfg.memory.rounds + 1):
+        answered = _predict({RUN: cfg}, frozenset(gold), progress, round_no, {RUN: book})[RUN]
+        round_gold = _round_gold(gold, answered)
+        scores = _scores(cfg, samples, answered, round_gold)
+        side = "hand" if cfg.reasoner == "traverse" else "brain"
+        rounds.append({**round_summary(round_no, scores, side, first), "kind": cfg.memory.round_kind,
+                       "rewritten": len(answered.golds)})
+        if cfg.memory.baseline:  # the same round's questions once more, with no memory at all; its calls
+            # are journaled under their own run id: this run's usage stays the memory's, all runs' is the spend
+            plain = _predict({RUN: cfg}, frozenset(gold), progress, round_no,
+                             {RUN: replace(book, run=f"{book.run}-baseline")}, use_memory=False)[RUN]
+            rounds[-1].update(without_memory(scores, plain.predictions, round_gold, cfg.match, side, cfg.output_dir,
+                                             round_no))
+        write_predictions(scores, round_predictions_path(cfg.output_dir, round_no))
+        first = first if first is not None else {s.prediction.id: s.hits_at_1 for s in scores}
+    import ray
+
+    rounds_stats = ray.get(actor.stats.remote())
+    ray.get(actor.close.remote())
+    ray.kill(actor)
+    summary = summarize(scores, cfg.match)
+    run = _run_record(cfg, scores, time.perf_counter() - started, mismatch, book)
+    run["memory_rounds"] = rounds
+    run["memory_stats"] = rounds_stats
+    files = write_qa_results(summary, scores, cfg.output_dir, run, _title(cfg, run))
+    return QAResult(summary=summary, files=files, run=run)
+
+
+def evaluate_qa_runs(runs: dict[str, QAEvaluateConfig], progress: bool = True) -> dict[str, QAResult]:
+    """Answer the same questions for several runs with one actor pool, and score and write each run
+    as :func:`evaluate_qa` would (each into its own ``output_dir``).
+
+    Each actor starts once and loads every run's models once; runs naming the same encoder or
+    scorer share it (:mod:`rg.jobs.qa_pool`). Each run record says which runs shared the pool
+    (``shared_pool``), the pool's wall time (``seconds``) and the time the actors spent on this
+    run (``answer_seconds``, summed over actors).
+
+    Raises:
+        ValueError: when the runs differ in their questions or pool settings, or one has memory
+            rounds (:func:`~rg.jobs.qa_pool.shared_pool_key`); and as :func:`evaluate_qa`.
+    """
+    if not runs:
+        raise ValueError("no QA runs given")
+    keys = {name: shared_pool_key(cfg) for name, cfg in runs.items()}
+    if None in keys.values() or len(set(keys.values())) > 1:
+        raise ValueError(
+            f"QA runs {sorted(runs)} cannot share one actor pool: each needs the same {', '.join(POOL_FIELDS)} "
+            "and no memory rounds. Fix: run them one by one with evaluate_qa")
+    started = time.perf_counter()
+    cfg = next(iter(runs.values()))
+    samples, gold = _questions(cfg)
+    mismatch = {name: reader_evidence_mismatch(c) for name, c in runs.items()}
+    for c in runs.values():
+        _preflight(c)
+    books = {name: RunBook(str((Path(c.output_dir) / JOURNAL_FILE).resolve()), new_run_id())  # actors: other cwd
+             for name, c in runs.items()}
+    answered = _predict(runs, frozenset(gold), progress, 1, books)
+    seconds = time.perf_counter() - started
+    results: dict[str, QAResult] = {}
+    for name, c in runs.items():
+        scores = _scores(c, samples, answered[name], _round_gold(gold, answered[name]))
+        summary = summarize(scores, c.match)
+        run = _run_record(c, scores, seconds, mismatch[name], books[name])
+        if len(runs) > 1:
+            run.update(shared_pool=list(runs), answer_seconds=answered[name].seconds)
+        files = write_qa_results(summary, scores, c.output_dir, run, _title(c, run))
+        results[name] = QAResult(summary=summary, files=files, run=run)
+    return results
+
+
+def _questions(cfg: QAEvaluateConfig) -> tuple[list[Sample], dict[str, Gold]]:
+    """The side's questions without their subgraphs, and their gold answers (which stay on the driver)."""
     samples = load_split_samples(cfg.input, cfg.split, (cfg.side,), cfg.limit, graph=False)[cfg.side]
     if not samples:
         raise ValueError(f"no questions on side {cfg.side!r} of {cfg.input}; check `input`, `split` and `side`")
-    gold = {s.id: Gold.of(s) for s in samples}  # stays on the driver: the evaluation side
-    mismatch = reader_evidence_mismatch(cfg)
+    gold = {s.id: Gold.of(s) for s in samples}
     if len(gold) != len(samples):
         raise DuplicateIdError([s.id for s in samples], str(cfg.input))
-    _preflight(cfg)
-    rounds: list[dict[str, Any]] = []
-    run_id, journal = new_run_id(), str((Path(cfg.output_dir) / JOURNAL_FILE).resolve())  # actors: other cwd
-    first: dict[str, float] | None = None  # round 1's Hits@1 by id
-    actor = None
-    if cfg.memory is not None:  # one owner of the memories for every worker and every round
-        from rg.memory.actor import memory_actor
+    return samples, gold
 
-        init_ray(cfg.ray)
-        actor = memory_actor(cfg.memory, memory_actor_name(cfg))
-    for round_no in range(1, (cfg.memory.rounds if cfg.memory is not None else 1) + 1):
-        predictions, coverage, rewritten = _predict(cfg, frozenset(gold), progress, round_no, journal, run_id)
-        round_gold = {i: rewritten.get(i) or replace(g, covered=coverage.get(i, False)) for i, g in gold.items()}
-        scores: list[QuestionScore] = []
-        for sample in samples:
-            prediction = predictions.get(sample.id) or Prediction(id=sample.id, question=sample.question, failure=LOST)
-            scores.append(score_prediction(prediction, round_gold[sample.id], cfg.match))
-        if cfg.memory is not None:
-            side = "hand" if cfg.reasoner == "traverse" else "brain"
-            rounds.append({**round_summary(round_no, scores, side, first), "kind": cfg.memory.round_kind,
-                           "rewritten": len(rewritten)})
-            if cfg.memory.baseline:  # the same round's questions once more, with no memory at all; its calls
-                # are journaled under their own run id: this run's usage stays the memory's, all runs' is the spend
-                plain, _, _ = _predict(cfg, frozenset(gold), progress, round_no, journal, f"{run_id}-baseline",
-                                       use_memory=False)
-                rounds[-1].update(without_memory(scores, plain, round_gold, cfg.match, side, cfg.output_dir, round_no))
-            write_predictions(scores, round_predictions_path(cfg.output_dir, round_no))
-            first = first if first is not None else {s.prediction.id: s.hits_at_1 for s in scores}
-    gold = round_gold
-    if actor is not None:
-        import ray
 
-        rounds_stats = ray.get(actor.stats.remote())
-        ray.get(actor.close.remote())
-        ray.kill(actor)
-    summary = summarize(scores, cfg.match)
-    run = _run_record(cfg, scores, time.perf_counter() - started, mismatch, run_id, journal)
-    if cfg.memory is not None:
-        run["memory_rounds"] = rounds
-        run["memory_stats"] = rounds_stats
-    files = write_qa_results(summary, scores, cfg.output_dir, run, _title(cfg, run))
-    return QAResult(summary=summary, files=files, run=run)
+def _round_gold(gold: dict[str, Gold], answered: Answered) -> dict[str, Gold]:
+    """Each question's gold: a rewritten question's own, else the driver's with the actors' coverage."""
+    return {i: answered.golds.get(i) or replace(g, covered=answered.coverage.get(i, False)) for i, g in gold.items()}
+
+
+def _scores(cfg: QAEvaluateConfig, samples: list[Sample], answered: Answered,
+            gold: dict[str, Gold]) -> list[QuestionScore]:
+    """Every question scored; one the pool did not return is a failure (``LOST``), never dropped."""
+    scores = []
+    for sample in samples:
+        prediction = answered.predictions.get(sample.id) or Prediction(id=sample.id, question=sample.question,
+                                                                       failure=LOST)
+        scores.append(score_prediction(prediction, gold[sample.id], cfg.match))
+    return scores
 
 
 def _preflight(cfg: QAEvaluateConfig) -> None:
@@ -474,7 +423,7 @@ def _preflight(cfg: QAEvaluateConfig) -> None:
 
 
 def _run_record(cfg: QAEvaluateConfig, scores: list[QuestionScore], seconds: float, mismatch: dict[str, Any],
-                run_id: str, journal: str) -> dict[str, Any]:
+                book: RunBook) -> dict[str, Any]:
     """The run's record: its settings, speed and LLM usage, and the reasoner's own totals."""
     first = scores[0].prediction
     run = {
@@ -494,8 +443,8 @@ def _run_record(cfg: QAEvaluateConfig, scores: list[QuestionScore], seconds: flo
         "batch_size": cfg.batch_size,
         "seconds": seconds,
         "questions_per_s": len(scores) / seconds if seconds > 0 else None,
-        "run_id": run_id,
-        **journal_usage(journal, run_id),
+        "run_id": book.run,
+        **journal_usage(book.journal, book.run),
     }
     if cfg.dualtower is not None and cfg.reasoner == "dualtower":
         run["dualtower"] = cfg.dualtower.model_dump(mode="json", exclude={"brain": {"llm": {"api_key"}}})

@@ -40,7 +40,8 @@ from rg.data.sample import Sample
 from rg.data.splits import DuplicateIdError, load_split_samples
 from rg.run.storage import resolve_mapping, submitted_job
 from rg.evaluation.qa import answer_questions, build_reader, inference_view
-from rg.jobs.evaluate_qa import QAEvaluateConfig, build_qa_scorer
+from rg.jobs.evaluate_qa import QAEvaluateConfig
+from rg.jobs.qa_pool import build_qa_scorer
 from rg.evaluation.qa_metrics import Gold, score_prediction, summarize
 from rg.evaluation.scorers import PathScorer
 from rg.runtime import RayConfig

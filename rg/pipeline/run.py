@@ -3,8 +3,10 @@
 :func:`run_pipeline` starts (or joins) Ray once, then for each :class:`~rg.pipeline.stages.Stage`
 decides from :class:`~rg.pipeline.state.PipelineState` whether to skip it (finished with the
 same config and upstream), resume it (interrupted), or clear its stale outputs and run it
-again; ``fresh=True`` clears every stage first. It writes ``pipeline_report.json`` and
-``pipeline.md`` (the text :func:`format_report` prints) into the output folder.
+again; ``fresh=True`` clears every stage first. QA stages that can share an actor pool and are
+not finished run together (:func:`~rg.pipeline.stages.run_qa_pool`): its actors start and load
+each model once. It writes ``pipeline_report.json`` and ``pipeline.md`` (the text
+:func:`format_report` prints) into the output folder.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import Any, Callable, Literal
 
 from rg.run.locks import output_lock
 from rg.pipeline.config import PipelineConfig
-from rg.pipeline.stages import StageResult, plan_stages, remove_outputs
-from rg.pipeline.state import PipelineState, fingerprint
+from rg.pipeline.stages import Stage, StageResult, plan_stages, remove_outputs, run_qa_pool
+from rg.pipeline.state import Decision, PipelineState, fingerprint
 from rg.runtime import init_ray
 
 REPORT_JSON = "pipeline_report.json"
@@ -29,15 +31,21 @@ Status = Literal["ran", "resumed", "skipped"]
 
 @dataclass(frozen=True)
 class StageOutcome:
-    """One stage in this run: whether it ran, its time (of the run that produced it) and result."""
+    """One stage in this run: whether it ran, its time (of the run that produced it) and result.
+
+    ``pool`` names the QA stages one actor pool answered together with this one (itself included);
+    their ``seconds`` is then the pool's, shared.
+    """
 
     name: str
     status: Status
     seconds: float
     result: StageResult
+    pool: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "seconds": self.seconds, **self.result.to_dict()}
+        return {"name": self.name, "status": self.status, "seconds": self.seconds,
+                **({"pool": list(self.pool)} if self.pool else {}), **self.result.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -91,18 +99,26 @@ def _run_locked(cfg: PipelineConfig, fresh: bool, progress: bool, echo: Callable
             remove_outputs(stage)
         state.clear()
     init_ray(cfg.ray)
-    outcomes: list[StageOutcome] = []
+    outcomes: dict[str, StageOutcome] = {}
     upstream = ""
     for number, stage in enumerate(stages, 1):
+        if stage.name in outcomes:  # answered earlier in a shared actor pool
+            continue
         print_ = fingerprint(stage.config, upstream)
         decision = state.decide(stage.name, print_, stage.complete)
-        echo(f"[{number}/{len(stages)}] {stage.name}: {_MESSAGES[decision]}")
         if decision == "skip":
+            echo(f"[{number}/{len(stages)}] {stage.name}: {_MESSAGES[decision]}")
             record = state.stages[stage.name]
-            outcomes.append(StageOutcome(stage.name, "skipped", float(record.get("seconds", 0.0)),
-                                         StageResult.from_dict(state.summary(stage.name))))
+            outcomes[stage.name] = StageOutcome(stage.name, "skipped", float(record.get("seconds", 0.0)),
+                                                StageResult.from_dict(state.summary(stage.name)),
+                                                tuple(record.get("pool", ())))
             upstream = state.upstream_of(stage.name, print_) if stage.produces else upstream
             continue
+        group = [_Pending(number, stage, print_, decision), *_pool_mates(stages, number, state, upstream)]
+        if len(group) > 1:
+            outcomes.update(_run_pool(group, len(stages), state, progress, echo))
+            continue
+        echo(f"[{number}/{len(stages)}] {stage.name}: {_MESSAGES[decision]}")
         if decision == "restart":
             remove_outputs(stage)
         state.start(stage.name, print_)
@@ -111,13 +127,67 @@ def _run_locked(cfg: PipelineConfig, fresh: bool, progress: bool, echo: Callable
         seconds = time.perf_counter() - begin
         state.finish(stage.name, print_, seconds, result.to_dict())
         upstream = state.upstream_of(stage.name, print_) if stage.produces else upstream
-        outcomes.append(StageOutcome(stage.name, "resumed" if decision == "resume" else "ran", seconds, result))
+        outcomes[stage.name] = StageOutcome(stage.name, "resumed" if decision == "resume" else "ran", seconds, result)
         echo(f"      {result.result}  ({seconds:.1f} s)")
-    report = PipelineReport(root, tuple(outcomes), time.perf_counter() - started)
+    outcomes = {stage.name: outcomes[stage.name] for stage in stages}  # in stage order
+    report = PipelineReport(root, tuple(outcomes.values()), time.perf_counter() - started)
     root.mkdir(parents=True, exist_ok=True)
     (root / REPORT_JSON).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     (root / REPORT_MARKDOWN).write_text(format_report(report) + "\n")
     return report
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A stage about to run: its number, fingerprint and what the state decided."""
+
+    number: int
+    stage: Stage
+    print_: str
+    decision: Decision
+
+
+def _pool_mates(stages: list[Stage], number: int, state: PipelineState, upstream: str) -> list[_Pending]:
+    """The stages after stage ``number`` that one actor pool can answer with it: the same ``pool`` key and
+    not finished; the look stops at a stage whose outputs later stages read (it may change their upstream)."""
+    key = stages[number - 1].pool
+    if key is None or stages[number - 1].produces:
+        return []
+    mates = []
+    for later, stage in enumerate(stages[number:], number + 1):
+        if stage.produces:
+            break
+        if stage.pool != key:
+            continue
+        print_ = fingerprint(stage.config, upstream)
+        decision = state.decide(stage.name, print_, stage.complete)
+        if decision != "skip":
+            mates.append(_Pending(later, stage, print_, decision))
+    return mates
+
+
+def _run_pool(group: list[_Pending], total: int, state: PipelineState, progress: bool,
+              echo: Callable[[str], None]) -> dict[str, StageOutcome]:
+    """Run QA stages in one actor pool (:func:`~rg.pipeline.stages.run_qa_pool`) and record each."""
+    names = tuple(p.stage.name for p in group)
+    for pending in group:
+        echo(f"[{pending.number}/{total}] {pending.stage.name}: {_MESSAGES[pending.decision]}")
+        if pending.decision == "restart":
+            remove_outputs(pending.stage)
+        state.start(pending.stage.name, pending.print_)
+    echo(f"      one actor pool answers these {len(group)} QA runs, each model loaded once")
+    begin = time.perf_counter()
+    results = run_qa_pool([p.stage for p in group], progress)
+    seconds = time.perf_counter() - begin
+    outcomes = {}
+    for pending in group:
+        name, result = pending.stage.name, results[pending.stage.name]
+        state.finish(name, pending.print_, seconds, result.to_dict(), pool=names)
+        status: Status = "resumed" if pending.decision == "resume" else "ran"
+        outcomes[name] = StageOutcome(name, status, seconds, result, names)
+        echo(f"      {name}: {result.result}")
+    echo(f"      ({seconds:.1f} s for the {len(group)} runs)")
+    return outcomes
 
 
 def _qa_table(outcomes: list[StageOutcome]) -> list[str]:
@@ -169,7 +239,10 @@ def format_report(report: PipelineReport) -> str:
         "| stage | status | seconds | result |",
         "|:--|:--|--:|:--|",
     ]
-    lines += [f"| {s.name} | {s.status} | {s.seconds:.1f} | {s.result.result} |" for s in report.stages]
+    lines += [f"| {s.name} | {s.status} | {s.seconds:.1f}{' ‡' if s.pool else ''} | {s.result.result} |"
+              for s in report.stages]
+    pools = list(dict.fromkeys(s.pool for s in report.stages if s.pool))
+    lines += [f"\n‡ one actor pool answered {', '.join(pool)} together; the seconds are the pool's" for pool in pools]
     qa = [s for s in report.stages if s.name.startswith("qa/")]
     if qa:
         lines += ["", *_qa_table(qa)]

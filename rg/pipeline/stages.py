@@ -5,7 +5,8 @@ A :class:`Stage` pairs a section of the pipeline config with the job function th
 :func:`rg.jobs.train_retriever.train_retriever`, :func:`rg.jobs.train_planner.train_planner`,
 :func:`rg.jobs.train_reader.train_reader`,
 :func:`rg.jobs.evaluate.evaluate`,
-:func:`rg.jobs.evaluate_qa.evaluate_qa`), the file whose existence says it finished, the
+:func:`rg.jobs.evaluate_qa.evaluate_qa`; QA stages over the same questions share one actor pool,
+:func:`run_qa_pool`), the file whose existence says it finished, the
 folders it owns (cleared when its config changes or on ``--fresh``), and a
 :class:`StageResult`: a one-line result, the key metrics and where its files went.
 """
@@ -15,13 +16,14 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from rg.config import Config
 from rg.jobs.build_subgraphs import REPORT_FILE as BUILD_REPORT
 from rg.jobs.build_subgraphs import BuildSubgraphsConfig, build_subgraphs
 from rg.jobs.evaluate import EvaluateConfig, evaluate
-from rg.jobs.evaluate_qa import QAEvaluateConfig, evaluate_qa
+from rg.jobs.evaluate_qa import QAEvaluateConfig, QAResult, evaluate_qa, evaluate_qa_runs
+from rg.jobs.qa_pool import shared_pool_key
 from rg.evaluation.qa_report import JSON_NAME as QA_JSON
 from rg.evaluation.report import JSON_NAME as RETRIEVAL_JSON
 from rg.pipeline.config import PipelineConfig
@@ -69,6 +71,8 @@ class Stage:
         owned: Local folders it writes (removed before a restart).
         produces: Whether later stages read its outputs (its fingerprint flows downstream).
         run: Runs the stage: ``run(progress) -> StageResult``.
+        pool: QA stages only: stages with the same key can be answered by one actor pool
+            (:func:`run_qa_pool`); None for a stage that runs alone.
     """
 
     name: str
@@ -77,6 +81,7 @@ class Stage:
     owned: tuple[Path, ...]
     produces: bool
     run: Callable[[bool], StageResult]
+    pool: str | None = None
 
 
 def short_method(name: str) -> str:
@@ -183,7 +188,18 @@ def _evaluate(cfg: EvaluateConfig, progress: bool) -> StageResult:
 
 
 def _qa(cfg: QAEvaluateConfig, progress: bool) -> StageResult:
-    result = evaluate_qa(cfg, progress=progress)
+    return _qa_result(cfg, evaluate_qa(cfg, progress=progress))
+
+
+def run_qa_pool(stages: Sequence[Stage], progress: bool) -> dict[str, StageResult]:
+    """Several QA stages answered by one actor pool, each model loaded once (their ``pool`` keys are equal);
+    each stage's files and result are what it would write and return alone."""
+    configs = {stage.name: stage.config for stage in stages}
+    results = evaluate_qa_runs(configs, progress=progress)  # type: ignore[arg-type]
+    return {name: _qa_result(configs[name], result) for name, result in results.items()}  # type: ignore[arg-type]
+
+
+def _qa_result(cfg: QAEvaluateConfig, result: QAResult) -> StageResult:
     overall = result.summary.overall
     exposure = result.run.get("exposure", {}).get("by_side")
     return StageResult(
@@ -255,7 +271,8 @@ def plan_stages(cfg: PipelineConfig) -> list[Stage]:
                             lambda p, c=cfg.evaluate: _evaluate(c, p)))
     for name, qa in cfg.qa.items():
         out = Path(qa.output_dir)
-        stages.append(Stage(f"qa/{name}", qa, out / QA_JSON, (out,), False, lambda p, c=qa: _qa(c, p)))
+        stages.append(Stage(f"qa/{name}", qa, out / QA_JSON, (out,), False, lambda p, c=qa: _qa(c, p),
+                            pool=shared_pool_key(qa)))
     return stages
 
 

@@ -68,10 +68,12 @@ class PipelineState:
         self.stages[stage] = {"fingerprint": print_, "status": "running", "run": resumed or uuid.uuid4().hex[:12]}
         self._save()
 
-    def finish(self, stage: str, print_: str, seconds: float, summary: dict[str, Any]) -> None:
+    def finish(self, stage: str, print_: str, seconds: float, summary: dict[str, Any],
+               pool: tuple[str, ...] = ()) -> None:
+        """Mark ``stage`` done; ``pool`` names the stages one actor pool ran with it (``seconds`` is the pool's)."""
         run = self.stages.get(stage, {}).get("run")
         self.stages[stage] = {"fingerprint": print_, "status": "done", "seconds": seconds, "summary": summary,
-                              **({"run": run} if run else {})}
+                              **({"run": run} if run else {}), **({"pool": list(pool)} if pool else {})}
         self._save()
 
     def upstream_of(self, stage: str, print_: str) -> str:
