@@ -52,7 +52,7 @@ AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "O
 
 QUICK_SETS = (
     "build.synthetic.questions=60", "train.train.epochs=2", "plan.train.epochs=2", "read.train.epochs=1",
-    "read.max_train_questions=16", "read.max_val_questions=4",
+    "read.max_train_questions=16",
 )
 """``--quick``: the demo on 60 questions with one or two epochs per trained model."""
 

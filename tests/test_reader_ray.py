@@ -14,7 +14,7 @@ from rg.evaluation.scorers import HopDistanceScorer
 from rg.evidence import EvidenceConfig
 from rg.models import REGISTRY, ModelNotAvailableError
 from rg.jobs.harness import REPORT_FILE
-from rg.jobs.train_reader import ReaderTrainConfig, fit_depth, train_reader
+from rg.jobs.train_reader import ReaderTrainConfig, fit_depth, format_reader_report, train_reader
 from tests.synthetic_data import write_synthetic_parquet
 
 
@@ -80,6 +80,18 @@ def test_two_workers_train_export_resume_and_answer(ray_local, reader_parquet, t
     predictions = asyncio.run(answer_questions(samples, HopDistanceScorer(), reader, top_k=30))
     assert [p.reader for p in predictions] == ["tuned:smollm2-135m+lora"] * 3
     assert all(p.ok and 1 <= len(p.answers) <= 2 for p in predictions)
+
+
+@pytest.mark.slow  # a Ray Train run of two short epochs
+def test_without_validation_the_last_epoch_is_kept(ray_local, reader_parquet, tmp_path):
+    cfg = config(reader_parquet, tmp_path, epochs=2).model_copy(
+        update={"max_val_questions": 0, "max_train_questions": 8, "num_workers": 1})
+    report = train_reader(cfg)
+    assert report["metric"] == "epoch" and report["best_epoch"] == 1 and report["val_questions"] == 0
+    assert [int(r["epoch"]) for r in report["history"]] == [0, 1]
+    assert not any(key.startswith("val_") for row in report["history"] for key in row)  # nothing was read
+    assert "epoch 1 kept, the last (no validation: max_val_questions is 0)" in format_reader_report(report)
+    assert build_reader(TunedReaderChoice(kind="tuned", checkpoint=report["reader_dir"])).settings.max_answers == 2
 
 
 @pytest.mark.slow  # 45 s; the README's main command streams the reader's examples on Ray Train

@@ -85,7 +85,10 @@ class ReaderTrainConfig(TrainRunConfig):
     max_train_questions: int | None = Field(
         None, ge=1, description="Train on at most this many training questions (the first ones; bounds CPU time)."
     )
-    max_val_questions: int | None = Field(60, ge=1, description="Validation questions read after each epoch.")
+    max_val_questions: int | None = Field(
+        60, ge=0, description="Validation questions read after each epoch. 0: no validation, and the last epoch is "
+        "kept (for one epoch, when a QA run scores the val side anyway)."
+    )
     retriever: MethodConfig = Field(description="The triple scorer whose evidence the reader learns to read.")
     top_k: int | None = Field(100, ge=1, description="Retrieved triples per question, as in the QA evaluation.")
     evidence: EvidenceConfig = Field(default_factory=EvidenceConfig, description="Chain length and merging.")
@@ -116,6 +119,11 @@ class ReaderTrainConfig(TrainRunConfig):
         return self
 
 
+def validates(cfg: ReaderTrainConfig) -> bool:
+    """Whether the run reads validation questions after each epoch (``max_val_questions`` is not 0)."""
+    return cfg.max_val_questions != 0
+
+
 def _evaluate_shard(reader: TunedReader, items) -> dict[str, float]:
     """Hits@1 / Hit over every worker's validation shard (counts summed with all-reduce)."""
     import torch.distributed as dist
@@ -139,7 +147,7 @@ def reader_loop_per_worker(config: dict[str, Any]) -> None:
     lora = ReaderLora.model_validate(config["lora"])
     torch.set_num_threads(max(1, int(config["cpus_per_worker"])))
     train = equal_steps(shard_rows("train", "example"))
-    val = shard_rows("val", "item")
+    val = shard_rows("val", "item") if config["validate"] else []
     torch.manual_seed(fit_cfg.seed)
     model, tokenizer = lora_reader_model(settings, lora)
     dtype = dtype_name(model.get_base_model().dtype)  # what settings.precision means on this worker
@@ -333,12 +341,15 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=(), progress: bool = True) ->
     board = step_board(progress)
     loop_config = {"reader": cfg.reader.model_copy(update={"evidence": cfg.evidence}).model_dump(mode="json"),
                    "train": cfg.train.model_dump(mode="json"), "lora": cfg.lora.model_dump(mode="json"),
-                   "cpus_per_worker": cfg.cpus_per_worker, "board": board}
-    result = fit_run(cfg, reader_loop_per_worker, loop_config, storage=storage,
-                     datasets={"train": data.train, "val": data.val}, split=("train", "val"), metric=SELECTION_METRIC,
-                     resources_per_worker={"CPU": cfg.cpus_per_worker}, callbacks=callbacks, board=board)
-    best = best_of(result, cfg, storage, SELECTION_METRIC,
-                   key=lambda metrics: (metrics[SELECTION_METRIC], -metrics["train_loss"]))
+                   "cpus_per_worker": cfg.cpus_per_worker, "board": board, "validate": validates(cfg)}
+    # without validation the latest epoch is the one kept
+    metric = SELECTION_METRIC if validates(cfg) else "epoch"
+    datasets = {"train": data.train, **({"val": data.val} if validates(cfg) else {})}
+    result = fit_run(cfg, reader_loop_per_worker, loop_config, storage=storage, datasets=datasets, split=tuple(datasets),
+                     metric=metric, resources_per_worker={"CPU": cfg.cpus_per_worker}, callbacks=callbacks,
+                     board=board)
+    best = best_of(result, cfg, storage, metric,
+                   key=lambda metrics: (metrics[metric], -metrics["train_loss"]))
     target = Path(cfg.output_dir) / READER_DIR
     shutil.rmtree(target, ignore_errors=True)
     best.export(lambda folder: shutil.copytree(folder, target))
@@ -356,7 +367,7 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=(), progress: bool = True) ->
         "train_questions_without_gold_in_evidence": data.skipped,
         "mean_prompt_tokens": data.prompt_tokens / data.train_examples,
         "num_workers": cfg.num_workers,
-        "metric": SELECTION_METRIC,
+        "metric": metric,
         "best_epoch": best.epoch,
         "best_metrics": {k: v for k, v in numeric(best.metrics).items() if math.isfinite(v)},
         "resumed": best.start_epoch > 0,
@@ -377,7 +388,8 @@ def format_reader_report(report: dict[str, Any]) -> str:
         f"questions: {report['train_questions']} train ({report['train_examples']} with a gold answer in evidence), "
         f"{report['val_questions']} val; mean prompt {report['mean_prompt_tokens']:.0f} tokens",
         f"best epoch {report['best_epoch']}: val Hits@1 {best.get(SELECTION_METRIC, float('nan')):.3f}, "
-        f"Hit {best.get('val_hit', float('nan')):.3f}",
+        f"Hit {best.get('val_hit', float('nan')):.3f}" if report["metric"] == SELECTION_METRIC else
+        f"epoch {report['best_epoch']} kept, the last (no validation: max_val_questions is 0)",
         *([] if not report.get("depth_predictor") else [_depth_line(report["depth_predictor"])]),
         f"reader saved to {report['reader_dir']}",
     ])

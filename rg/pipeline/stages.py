@@ -165,7 +165,8 @@ def _read(cfg: ReaderTrainConfig, progress: bool) -> StageResult:
     return StageResult(
         result=f"tuned reader ({report['base']} in {report['precision']['base_weights']} + LoRA) on {report['train_examples']} of {report['train_questions']} "
         f"train questions ({report['num_workers']} workers, mean prompt {report['mean_prompt_tokens']:.0f} tokens): "
-        f"best val Hits@1 {best.get('val_hits_at_1', float('nan')):.3f} at epoch {report['best_epoch']}"
+        + (f"best val Hits@1 {best.get('val_hits_at_1', float('nan')):.3f} at epoch {report['best_epoch']}"
+           if report["metric"] == "val_hits_at_1" else f"epoch {report['best_epoch']} kept (no validation)")
         + ("" if depth is None or depth["val_accuracy"] is None else f"; question depth right on {depth['val_accuracy']:.3f}"),
         metrics={"metric": report["metric"], "best_value": best.get("val_hits_at_1"), "best_epoch": report["best_epoch"],
                  "seconds": report["seconds"], "depth_predictor": depth},
