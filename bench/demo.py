@@ -18,7 +18,9 @@ the closest stand-in (the fp32 matmuls still run at this CPU's clock and memory 
 
 The named baseline is ``--checkout DIR`` (another rg checkout, e.g. ``git worktree add /tmp/base <commit>``) run
 in the same command on the same machine, with that checkout's own copy of ``--config`` (its README command):
-each stage's ``seconds_ratio`` is this run's seconds over the baseline's. Without it the ratio is to the issue's budget (``budget_seconds``, 600 s for the whole command
+each stage's ``seconds_ratio`` is this run's seconds over the baseline's (QA stages that one actor pool
+answered together each carry the pool's seconds; ``qa_seconds`` counts each pool once, ``qa_over_baseline``
+compares those). Without it the ratio is to the issue's budget (``budget_seconds``, 600 s for the whole command
 including the ~100 s install, so 500 s for the pipeline).
 """
 
@@ -86,7 +88,8 @@ def run_pipeline(config: Path, overrides: Sequence[str], checkout: Path, scratch
     logged = [line for log in sorted((scratch / "logs").glob("*.log")) for line in log.read_text().splitlines()
               if NOISE.search(line)]  # where the quiet console put them
     report = json.loads((out / "pipeline_report.json").read_text())
-    stages = {s["name"]: {"seconds": round(s["seconds"], 1), "result": s["result"]} for s in report["stages"]}
+    stages = {s["name"]: {"seconds": round(s["seconds"], 1), "result": s["result"],
+                          **({"pool": s["pool"]} if s.get("pool") else {})} for s in report["stages"]}
     qa = {}
     for stage in report["stages"]:
         overall = stage.get("metrics", {}).get("overall", {})
@@ -94,10 +97,21 @@ def run_pipeline(config: Path, overrides: Sequence[str], checkout: Path, scratch
             qa[stage["name"]] = {k: round(overall[k], 3) for k in ("hits_at_1", "macro_f1", "micro_f1") if k in overall}
     return {"checkout": str(checkout), "commit": _commit(checkout), "command": command[1:],
             "wall_seconds": round(wall, 1), "pipeline_seconds": round(report["seconds"], 1),
+            "qa_seconds": qa_seconds(stages),
             "load_before": load_before, "load_after": round(os.getloadavg()[0], 2), "stages": stages, "qa": qa,
             "console_lines": len(console), "console_noise_lines": len(noise), "console_noise": noise[:20],
             "console_has_stage_table": any(line.startswith("| stage | status |") for line in console),
             "log_noise_lines": len(logged)}
+
+
+def qa_seconds(stages: dict[str, dict[str, Any]]) -> float:
+    """The QA stages' time: a stage answered alone counts its seconds, an actor pool (``pool``, whose seconds each
+    of its stages carries) counts once."""
+    pools: dict[tuple[str, ...], float] = {}
+    for name, stage in stages.items():
+        if name.startswith("qa/"):
+            pools[tuple(stage.get("pool") or (name,))] = stage["seconds"]
+    return round(sum(pools.values()), 1)
 
 
 def config_in(checkout: Path, config: Path) -> Path:
@@ -118,6 +132,7 @@ def compare(run: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, A
               for name, stage in run["stages"].items() if name in baseline["stages"]}
     return {"baseline": f"the same pipeline from {baseline['checkout']} at {baseline['commit']}",
             "pipeline_over_baseline": round(run["pipeline_seconds"] / baseline["pipeline_seconds"], 3),
+            "qa_over_baseline": round(run["qa_seconds"] / max(qa_seconds(baseline["stages"]), 0.1), 3),
             "stage_seconds_ratio": ratios,
             "pipeline_over_budget": round(run["pipeline_seconds"] / BUDGET_SECONDS, 3)}
 

@@ -712,7 +712,9 @@ def test_demo_smoke_and_a_quiet_console(tmp_path: Path) -> None:
         "refine": {"selector": "similarity", "num_actors": 1, "actor_cpus": 0.5, "batch_size": 12},
         "evaluate": {"ks": [10, 100], "methods": [{"kind": "hop_distance"}]},
         "qa": {"baseline": {"retriever": {"kind": "hop_distance"}, "top_k": 50, "num_actors": 1, "actor_cpus": 0.5,
-                            "batch_size": 6}},
+                            "batch_size": 6},
+               "raw": {"retriever": {"kind": "hop_distance"}, "top_k": 50, "chains": False, "num_actors": 1,
+                       "actor_cpus": 0.5, "batch_size": 6}},
     }
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -724,10 +726,21 @@ def test_demo_smoke_and_a_quiet_console(tmp_path: Path) -> None:
         "pipeline_over_budget",
     ])
     run = report["run"]
-    assert list(run["stages"]) == ["build", "refine", "evaluate", "qa/baseline"]
+    assert list(run["stages"]) == ["build", "refine", "evaluate", "qa/baseline", "qa/raw"]
     assert set(run["qa"]["qa/baseline"]) == {"hits_at_1", "macro_f1", "micro_f1"}
+    pooled = run["stages"]["qa/raw"]
+    assert pooled["pool"] == run["stages"]["qa/baseline"]["pool"] == ["qa/baseline", "qa/raw"]
+    assert run["qa_seconds"] == pooled["seconds"]  # the pool counted once
     assert run["console_has_stage_table"] and run["console_noise"] == [] and run["console_noise_lines"] == 0
     assert run["log_noise_lines"] > 0  # Ray's lines went to the run's log file
+
+
+def test_demo_counts_an_actor_pool_once() -> None:
+    from bench.demo import qa_seconds
+
+    stages = {"read": {"seconds": 9.0}, "qa/a": {"seconds": 4.0, "pool": ["qa/a", "qa/b"]},
+              "qa/b": {"seconds": 4.0, "pool": ["qa/a", "qa/b"]}, "qa/c": {"seconds": 2.5}}
+    assert qa_seconds(stages) == 6.5
 
 
 def test_read_stage_smoke(tmp_path: Path) -> None:
