@@ -62,3 +62,21 @@ def test_count_input_counts_what_read_input_gives_without_a_ray_job(tmp_path):
     assert count_input(str(folder), 4, frozenset({"a", "e"})) == 2
     (tmp_path / "questions.jsonl").write_text('{"id": "a"}\n')
     assert count_input(str(tmp_path / "questions.jsonl"), None) is None  # only a full parse would count it
+
+
+def test_auto_builds_examples_on_the_driver_only_for_small_local_inputs(tmp_path, monkeypatch):
+    from rg.data import streaming
+    from tests.synthetic_data import write_synthetic_parquet
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    write_synthetic_parquet([shards / "a.parquet", shards / "b.parquet"], questions=16, max_triples=50)
+    size = sum(f.stat().st_size for f in shards.glob("*.parquet"))
+    assert streaming.examples_on("auto", str(shards)) == "driver"
+    assert streaming.examples_on("auto", [str(shards / "a.parquet"), str(shards / "b.parquet")]) == "driver"
+    assert streaming.examples_on("ray_data", str(shards)) == "ray_data"  # an explicit setting is kept
+    assert streaming.examples_on("driver", "s3://bucket/shards") == "driver"
+    assert streaming.examples_on("auto", ["s3://bucket/shards", str(shards)]) == "ray_data"  # remote: streamed
+    monkeypatch.setattr(streaming, "AUTO_DRIVER_MB", (size - 1) / 2**20)  # one byte under both shards
+    assert streaming.examples_on("auto", str(shards)) == "ray_data"
+    assert streaming.examples_on("auto", str(shards / "a.parquet")) == "driver"

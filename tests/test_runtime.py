@@ -1,4 +1,5 @@
-"""init_ray's process settings: Ray Train's report poll interval, Ray Data's parquet footer actors."""
+"""init_ray's process settings: Ray Train's report poll interval and preemption watcher, Ray Data's parquet footer
+actors."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import ray
 
 from rg.config import ConfigError, validate_config
-from rg.runtime import FOOTER_ACTORS_ENV, TRAIN_POLL_ENV, RayConfig, init_ray
+from rg.runtime import FOOTER_ACTORS_ENV, PREEMPTION_WATCHER_ENV, TRAIN_POLL_ENV, RayConfig, init_ray
 
 
 @pytest.fixture
@@ -17,6 +18,8 @@ def ray_running(monkeypatch):
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
     monkeypatch.delenv(TRAIN_POLL_ENV, raising=False)
     monkeypatch.delenv(FOOTER_ACTORS_ENV, raising=False)
+    monkeypatch.delenv(PREEMPTION_WATCHER_ENV, raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
 
 
 def test_the_train_poll_interval_is_set_from_the_config(ray_running):
@@ -49,3 +52,20 @@ def test_a_footer_actor_count_set_by_the_user_wins(ray_running, monkeypatch):
     monkeypatch.setenv(FOOTER_ACTORS_ENV, "8")
     init_ray(RayConfig(parquet_footer_actors=2))
     assert os.environ[FOOTER_ACTORS_ENV] == "8"
+
+
+def test_the_preemption_watcher_is_off_on_a_local_ray_and_ray_decides_on_a_cluster(ray_running, monkeypatch):
+    from ray.train.v2._internal import constants
+
+    assert constants.ENABLE_PREEMPTION_WATCHER_ENV_VAR == PREEMPTION_WATCHER_ENV  # the variable Ray Train reads
+    init_ray(RayConfig())
+    assert os.environ[PREEMPTION_WATCHER_ENV] == "0"
+    os.environ.pop(PREEMPTION_WATCHER_ENV)
+    init_ray(RayConfig(address="ray://head:10001"))
+    assert PREEMPTION_WATCHER_ENV not in os.environ  # Ray's default on a cluster
+    init_ray(RayConfig(address="ray://head:10001", train_preemption_watcher=False))
+    assert os.environ[PREEMPTION_WATCHER_ENV] == "0"
+    os.environ.pop(PREEMPTION_WATCHER_ENV)
+    monkeypatch.setenv(PREEMPTION_WATCHER_ENV, "1")  # set by the user: kept
+    init_ray(RayConfig())
+    assert os.environ[PREEMPTION_WATCHER_ENV] == "1"

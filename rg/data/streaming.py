@@ -16,6 +16,7 @@ batch of RoG rows back into :class:`Sample` records.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,6 +41,14 @@ BATCH_ROWS = 32
 
 MAX_ACTORS = 8
 """Upper bound of the actor pool (or of the concurrent tasks) of :func:`read_side` and :func:`map_in_order`."""
+
+AUTO_DRIVER_MB = 8.0
+"""``examples_on: auto`` builds a training job's examples on the driver when its input files are local and
+total at most this many MB (the demo's 200 questions take 0.6 MB); larger or remote inputs stream through
+Ray Data. Whole samples of 8 MB of parquet take a few hundred MB of driver memory."""
+
+ExamplesOn = Literal["auto", "ray_data", "driver"]
+"""Where a training job builds its examples (a config setting; :func:`examples_on` resolves ``auto``)."""
 
 Setup = Literal["per_actor", "per_batch"]
 """Where a map's callable class is built: once per actor of a pool, or in a task for every batch.
@@ -90,6 +99,19 @@ def input_files(source: str) -> list[str]:
         raise EmptyInputError(f"input {path} (from `input: {source}`) holds no rows. Fix: point `input` at a build "
                          "with questions (check the build report's bad rows)")
     return files
+
+
+def examples_on(setting: ExamplesOn, inputs: str | Sequence[str]) -> Literal["ray_data", "driver"]:
+    """``setting``, with ``auto`` resolved: ``driver`` for local inputs totalling at most :data:`AUTO_DRIVER_MB`
+    (a Ray Data pass starts actors that import torch and rg: seconds a small input does not repay), else
+    ``ray_data``. Both paths build the same examples."""
+    if setting != "auto":
+        return setting
+    sources = [inputs] if isinstance(inputs, str) else list(inputs)
+    if any("://" in source for source in sources):
+        return "ray_data"
+    size = sum(os.path.getsize(f) for source in sources for f in input_files(source))
+    return "driver" if size <= AUTO_DRIVER_MB * 2**20 else "ray_data"
 
 
 def count_input(source: str, limit: int | None, ids: frozenset[str] | None = None) -> int | None:

@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import torch
 from pydantic import Field, model_validator
@@ -55,6 +55,7 @@ from pydantic import Field, model_validator
 from rg.config import Config
 from rg.data.paraphrase import ParaphraseConfig
 from rg.data.sample import Sample
+from rg.data.streaming import AUTO_DRIVER_MB, ExamplesOn, examples_on
 from rg.data.splits import SplitConfig, load_split_samples
 from rg.retrievers.base import CheckpointMeta
 from rg.retrievers.inputs import require_labels
@@ -148,12 +149,13 @@ class PlannerTrainConfig(TrainRunConfig):
         "and the evaluation's grounding then use the schema's relation clusters, the labels the Brain sees in "
         "privacy mode (rg.training.planner_view). None trains on raw relations.",
     )
-    examples_on: Literal["ray_data", "driver"] = Field(
+    examples_on: ExamplesOn = Field(
         "ray_data",
         description="Where the targets and examples are built: 'ray_data' streams the input files through Ray Data "
         "and keeps only vocabulary, prompts and counts on the driver; 'driver' is the former path (every sample with "
         "its subgraph read on the driver, examples handed to ray.data.from_items), kept as the baseline of "
-        "bench.driver_memory. Both give the same examples.",
+        "bench.driver_memory. Both give the same examples. 'auto': 'driver' for local inputs of at most "
+        f"{AUTO_DRIVER_MB:g} MB (no Ray Data pass to start), else 'ray_data'.",
     )
 
     @model_validator(mode="after")
@@ -363,7 +365,8 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = (), progre
     started = time.perf_counter()
     storage = start_run(cfg)
     init_ray(cfg.ray)
-    data = _driver_input(cfg) if cfg.examples_on == "driver" else _streamed_input(cfg)
+    where = examples_on(cfg.examples_on, cfg.input)
+    data = _driver_input(cfg) if where == "driver" else _streamed_input(cfg)
     planner, train_stats, val_stats = data.planner, data.train_stats, data.val_stats
     view = view_name(load_view(cfg.view_schema_dir))
     meta = CheckpointMeta(
@@ -391,7 +394,8 @@ def train_planner(cfg: PlannerTrainConfig, callbacks: Sequence[Any] = (), progre
         "label_source": cfg.labels.source,
         "weak_rule": cfg.labels.weak.rule,
         "weak_search": "subgraph" if cfg.labels.weak.kb is None else cfg.labels.weak.kb.path,
-        "examples_on": cfg.examples_on,
+        "examples_on": where,
+        "examples_on_setting": cfg.examples_on,
         "relation_view": view,
         "view_schema_dir": cfg.view_schema_dir,
         "train_questions": data.train_questions,

@@ -32,14 +32,14 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from pydantic import Field, model_validator
 
 from rg.run.paths import resolve_data_path
 from rg.data.splits import SplitConfig, load_split_samples
-from rg.data.streaming import batch_samples, read_side
+from rg.data.streaming import AUTO_DRIVER_MB, ExamplesOn, batch_samples, examples_on, read_side
 from rg.jobs.evaluate import MethodConfig, build_scorer, check_planned_walks
 from rg.evaluation.qa import question_evidence
 from rg.evidence import EvidenceConfig
@@ -102,12 +102,13 @@ class ReaderTrainConfig(TrainRunConfig):
         "its CPU share): one worker on a 2-core machine trains faster with 2 than two workers with 1 each."
     )
     keep_checkpoints: int = Field(1, ge=1, description="Checkpoints kept (the best by validation Hits@1).")
-    examples_on: Literal["ray_data", "driver"] = Field(
+    examples_on: ExamplesOn = Field(
         "ray_data",
         description="Where evidence and examples are built: 'ray_data' streams the input files through Ray Data "
         "actors (the driver keeps the questions without subgraphs and counts); 'driver' is the former path (every "
         "sample with its subgraph scored on the driver, examples handed to ray.data.from_items), kept as the "
-        "baseline of bench.driver_memory. Both give the same examples.",
+        "baseline of bench.driver_memory. Both give the same examples. 'auto': 'driver' for local inputs of at most "
+        f"{AUTO_DRIVER_MB:g} MB (no Ray Data pass to start), else 'ray_data'.",
     )
 
     @model_validator(mode="after")
@@ -336,7 +337,8 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=(), progress: bool = True) ->
     storage = start_run(cfg)
     base_folder = resolve_model(cfg.reader.base)  # convert once here, not in every worker
     init_ray(cfg.ray)
-    data = _driver_input(cfg, base_folder) if cfg.examples_on == "driver" else _streamed_input(cfg, base_folder)
+    where = examples_on(cfg.examples_on, cfg.input)
+    data = _driver_input(cfg, base_folder) if where == "driver" else _streamed_input(cfg, base_folder)
 
     board = step_board(progress)
     loop_config = {"reader": cfg.reader.model_copy(update={"evidence": cfg.evidence}).model_dump(mode="json"),
@@ -360,7 +362,8 @@ def train_reader(cfg: ReaderTrainConfig, callbacks=(), progress: bool = True) ->
         "base": cfg.reader.base,
         "precision": {"setting": cfg.reader.precision, "base_weights": best.state.get("dtype", "fp32")},
         "retriever": cfg.retriever.name or f"{cfg.retriever.kind}:{cfg.retriever.path}",
-        "examples_on": cfg.examples_on,
+        "examples_on": where,
+        "examples_on_setting": cfg.examples_on,
         "train_questions": data.train_questions,
         "val_questions": data.val_questions,
         "train_examples": data.train_examples,
