@@ -104,7 +104,8 @@ def input_files(source: str) -> list[str]:
 def examples_on(setting: ExamplesOn, inputs: str | Sequence[str]) -> Literal["ray_data", "driver"]:
     """``setting``, with ``auto`` resolved: ``driver`` for local inputs totalling at most :data:`AUTO_DRIVER_MB`
     (a Ray Data pass starts actors that import torch and rg: seconds a small input does not repay), else
-    ``ray_data``. Both paths build the same examples."""
+    ``ray_data``. Both paths build the same examples in the same order; with several Ray Train workers their
+    blocks differ, so the workers' shards and the trained model can too (docs/integrity.md)."""
     if setting != "auto":
         return setting
     sources = [inputs] if isinstance(inputs, str) else list(inputs)

@@ -15,9 +15,11 @@ settings, and no memory rounds (those answer the questions several times, in ord
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,9 +53,6 @@ def shared_pool_key(cfg: QAEvaluateConfig) -> str | None:
 
 def memory_actor_name(cfg: QAEvaluateConfig) -> str:
     """The memory actor of this evaluation (one per output folder)."""
-    import hashlib
-    from pathlib import Path
-
     return "rg-memory-" + hashlib.sha1(str(Path(cfg.output_dir).resolve()).encode()).hexdigest()[:10]
 
 
