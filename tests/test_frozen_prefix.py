@@ -10,6 +10,7 @@ import torch
 
 from rg.reasoning.tuned_reader import TunedReaderSettings
 from rg.retrievers.planner.model import IGNORE_INDEX, Example
+from rg.models.prefix import shared_prefix
 from rg.training.frozen_prefix import FrozenPrefix, first_adapted_layer
 from rg.training.planner_loop import batch_indices, collate
 from rg.training.reader_loop import ReaderFitConfig, ReaderLoss, fit_reader
@@ -39,16 +40,44 @@ def examples() -> list[Example]:
     return out
 
 
+def templated(head: int = 4) -> list[Example]:
+    """The same prompts behind ``head`` tokens they all share (a chat template's opening)."""
+    opening = [47, 48, 49, 46][:head]
+    return [Example(e.id, tuple(opening) + e.input_ids, (IGNORE_INDEX,) * head + e.labels) for e in examples()]
+
+
+def test_shared_prefix_is_the_longest_common_opening():
+    assert shared_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]]) == 2
+    assert shared_prefix([[1, 2], [1, 2, 3]]) == 2
+    assert shared_prefix([[9, 2], [1, 2]]) == 0
+    assert shared_prefix([[4, 5, 6]]) == 3
+    assert shared_prefix([]) == 0
+    assert shared_prefix([e.input_ids for e in templated()]) == 4
+
+
+@pytest.mark.parametrize("data", [examples(), templated(), templated()[:1]], ids=["no opening", "opening", "one"])
+def test_the_states_are_those_entering_the_lowest_adapted_layer(data):
+    model = tiny_lora(2)
+    prefix = FrozenPrefix.build(model, data, budget_mb=16)
+    for example, state in zip(data, prefix.states):
+        with torch.no_grad():
+            full = model(input_ids=torch.tensor([example.input_ids]), output_hidden_states=True).hidden_states[2][0]
+        assert state.shape == full.shape
+        assert torch.allclose(state, full, atol=1e-6)
+
+
 def test_the_lowest_adapted_layer_is_found():
     assert first_adapted_layer(tiny_lora(2)) == 2
     assert first_adapted_layer(tiny_lora(None)) == 0
 
 
-def test_cached_states_give_the_full_pass_loss_and_gradients():
+@pytest.mark.parametrize("head", [0, 4])
+def test_cached_states_give_the_full_pass_loss_and_gradients(head):
     model = tiny_lora(2)
-    data = examples()
+    data = templated(head)
     prefix = FrozenPrefix.build(model, data, budget_mb=16)
-    assert prefix is not None and prefix.start == 2 and [s.shape[0] for s in prefix.states] == [9, 13, 7, 11]
+    assert prefix is not None and prefix.start == 2
+    assert [s.shape[0] for s in prefix.states] == [9 + head, 13 + head, 7 + head, 11 + head]
     loss_fn = ReaderLoss(model)
     grads = []
     for batch in (collate([data[0], data[1]], 0, side="left"), prefix.collate([0, 1])):

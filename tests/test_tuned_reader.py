@@ -10,8 +10,10 @@ import torch
 
 from rg.evidence import EvidenceConfig, build_evidence
 from rg.models import REGISTRY, ModelNotAvailableError
+from rg.models.prefix import OpeningCache
 from rg.reasoning.answer_grammar import AnswerGrammar
 from rg.reasoning.tuned_reader import (
+    template_opening,
     NO_CANDIDATES,
     TunedReader,
     TunedReaderSettings,
@@ -184,6 +186,27 @@ def test_untrained_reader_answers_only_from_the_shown_lines(base):
     empty = build_evidence((), (), ["Inception"], EvidenceConfig())
     nothing = asyncio.run(reader.read("who directed Inception", empty))
     assert nothing.fallback == NO_CANDIDATES and nothing.answers == ()
+
+
+def test_the_template_opening_is_cached_once_and_reads_as_the_whole_prompt(base):
+    model, tokenizer = base
+    settings = TunedReaderSettings(max_lines=3, max_answers=3, prompt_id="read_tuned_terse@v1")
+    opening = template_opening(tokenizer, settings)
+    question = "who starred in Inception"
+    ids = build_prompt(tokenizer, settings, question, evidence()).ids
+    assert 10 < len(opening) < len(ids) and ids[: len(opening)] == opening
+    assert tokenizer.decode(opening).endswith("Question:")
+    cached = TunedReader(model, tokenizer, settings)
+    whole = TunedReader(model, tokenizer, settings)
+    whole.opening = OpeningCache(model, [])  # no opening: every prompt runs whole
+    assert whole.opening.for_prompt(ids) is None and cached.opening.for_prompt(opening) is None
+    first = cached.opening.for_prompt(ids)
+    assert first.get_seq_length() == len(opening) and cached.opening.for_prompt(ids) is not first  # a copy each
+    for q in (question, "which films did Christopher Nolan direct"):
+        with_cache, without = cached.answer(q, evidence()), whole.answer(q, evidence())
+        assert [n for n, _ in with_cache] == [n for n, _ in without] and with_cache
+        assert [s for _, s in with_cache] == pytest.approx([s for _, s in without], abs=1e-4)
+    assert cached.opening.for_prompt(ids).get_seq_length() == len(opening)  # generation grew copies only
 
 
 def test_loss_on_target_tokens_only_matches_the_full_loss(base):

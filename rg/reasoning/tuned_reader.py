@@ -37,6 +37,7 @@ from rg.evidence.chains import item_chains
 from rg.evidence.config import EvidenceConfig
 from rg.llm.prompts import PromptRegistry, PromptTemplate
 from rg.models.precision import Precision, resolve_dtype
+from rg.models.prefix import OpeningCache, shared_prefix
 from rg.reasoning.answer_grammar import AnswerGrammar
 from rg.reasoning.base import Reading, link_answers
 
@@ -184,6 +185,19 @@ def prompt_messages(settings: TunedReaderSettings, question: str, lines: Sequenc
     return READER_PROMPTS.get(settings.prompt_id).render(question=question, evidence="\n".join(lines) if lines else "(none)")
 
 
+def prompt_ids(tokenizer, messages: list[dict[str, str]]) -> list[int]:
+    """The chat template's token ids of ``messages``, ready for the assistant's turn."""
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+def template_opening(tokenizer, settings: TunedReaderSettings) -> list[int]:
+    """The token ids every prompt of ``settings.prompt_id`` opens with: what two prompts whose questions differ
+    from their first letter on share (the system turn and the instructions)."""
+    a, b = (prompt_ids(tokenizer, prompt_messages(settings, question, [])) for question in ("a", "b"))
+    return a[: shared_prefix([a, b])]
+
+
 @dataclass(frozen=True)
 class ReaderPrompt:
     """The prompt of one question and the answer candidates it shows.
@@ -223,9 +237,7 @@ def build_prompt(tokenizer, settings: TunedReaderSettings, question: str, eviden
         lines = [elide_machine_ids(line) for line in lines]
 
     def encode(count: int) -> list[int]:
-        ids = tokenizer.apply_chat_template(prompt_messages(settings, question, lines[:count]),
-                                            add_generation_prompt=True, tokenize=True)
-        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        return prompt_ids(tokenizer, prompt_messages(settings, question, lines[:count]))
 
     fits = len(lines)
     ids = encode(fits)
@@ -266,6 +278,7 @@ class TunedReader:
         self.name = name or f"tuned:{settings.base}+lora"
         self.eos = eos_id(tokenizer, model)
         self._lock = threading.Lock()
+        self.opening = OpeningCache(self.model, lambda: template_opening(tokenizer, settings))
 
     @classmethod
     def load(cls, checkpoint: str | Path, max_answers: int | None = None,
@@ -315,6 +328,7 @@ class TunedReader:
         budget = self.settings.max_answers * (self.settings.max_name_tokens + 1) + 1
         output = self.model.generate(
             input_ids=torch.tensor([ids], device=device), attention_mask=torch.ones((1, width), dtype=torch.long, device=device),
+            past_key_values=self.opening.for_prompt(ids),  # the template's opening runs once per reader
             max_new_tokens=budget, do_sample=False, num_beams=1,
             prefix_allowed_tokens_fn=lambda _row, seq: grammar.allowed(seq[width:].tolist()),
             eos_token_id=self.eos, pad_token_id=self.eos, output_scores=True, return_dict_in_generate=True,

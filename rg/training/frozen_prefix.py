@@ -12,6 +12,9 @@ layers on those states (``ReaderLoss(..., hidden=...)``)::
 
 The states are kept in the model's dtype (bf16 or fp32) exactly as the full forward pass computes
 them, so the loss is the one the full pass gives (to float tolerance: tests/test_frozen_prefix.py).
+
+The tokens all examples open with (a template's opening, :mod:`rg.models.prefix`) run once; each
+example's own tokens then run on their keys and values (a cache cropped back to them after each example).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from rg.models.prefix import shared_prefix
 from rg.retrievers.planner.model import IGNORE_INDEX, Example
 
 _LAYER = re.compile(r"\.layers\.(\d+)\.")
@@ -90,24 +94,37 @@ class FrozenPrefix:
         """Run the frozen layers of ``model`` (a peft model) once over each example.
 
         One example at a time, without padding (batches of similar length were no faster on a
-        2-core CPU, and padding would change the states by float rounding). Returns None when no
-        layer is frozen below the adapter, or when the states would take more than ``budget_mb``
-        (training then runs every layer at each step, as without a cache).
+        2-core CPU, and padding would change the states by float rounding); the leading tokens all
+        examples share run once (:func:`shared_prefix`), each example's own tokens on their cache.
+        Returns None when no layer is frozen below the adapter, or when the states would take more
+        than ``budget_mb`` (training then runs every layer at each step, as without a cache).
         """
+        from transformers import DynamicCache
+
         start = first_adapted_layer(model)
         if start == 0 or cls.size_mb(model, examples) > budget_mb:
             return None
         decoder = model.get_decoder()
         began, states = time.perf_counter(), []
         device = next(model.parameters()).device
+        shared = min(shared_prefix([e.input_ids for e in examples]), min(len(e.input_ids) for e in examples) - 1)
         was_training = model.training
         model.eval()
         with decoder_slice(decoder, 0, start, norm=False):
+            cache, head = DynamicCache(), None
+            if shared > 0:
+                ids = torch.tensor([examples[0].input_ids[:shared]], device=device)
+                head = decoder(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=positions_of(
+                    torch.ones_like(ids)), past_key_values=cache, use_cache=True).last_hidden_state[0]  # (P, H)
             for example in examples:
-                ids = torch.tensor([example.input_ids], device=device)
-                mask = torch.ones_like(ids)
-                out = decoder(input_ids=ids, attention_mask=mask, position_ids=positions_of(mask), use_cache=False)
-                states.append(out.last_hidden_state[0])
+                ids = torch.tensor([example.input_ids[shared:]], device=device)
+                mask = torch.ones((1, len(example.input_ids)), dtype=torch.long, device=device)
+                out = decoder(input_ids=ids, attention_mask=mask, position_ids=positions_of(mask)[:, shared:],
+                              past_key_values=cache if shared else None, use_cache=bool(shared))
+                own = out.last_hidden_state[0]  # (T_i - P, H)
+                states.append(own if head is None else torch.cat([head, own]))
+                if shared:
+                    cache.crop(shared - cache.get_seq_length())  # back to the shared tokens (negative: tokens removed)
         model.train(was_training)
         return cls(start, states, examples, time.perf_counter() - began)
 
