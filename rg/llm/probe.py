@@ -17,8 +17,6 @@ from __future__ import annotations
 import random
 import time
 
-import openai
-
 from rg.llm.client import RETRYABLE, _classify_status
 from rg.llm.config import LLMConfig
 
@@ -43,6 +41,8 @@ def probe_endpoint(config: LLMConfig, *, key: str, rng: random.Random | None = N
             was refused (401, 403).
         MissingAPIKeyError: when a non-loopback endpoint has no key.
     """
+    import openai  # only where an endpoint is probed (rg.llm.client says why)
+
     rng = rng if rng is not None else random.Random()
     url = f"{config.base_url}{PROBE_PATH}"
     reason, attempts = "", 0
