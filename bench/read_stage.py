@@ -8,7 +8,9 @@ The full run needs the main command's outputs (``python -m jobs.pipeline --confi
 retriever of its train stage). It builds the read stage's examples as the job does (the retriever's evidence, the
 reader's prompts), then times, in this process with the stage's threads: ``--steps`` optimiser steps on the first
 batches of epoch 0 with every layer run (``full``), the one pass through the frozen layers, the same steps on the
-cached states (``cached``), and the validation reads. ``--isa avx2`` reruns itself with torch, MKL and oneDNN
+cached states (``cached``), and the validation reads. The frozen pass and the reads also run with every prompt
+whole (the baseline of the template's opening computed once, ``rg.models.prefix``): ``prefix_opening_over_whole``
+and ``read_opening_over_whole`` are the ratios. ``--isa avx2`` reruns itself with torch, MKL and oneDNN
 capped at AVX2 (``bench.demo.AVX2_ENV``): the fp32 path of a CPU without native bf16. The JSON holds per-step and
 per-example seconds, the projected seconds of the stage's two epochs both ways, and ``cached_over_full``.
 """
@@ -24,6 +26,8 @@ from typing import Any, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "read_stage"
+READ_QUESTIONS = 10
+"""Validation questions read when the config reads none (the demo trains without validation)."""
 
 
 def _timed_steps(loss_fn, optimizer, batches) -> float:
@@ -79,7 +83,7 @@ def _demo_setup(config: Path):
     needs_encoder = cfg.retriever.kind in ("retriever", "cosine")
     scorer = build_scorer(cfg.retriever, TextEncoder(cfg.encoder) if needs_encoder else None)
     train_items = reader_items(cfg, sides["train"][: cfg.max_train_questions], scorer)
-    val_items = reader_items(cfg, sides["val"][: cfg.max_val_questions], scorer)
+    val_items = reader_items(cfg, sides["val"][: cfg.max_val_questions or READ_QUESTIONS], scorer)
     items_seconds = time.perf_counter() - began
     torch.manual_seed(cfg.train.seed)
     model, tokenizer = lora_reader_model(cfg.reader, cfg.lora)
@@ -97,6 +101,7 @@ def measure(model, examples, reader, val_items, steps: int, batch_size: int, epo
     """Step, prefix and validation timings of one reader (see the module docstring)."""
     import torch
 
+    from rg.models.prefix import OpeningCache
     from rg.training.frozen_prefix import FrozenPrefix
     from rg.training.planner_loop import batch_indices, collate
     from rg.training.reader_loop import ReaderLoss, read_hits
@@ -111,6 +116,8 @@ def measure(model, examples, reader, val_items, steps: int, batch_size: int, epo
     prefix = FrozenPrefix.build(model, examples, budget_mb=float("inf"))
     if prefix is None:
         raise SystemExit("the reader adapts every layer (lora.top_layers unset): nothing is frozen to cache")
+    whole = FrozenPrefix.build(model, examples, budget_mb=float("inf"), share_opening=False)
+    drift = max(float((a - b).abs().max()) for a, b in zip(prefix.states, whole.states))
     cached = _timed_steps(loss_fn, optimizer, [prefix.collate(chunk) for chunk in chunks])
     widths = [max(lengths[i] for i in chunk) for chunk in chunks]
     batches_per_epoch = -(-len(examples) // batch_size)
@@ -122,6 +129,8 @@ def measure(model, examples, reader, val_items, steps: int, batch_size: int, epo
         "timed_steps": len(chunks), "full_step_s": round(full, 3), "cached_step_s": round(cached, 3),
         "cached_over_full": round(cached / full, 3),
         "prefix_s_per_example": round(prefix.seconds / len(examples), 3), "prefix_s": round(prefix.seconds, 1),
+        "opening_tokens": shared_opening(examples), "prefix_whole_s": round(whole.seconds, 1),
+        "prefix_opening_over_whole": round(prefix.seconds / whole.seconds, 3), "prefix_max_abs_diff": drift,
         "projected_train_s_full": round(full * batches_per_epoch * epochs, 1),
         "projected_train_s_cached": round(cached * batches_per_epoch * epochs + prefix.seconds, 1),
     }
@@ -129,10 +138,24 @@ def measure(model, examples, reader, val_items, steps: int, batch_size: int, epo
         model.eval()
         began = time.perf_counter()
         hits = read_hits(reader, val_items)
-        result.update({"validation_s_per_question": round((time.perf_counter() - began) / len(val_items), 3),
-                       "validation_hits_at_1": round(hits["hits_at_1"], 3)})
+        opening_s = (time.perf_counter() - began) / len(val_items)
+        reader.opening = OpeningCache(model, [])  # the baseline: every prompt read whole
+        began = time.perf_counter()
+        whole_hits = read_hits(reader, val_items)
+        whole_s = (time.perf_counter() - began) / len(val_items)
+        result.update({"validation_s_per_question": round(opening_s, 3), "read_whole_s_per_question": round(whole_s, 3),
+                       "read_opening_over_whole": round(opening_s / whole_s, 3),
+                       "validation_hits_at_1": round(hits["hits_at_1"], 3),
+                       "same_hits_at_1_whole": whole_hits["hits_at_1"] == hits["hits_at_1"]})
     result["projected_ratio"] = round(result["projected_train_s_cached"] / result["projected_train_s_full"], 3)
     return result
+
+
+def shared_opening(examples) -> int:
+    """Tokens every example opens with (what the frozen pass computes once)."""
+    from rg.models.prefix import shared_prefix
+
+    return shared_prefix([e.input_ids for e in examples])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -166,7 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_report(args.out, result, record)
     print(f"read stage ({result['dtype']}, isa {args.isa}): step {result['full_step_s']:.2f} s full, "
           f"{result['cached_step_s']:.2f} s cached ({result['cached_over_full']:.2f}x), prefix "
-          f"{result['prefix_s_per_example']:.2f} s/example; 2 epochs projected {result['projected_train_s_full']:.0f} -> "
+          f"{result['prefix_s_per_example']:.2f} s/example ({result['prefix_opening_over_whole']:.2f}x whole prompts); "
+          f"{epochs} epoch(s) projected {result['projected_train_s_full']:.0f} -> "
           f"{result['projected_train_s_cached']:.0f} s -> {args.out}")
     return 0
 

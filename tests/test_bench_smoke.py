@@ -752,8 +752,10 @@ def test_read_stage_smoke(tmp_path: Path) -> None:
     report = check_keys(out, [
         "machine.cpu_flags.avx2", "baseline", "frozen_layers", "full_step_s", "cached_step_s", "cached_over_full",
         "prefix_s_per_example", "projected_train_s_full", "projected_train_s_cached", "padding_share",
+        "opening_tokens", "prefix_whole_s", "prefix_opening_over_whole", "prefix_max_abs_diff",
     ])
     assert report["frozen_layers"] == 2 and report["layers"] == 4 and report["timed_steps"] == 3
+    assert report["opening_tokens"] == 10 and report["prefix_max_abs_diff"] < 1e-5  # the examples open alike
 
 
 def test_kg_edits_bench_checks_staleness_against_acknowledged_deletes() -> None:

@@ -90,12 +90,14 @@ class FrozenPrefix:
 
     @classmethod
     @torch.no_grad()
-    def build(cls, model: nn.Module, examples: Sequence[Example], budget_mb: float) -> "FrozenPrefix | None":
+    def build(cls, model: nn.Module, examples: Sequence[Example], budget_mb: float,
+              share_opening: bool = True) -> "FrozenPrefix | None":
         """Run the frozen layers of ``model`` (a peft model) once over each example.
 
         One example at a time, without padding (batches of similar length were no faster on a
         2-core CPU, and padding would change the states by float rounding); the leading tokens all
-        examples share run once (:func:`shared_prefix`), each example's own tokens on their cache.
+        examples share run once (:func:`shared_prefix`), each example's own tokens on their cache
+        (``share_opening=False`` runs every example whole: the baseline of ``bench.read_stage``).
         Returns None when no layer is frozen below the adapter, or when the states would take more
         than ``budget_mb`` (training then runs every layer at each step, as without a cache).
         """
@@ -108,6 +110,7 @@ class FrozenPrefix:
         began, states = time.perf_counter(), []
         device = next(model.parameters()).device
         shared = min(shared_prefix([e.input_ids for e in examples]), min(len(e.input_ids) for e in examples) - 1)
+        shared = shared if share_opening else 0
         was_training = model.training
         model.eval()
         with decoder_slice(decoder, 0, start, norm=False):
