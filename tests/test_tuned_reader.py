@@ -13,6 +13,7 @@ from rg.models import REGISTRY, ModelNotAvailableError
 from rg.models.prefix import OpeningCache
 from rg.reasoning.answer_grammar import AnswerGrammar
 from rg.reasoning.tuned_reader import (
+    constrained_greedy,
     template_opening,
     NO_CANDIDATES,
     TunedReader,
@@ -207,6 +208,36 @@ def test_the_template_opening_is_cached_once_and_reads_as_the_whole_prompt(base)
         assert [n for n, _ in with_cache] == [n for n, _ in without] and with_cache
         assert [s for _, s in with_cache] == pytest.approx([s for _, s in without], abs=1e-4)
     assert cached.opening.for_prompt(ids).get_seq_length() == len(opening)  # generation grew copies only
+
+
+@torch.inference_mode()
+def test_jump_forward_decoding_writes_and_scores_what_generate_does(base):
+    model, tokenizer = base
+    model.eval()
+    settings = TunedReaderSettings(max_lines=4, max_answers=3)
+    eos = eos_id(tokenizer, model)
+    for question in ("who starred in Inception", "who directed Inception", "which films did Nolan make"):
+        prompt = build_prompt(tokenizer, settings, question, evidence())
+        grammar = AnswerGrammar(prompt.candidates, tokenizer, eos, settings.max_answers)
+        width = len(prompt.ids)
+        reference = model.generate(
+            input_ids=torch.tensor([prompt.ids]), attention_mask=torch.ones((1, width), dtype=torch.long),
+            max_new_tokens=40, do_sample=False, num_beams=1, eos_token_id=eos, pad_token_id=eos,
+            prefix_allowed_tokens_fn=lambda _row, seq: grammar.allowed(seq[width:].tolist()),
+            output_scores=True, return_dict_in_generate=True, temperature=None, top_p=None, top_k=None)
+        expected = reference.sequences[0, width:].tolist()
+        expected_logprobs = [float(torch.log_softmax(step[0].float(), -1)[token])
+                             for step, token in zip(reference.scores, expected)]
+        calls = []
+        hook = model.register_forward_pre_hook(lambda *_: calls.append(1))
+        try:
+            written, logprobs = constrained_greedy(model, prompt.ids, grammar, 40)
+        finally:
+            hook.remove()
+        assert written == expected and written[-1] == eos and grammar.parse(written)
+        assert logprobs == pytest.approx(expected_logprobs, abs=1e-4)
+        forced = sum(len(grammar.allowed(written[:i])) == 1 for i in range(1, len(written)))
+        assert len(calls) == len(written) - forced < len(written)  # one pass per choice, none per forced token
 
 
 def test_loss_on_target_tokens_only_matches_the_full_loss(base):

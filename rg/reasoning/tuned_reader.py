@@ -255,6 +255,46 @@ def build_prompt(tokenizer, settings: TunedReaderSettings, question: str, eviden
     return ReaderPrompt(ids=ids, lines=fits, candidates=candidates)
 
 
+def constrained_greedy(model, ids: Sequence[int], grammar: AnswerGrammar, budget: int,
+                       cache=None) -> tuple[list[int], list[float]]:
+    """Greedy decoding within ``grammar`` after the prompt ``ids``: the tokens written (EOS last, unless ``budget``
+    ran out) and each one's log-probability under the grammar's mask, as ``generate`` with the grammar as its
+    ``prefix_allowed_tokens_fn`` writes and scores them.
+
+    Where the grammar allows one token only (the rest of a name whose opening tokens no other candidate shares),
+    that token is written with log-probability 0 and the model is not asked: such runs go into the model
+    together, in one forward pass before the next choice (jump-forward decoding, as SGLang's compressed grammars
+    do), so a reply costs one pass per choice instead of one per token. ``cache`` may hold the prompt's opening
+    (:class:`~rg.models.prefix.OpeningCache`); it is extended in place.
+    """
+    from transformers import DynamicCache
+
+    cache = cache if cache is not None else DynamicCache()
+    device = next(model.parameters()).device
+    feed, written, logprobs = list(ids[cache.get_seq_length():]), [], []
+    while len(written) < budget:
+        logits = model(input_ids=torch.tensor([feed], device=device), past_key_values=cache, use_cache=True,
+                       logits_to_keep=1).logits[0, -1].float()  # (V,)
+        allowed = torch.tensor(grammar.allowed(written), device=device)
+        masked = torch.full_like(logits, float("-inf"))
+        masked[allowed] = logits[allowed]
+        token = int(masked.argmax())
+        written.append(token)
+        logprobs.append(float(torch.log_softmax(masked, dim=-1)[token]))
+        feed = [token]
+        while token != grammar.eos and len(written) < budget:
+            following = grammar.allowed(written)
+            if len(following) != 1:
+                break
+            token = following[0]
+            written.append(token)
+            logprobs.append(0.0)
+            feed.append(token)
+        if token == grammar.eos:
+            break
+    return written, logprobs
+
+
 def eos_id(tokenizer, model) -> int:
     value = getattr(model.generation_config, "eos_token_id", None)
     value = value[0] if isinstance(value, list) else value
@@ -323,20 +363,10 @@ class TunedReader:
         if grammar.empty:
             return []
         ids = prompt.ids
-        width = len(ids)
-        device = next(self.model.parameters()).device  # a GPU worker's model during validation
         budget = self.settings.max_answers * (self.settings.max_name_tokens + 1) + 1
-        output = self.model.generate(
-            input_ids=torch.tensor([ids], device=device), attention_mask=torch.ones((1, width), dtype=torch.long, device=device),
-            past_key_values=self.opening.for_prompt(ids),  # the template's opening runs once per reader
-            max_new_tokens=budget, do_sample=False, num_beams=1,
-            prefix_allowed_tokens_fn=lambda _row, seq: grammar.allowed(seq[width:].tolist()),
-            eos_token_id=self.eos, pad_token_id=self.eos, output_scores=True, return_dict_in_generate=True,
-            temperature=None, top_p=None, top_k=None,
-        )
-        generated = output.sequences[0, width:].tolist()
-        names = grammar.parse(generated)
-        return [(name, _name_logprob(name, generated, output.scores, grammar)) for name in names]
+        written, logprobs = constrained_greedy(self.model, ids, grammar, budget, self.opening.for_prompt(ids))
+        names = grammar.parse(written)
+        return [(name, _name_logprob(name, written, logprobs, grammar)) for name in names]
 
     async def read(self, question: str, evidence: Evidence) -> Reading:
         """Answer in a worker thread (one question at a time per model); no candidates is a fallback."""
@@ -352,13 +382,10 @@ class TunedReader:
         return Reading(self.name, ranked=ranked, selected=ranked, prompt_id=self.settings.prompt_id)
 
 
-def _name_logprob(name: str, generated: Sequence[int], scores: Sequence[torch.Tensor], grammar: AnswerGrammar) -> float:
+def _name_logprob(name: str, written: Sequence[int], logprobs: Sequence[float], grammar: AnswerGrammar) -> float:
     """Sum of the constrained log-probabilities of the tokens of ``name``'s first occurrence."""
     target = grammar.tokenizer(name, add_special_tokens=False)["input_ids"]
-    for start in range(len(generated) - len(target) + 1):
-        if list(generated[start:start + len(target)]) == target and (start == 0 or generated[start - 1] == grammar.sep[0]):
-            total = 0.0
-            for offset, token in enumerate(target):
-                total += float(torch.log_softmax(scores[start + offset][0].float(), dim=-1)[token])
-            return total
+    for start in range(len(written) - len(target) + 1):
+        if list(written[start:start + len(target)]) == target and (start == 0 or written[start - 1] == grammar.sep[0]):
+            return float(sum(logprobs[start:start + len(target)]))
     return float("nan")
