@@ -10,7 +10,9 @@ reader's prompts), then times, in this process with the stage's threads: ``--ste
 batches of epoch 0 with every layer run (``full``), the one pass through the frozen layers, the same steps on the
 cached states (``cached``), and the validation reads. The frozen pass and the reads also run with every prompt
 whole (the baseline of the template's opening computed once, ``rg.models.prefix``): ``prefix_opening_over_whole``
-and ``read_opening_over_whole`` are the ratios. ``--isa avx2`` reruns itself with torch, MKL and oneDNN
+and ``read_opening_over_whole`` are the ratios. The reads run a third time through ``transformers``' ``generate``
+with the answer grammar as its ``prefix_allowed_tokens_fn`` (:func:`generate_answer`, the reader's decoding before
+jump-forward decoding): ``read_jump_over_generate``, and whether every answer is the same. ``--isa avx2`` reruns itself with torch, MKL and oneDNN
 capped at AVX2 (``bench.demo.AVX2_ENV``): the fp32 path of a CPU without native bf16. The JSON holds per-step and
 per-example seconds, the projected seconds of the stage's two epochs both ways, and ``cached_over_full``.
 """
@@ -143,12 +145,41 @@ def measure(model, examples, reader, val_items, steps: int, batch_size: int, epo
         began = time.perf_counter()
         whole_hits = read_hits(reader, val_items)
         whole_s = (time.perf_counter() - began) / len(val_items)
+        began = time.perf_counter()
+        generated = [generate_answer(reader, item.question, item.evidence) for item in val_items]
+        generate_s = (time.perf_counter() - began) / len(val_items)
+        jumped = [[name for name, _ in reader.answer(item.question, item.evidence)] for item in val_items]
+        result.update({"read_generate_s_per_question": round(generate_s, 3),
+                       "read_jump_over_generate": round(whole_s / generate_s, 3),
+                       "same_answers_generate": generated == jumped})
         result.update({"validation_s_per_question": round(opening_s, 3), "read_whole_s_per_question": round(whole_s, 3),
                        "read_opening_over_whole": round(opening_s / whole_s, 3),
                        "validation_hits_at_1": round(hits["hits_at_1"], 3),
                        "same_hits_at_1_whole": whole_hits["hits_at_1"] == hits["hits_at_1"]})
     result["projected_ratio"] = round(result["projected_train_s_cached"] / result["projected_train_s_full"], 3)
     return result
+
+
+def generate_answer(reader, question: str, evidence) -> list[str]:
+    """The names ``generate`` writes one token per pass under the reader's grammar (the baseline of
+    :func:`rg.reasoning.tuned_reader.constrained_greedy`)."""
+    import torch
+
+    from rg.reasoning.tuned_reader import build_prompt
+
+    prompt = build_prompt(reader.tokenizer, reader.settings, question, evidence)
+    grammar = reader.grammar(prompt.candidates)
+    if grammar.empty:
+        return []
+    width = len(prompt.ids)
+    budget = reader.settings.max_answers * (reader.settings.max_name_tokens + 1) + 1
+    with torch.inference_mode():
+        output = reader.model.generate(
+            input_ids=torch.tensor([prompt.ids]), attention_mask=torch.ones((1, width), dtype=torch.long),
+            max_new_tokens=budget, do_sample=False, num_beams=1, eos_token_id=reader.eos, pad_token_id=reader.eos,
+            prefix_allowed_tokens_fn=lambda _row, seq: grammar.allowed(seq[width:].tolist()),
+            temperature=None, top_p=None, top_k=None)
+    return grammar.parse(output[0, width:].tolist())
 
 
 def shared_opening(examples) -> int:

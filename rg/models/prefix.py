@@ -58,8 +58,8 @@ class OpeningCache:
         if self._cache is None:
             device = next(self.model.parameters()).device
             ids = torch.tensor([self.opening], device=device)
-            self._cache = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), past_key_values=DynamicCache(),
-                                     use_cache=True).past_key_values
+            self._cache = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), cache=DynamicCache(),
+                                     use_cache=True).cache
         return self._cache
 
     def for_prompt(self, ids: Sequence[int]):

@@ -273,7 +273,7 @@ def constrained_greedy(model, ids: Sequence[int], grammar: AnswerGrammar, budget
     device = next(model.parameters()).device
     feed, written, logprobs = list(ids[cache.get_seq_length():]), [], []
     while len(written) < budget:
-        logits = model(input_ids=torch.tensor([feed], device=device), past_key_values=cache, use_cache=True,
+        logits = model(input_ids=torch.tensor([feed], device=device), cache=cache, use_cache=True,
                        logits_to_keep=1).logits[0, -1].float()  # (V,)
         allowed = torch.tensor(grammar.allowed(written), device=device)
         masked = torch.full_like(logits, float("-inf"))

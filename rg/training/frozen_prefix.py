@@ -118,12 +118,12 @@ class FrozenPrefix:
             if shared > 0:
                 ids = torch.tensor([examples[0].input_ids[:shared]], device=device)
                 head = decoder(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=positions_of(
-                    torch.ones_like(ids)), past_key_values=cache, use_cache=True).last_hidden_state[0]  # (P, H)
+                    torch.ones_like(ids)), cache=cache, use_cache=True).last_hidden_state[0]  # (P, H)
             for example in examples:
                 ids = torch.tensor([example.input_ids[shared:]], device=device)
                 mask = torch.ones((1, len(example.input_ids)), dtype=torch.long, device=device)
                 out = decoder(input_ids=ids, attention_mask=mask, position_ids=positions_of(mask)[:, shared:],
-                              past_key_values=cache if shared else None, use_cache=bool(shared))
+                              cache=cache if shared else None, use_cache=bool(shared))
                 own = out.last_hidden_state[0]  # (T_i - P, H)
                 states.append(own if head is None else torch.cat([head, own]))
                 if shared:
