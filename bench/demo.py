@@ -1,7 +1,7 @@
 """Where the main command's time goes: ``jobs.pipeline`` on the embedded default, stage by stage.
 
     RAY_AUTH_MODE=disabled python -m bench.demo --quick              # 60 questions, 1-2 epochs per trained model
-    RAY_AUTH_MODE=disabled python -m bench.demo [--isa avx2]         # the README's main command (223 s / 239 s on a 2-core EPYC)
+    RAY_AUTH_MODE=disabled python -m bench.demo [--isa avx2]         # the README's main command (195 s / 239 s on a 2-core EPYC)
     RAY_AUTH_MODE=disabled python -m bench.demo --checkout DIR       # also the same run from another checkout
 
 The pipeline runs in a child process exactly as the README runs it (``python -m jobs.pipeline --config

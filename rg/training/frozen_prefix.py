@@ -109,16 +109,17 @@ class FrozenPrefix:
         decoder = model.get_decoder()
         began, states = time.perf_counter(), []
         device = next(model.parameters()).device
-        shared = min(shared_prefix([e.input_ids for e in examples]), min(len(e.input_ids) for e in examples) - 1)
-        shared = shared if share_opening else 0
+        shortest = min((len(e.input_ids) for e in examples), default=0)
+        shared = min(shared_prefix([e.input_ids for e in examples]), shortest - 1) if share_opening else 0
         was_training = model.training
         model.eval()
         with decoder_slice(decoder, 0, start, norm=False):
             cache, head = DynamicCache(), None
             if shared > 0:
                 ids = torch.tensor([examples[0].input_ids[:shared]], device=device)
-                head = decoder(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=positions_of(
-                    torch.ones_like(ids)), cache=cache, use_cache=True).last_hidden_state[0]  # (P, H)
+                ones = torch.ones_like(ids)
+                head = decoder(input_ids=ids, attention_mask=ones, position_ids=positions_of(ones), cache=cache,
+                               use_cache=True).last_hidden_state[0]  # (P, H)
             for example in examples:
                 ids = torch.tensor([example.input_ids[shared:]], device=device)
                 mask = torch.ones((1, len(example.input_ids)), dtype=torch.long, device=device)
