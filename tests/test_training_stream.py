@@ -74,6 +74,27 @@ def test_the_weak_label_step_writes_the_in_memory_rows_once(ray_local, two_input
     assert set(labels_by_id(folder)) == set(fewer["train"] + fewer["val"])
 
 
+@pytest.mark.parametrize("template_vote", [False, True])
+def test_held_samples_give_the_rows_of_the_ray_data_pass_without_ray(two_inputs, tmp_path, template_vote, monkeypatch):
+    import rg.jobs.weak_labels as weak_labels
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("a Ray Data pass started although the samples were held")
+
+    monkeypatch.setattr(weak_labels, "read_side", no_pass)
+    inputs, _ = two_inputs
+    labels = LabelConfig(weak={"rule": "answer_f1"}, template_vote=template_vote)
+    sides = load_split_samples(inputs, SplitConfig(val_fraction=0.25, seed=3), ("train", "val"), limit=25)
+    ids = {"train": [s.id for s in sides["train"]], "val": [s.id for s in sides["val"]]}
+    held = list(reversed(sides["val"] + sides["train"]))  # any order: the rows follow `sides`
+
+    folder = labels_path(labels, inputs, ids, tmp_path, samples=held)
+    assert labels_by_id(folder) == weak_rows(held, labels, train_ids=set(ids["train"]))
+    assert [r.id for r in labels_by_id(folder).values()][:3] == ids["train"][:3]
+    with pytest.raises(ValueError, match="1 question\\(s\\) were not read back from the samples given"):
+        labels_path(labels, inputs, {"train": ids["train"], "val": ids["val"] + ["q-absent"]}, tmp_path, samples=held)
+
+
 def test_the_step_computes_nothing_for_refined_labels(tmp_path):
     refined = LabelConfig(source="refined", path=str(tmp_path / "labels"))
     assert labels_path(refined, ["unused.parquet"], {"train": ["q"]}, tmp_path) == str((tmp_path / "labels").resolve())

@@ -215,10 +215,12 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
                 progress=posting_progress(config["board"], ray.train.get_context().get_world_rank()))
 
 
-def _labels_path(cfg: PlannerTrainConfig, train: Sequence[Sample], val: Sequence[Sample]) -> str:
-    """The labels the planner trains on: the refined rows, or the weak rows written once (:mod:`rg.jobs.weak_labels`)."""
+def _labels_path(cfg: PlannerTrainConfig, train: Sequence[Sample], val: Sequence[Sample], held: bool) -> str:
+    """The labels the planner trains on: the refined rows, or the weak rows written once (:mod:`rg.jobs.weak_labels`),
+    computed in this process when the samples hold their subgraphs (``held``), else by a Ray Data pass."""
     sides = {"train": [s.id for s in train], "val": [s.id for s in val]}
-    return labels_path(planner_labels(cfg.labels, cfg.planner.max_path_len), cfg.input, sides, cfg.output_dir)
+    return labels_path(planner_labels(cfg.labels, cfg.planner.max_path_len), cfg.input, sides, cfg.output_dir,
+                       samples=[*train, *val] if held else None)
 
 
 def _relations(samples: Sequence[Sample]) -> set[str]:
@@ -285,7 +287,7 @@ def _streamed_input(cfg: PlannerTrainConfig) -> _TrainInput:
     sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=False)
     train, val = sides["train"], sides["val"]
     del sides
-    labels = _labels_path(cfg, train, val)
+    labels = _labels_path(cfg, train, val, held=False)
     augment = paraphraser(cfg)
     planner_cfg = with_protocol(cfg.planner)
     wording = name_wording(planner_cfg)
@@ -308,7 +310,7 @@ def _driver_input(cfg: PlannerTrainConfig) -> _TrainInput:
     sides = ("train", "val") + (("test",) if cfg.evaluation.side == "test" else ())
     by_side = load_split_samples(cfg.input, cfg.split, sides, cfg.limit)
     train_samples, val_samples = by_side["train"], by_side["val"]
-    labels = labels_by_id(_labels_path(cfg, train_samples, val_samples), {s.id for s in train_samples + val_samples})
+    labels = labels_by_id(_labels_path(cfg, train_samples, val_samples, held=True), {s.id for s in train_samples + val_samples})
     require_labels([s.id for s in train_samples + val_samples], labels)
     max_len = cfg.planner.max_path_len
     view = load_view(cfg.view_schema_dir)

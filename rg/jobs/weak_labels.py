@@ -51,16 +51,19 @@ def planner_labels(labels: LabelConfig, max_len: int | None) -> LabelConfig:
 
 
 def labels_path(
-    labels: LabelConfig, inputs: str | Sequence[str], sides: Mapping[str, Sequence[str]], output_dir: str | Path
+    labels: LabelConfig, inputs: str | Sequence[str], sides: Mapping[str, Sequence[str]], output_dir: str | Path,
+    samples: Sequence[Sample] | None = None,
 ) -> str:
     """The labels a trainer reads, as an absolute path: ``labels.path`` for refined rows, else the weak rows
     of every question of ``sides`` (side name → ids in input order), written into
     ``<output_dir>/weak_labels`` unless a finished folder with the same fingerprint is there.
 
-    The training side is the one named ``train``: the template vote counts its questions only.
+    The training side is the one named ``train``: the template vote counts its questions only. A caller that
+    holds the questions with their subgraphs already (``samples``, every id of ``sides``) has the rows computed
+    here by :func:`weak_rows`, the functions the Ray Data pass maps, without starting that pass.
 
     Raises:
-        ValueError: if a question of ``sides`` is not in the inputs.
+        ValueError: if a question of ``sides`` is not in the inputs (or in ``samples``).
     """
     if labels.source == "refined":
         return str(resolve_data_path(str(labels.path)).resolve())
@@ -74,13 +77,19 @@ def labels_path(
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     everyone = [i for ids in sides.values() for i in ids]
-    voted = _voted(sources, everyone, set(sides.get("train", ())), labels.weak) if labels.template_vote else None
-    ds = read_side(sources, everyone, _WeakRows, {"weak": labels.weak, "voted": voted},
-                   setup=_WeakRows.setup(labels.weak, voted))
-    by_id = {str(row["id"]): Labels.from_row(row) for row in ds.iter_rows()}
+    train_ids = set(sides.get("train", ()))
+    if samples is not None:
+        held = {s.id: s for s in samples}
+        by_id = weak_rows([held[i] for i in everyone if i in held], labels, train_ids)
+    else:
+        voted = _voted(sources, everyone, train_ids, labels.weak) if labels.template_vote else None
+        ds = read_side(sources, everyone, _WeakRows, {"weak": labels.weak, "voted": voted},
+                       setup=_WeakRows.setup(labels.weak, voted))
+        by_id = {str(row["id"]): Labels.from_row(row) for row in ds.iter_rows()}
     missing = [i for i in everyone if i not in by_id]
     if missing:
-        raise ValueError(f"{len(missing)} question(s) were not read back from {sources} (first: {missing[0]!r}); "
+        where = "the samples given" if samples is not None else str(sources)
+        raise ValueError(f"{len(missing)} question(s) were not read back from {where} (first: {missing[0]!r}); "
                          "were the inputs changed during the job? Rerun it")
     counts = {side: write_labels((by_id[i] for i in ids if i in by_id), folder / f"part-{side}.parquet")
               for side, ids in sides.items()}
