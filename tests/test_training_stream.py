@@ -14,7 +14,7 @@ from rg.jobs.weak_labels import WEAK_LABELS_DIR, labels_path, weak_rows
 from rg.retrievers.graphs import QuestionGraph
 from rg.retrievers.inputs import build_tables, question_graphs
 from rg.supervision.labels import VOTED_SELECTOR, LabelConfig
-from rg.training.graph_stream import iter_graphs, stream_training_graphs, trainable
+from rg.training.graph_stream import held_training_graphs, iter_graphs, stream_training_graphs, trainable
 from tests.synthetic_data import HashEncoder, write_synthetic_parquet
 
 
@@ -103,7 +103,7 @@ def test_the_step_computes_nothing_for_refined_labels(tmp_path):
         weak_rows([], refined)
 
 
-def test_streamed_graphs_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path):
+def test_streamed_and_held_graphs_equal_the_driver_built_ones(ray_local, two_inputs, tmp_path):
     inputs, _ = two_inputs
     split = SplitConfig(val_fraction=0.25, seed=3)
 
@@ -122,16 +122,20 @@ def test_streamed_graphs_equal_the_driver_built_ones(ray_local, two_inputs, tmp_
     streamed = stream_training_graphs(inputs, light["train"], light["val"], str(tmp_path / "labels"),
                                       HashEncoder(dim=4), True)
 
-    assert streamed.index == index
-    for name in ("entities", "relations", "questions"):
-        assert torch.equal(getattr(streamed.tables, name), getattr(tables, name))
-    assert streamed.train_usable == len(train_graphs) > 0
-    got_train, got_val = list(iter_graphs(streamed.train)), list(iter_graphs(streamed.val))
-    assert [g.id for g in got_train] == [g.id for g in train_graphs]
-    assert [g.id for g in got_val] == [g.id for g in val_graphs]
-    assert all(_same_graph(a, b) for a, b in zip(got_train, train_graphs))
-    assert all(_same_graph(a, b) for a, b in zip(got_val, val_graphs))
-    assert streamed.train.columns() == ["graph"]
+    # and the small-input path (examples_on: driver): the same from the whole samples, without a Ray Data pass
+    held = held_training_graphs(train, val, str(tmp_path / "labels"), HashEncoder(dim=4), True)
+
+    for built in (streamed, held):
+        assert built.index == index
+        for name in ("entities", "relations", "questions"):
+            assert torch.equal(getattr(built.tables, name), getattr(tables, name))
+        assert built.train_usable == len(train_graphs) > 0
+        got_train, got_val = list(iter_graphs(built.train)), list(iter_graphs(built.val))
+        assert [g.id for g in got_train] == [g.id for g in train_graphs]
+        assert [g.id for g in got_val] == [g.id for g in val_graphs]
+        assert all(_same_graph(a, b) for a, b in zip(got_train, train_graphs))
+        assert all(_same_graph(a, b) for a, b in zip(got_val, val_graphs))
+        assert built.train.columns() == ["graph"]
 
 
 def test_missing_labels_fail_on_the_driver_before_any_graph(ray_local, two_inputs, tmp_path):

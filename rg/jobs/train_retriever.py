@@ -40,6 +40,7 @@ from torch import nn
 
 from rg.run.paths import require_input
 from rg.data.splits import SplitConfig, load_split_samples
+from rg.data.streaming import AUTO_DRIVER_MB, ExamplesOn, examples_on
 from rg.retrievers.base import CheckpointMeta, Ranked, Retriever
 from rg.data.sample import Sample
 from rg.retrievers.graphs import EmbeddingTables, GraphBatch
@@ -53,7 +54,7 @@ from rg.training.shards import balance_shards, equal_steps, shard_rows
 from rg.retrievers.inputs import TextIndex
 from rg.supervision.answer_paths import search_kb
 from rg.supervision.labels import LabelConfig
-from rg.training.graph_stream import TrainingGraphs, iter_graphs, stream_training_graphs
+from rg.training.graph_stream import TrainingGraphs, held_training_graphs, iter_graphs, stream_training_graphs
 from rg.training.gate_pretrain import GatePretrainConfig, pretrain_walk
 from rg.training.loop import TrainConfig, fit
 from rg.jobs.weak_labels import labels_path, voted_paths
@@ -108,6 +109,13 @@ class TrainJobConfig(TrainRunConfig):
     walk_pretrain: GatePretrainConfig = Field(
         default_factory=GatePretrainConfig,
         description="Pretrain the gated walk's gates on many training-side questions' relation paths (rg.training.gate_pretrain).",
+    )
+    examples_on: ExamplesOn = Field(
+        "ray_data",
+        description="Where the training graphs are built: 'ray_data' streams the input files through Ray Data (the "
+        "driver never holds a subgraph); 'driver' reads the questions with their subgraphs here and builds the same "
+        "tables and graphs without a Ray Data pass (small inputs). 'auto': 'driver' for local inputs of at most "
+        f"{AUTO_DRIVER_MB:g} MB, else 'ray_data'.",
     )
 
     @model_validator(mode="after")
@@ -311,6 +319,8 @@ def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, An
             "storage_path": storage_path,
             "kind": cfg.retriever.kind,
             "label_source": cfg.labels.source,
+            "examples_on": examples_on(cfg.examples_on, cfg.input),
+            "examples_on_setting": cfg.examples_on,
             "encoder_model_id": index.encoder_model_id,
             "questions": len(train_samples) + len(val_samples),
             "train_questions": len(train_samples),
@@ -333,13 +343,15 @@ def _train_locked(cfg: TrainJobConfig, callbacks: Sequence[Any]) -> dict[str, An
 
 
 def _training_graphs(cfg: TrainJobConfig) -> tuple[list[Sample], list[Sample], TrainingGraphs, TextEncoder]:
-    """The training and validation questions (without subgraphs, on the driver) and their graphs, built by
-    Ray Data from the files (:mod:`rg.training.graph_stream`), with the encoder that embedded their strings.
+    """The training and validation questions and their graphs, with the encoder that embedded their strings:
+    built by Ray Data from the files, the questions read without subgraphs (:mod:`rg.training.graph_stream`), or
+    with ``examples_on`` resolving to ``driver``, built here from the questions with their subgraphs.
 
     Raises:
         ValueError: a side is empty, or fewer usable training questions than workers.
     """
-    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=False)
+    held = examples_on(cfg.examples_on, cfg.input) == "driver"
+    sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit, graph=held)
     train_samples, val_samples = sides["train"], sides["val"]
     if not train_samples or not val_samples:
         raise ValueError(
@@ -348,8 +360,13 @@ def _training_graphs(cfg: TrainJobConfig) -> tuple[list[Sample], list[Sample], T
         )
     encoder = TextEncoder(cfg.encoder)
     sides = {"train": [s.id for s in train_samples], "val": [s.id for s in val_samples]}
-    labels = labels_path(cfg.labels, cfg.input, sides, cfg.output_dir)
-    graphs = stream_training_graphs(cfg.input, train_samples, val_samples, labels, encoder, cfg.train.skip_unlabelled)
+    held_samples = [*train_samples, *val_samples] if held else None
+    labels = labels_path(cfg.labels, cfg.input, sides, cfg.output_dir, samples=held_samples)
+    if held:
+        graphs = held_training_graphs(train_samples, val_samples, labels, encoder, cfg.train.skip_unlabelled)
+    else:
+        graphs = stream_training_graphs(cfg.input, train_samples, val_samples, labels, encoder,
+                                        cfg.train.skip_unlabelled)
     if graphs.train_usable < cfg.num_workers:
         raise ValueError(
             f"only {graphs.train_usable} usable training question(s) for {cfg.num_workers} workers; "

@@ -30,6 +30,10 @@ worker and leave the driver without the counts it checks before training.
 What stays on the driver is small: the questions without their subgraphs (id, text, answers,
 topics; read with ``graph=False``), the vocabularies and the tables. No supervision is computed
 here: a question's labels are what its row says.
+
+For inputs small enough to hold (``examples_on: driver``, or ``auto`` under a few MB: the demo's 0.6 MB),
+:func:`held_training_graphs` builds the same tables and graphs from whole samples in the driver and hands them
+to ``ray.data.from_items``: four Ray Data passes (two scans, two graph passes) cost more there than the work.
 """
 
 from __future__ import annotations
@@ -43,7 +47,16 @@ from rg.data.labels import label_ids, labels_by_id
 from rg.data.sample import Sample
 from rg.data.streaming import batch_samples, in_order, read_side
 from rg.retrievers.graphs import EmbeddingTables, QuestionGraph
-from rg.retrievers.inputs import Encoder, TextIndex, Vocabulary, question_graph, require_labels, sample_names
+from rg.retrievers.inputs import (
+    Encoder,
+    TextIndex,
+    Vocabulary,
+    build_tables,
+    question_graph,
+    question_graphs,
+    require_labels,
+    sample_names,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -120,6 +133,34 @@ def stream_training_graphs(
                        setup="per_batch")
     train_ds, val_ds = train_ds.materialize(), val_ds.materialize()
     return TrainingGraphs(train=train_ds, val=val_ds, train_usable=train_ds.count(), tables=tables, index=index)
+
+
+def held_training_graphs(
+    train: Sequence[Sample],
+    val: Sequence[Sample],
+    labels: str,
+    encoder: Encoder,
+    skip_unlabelled: bool,
+) -> TrainingGraphs:
+    """What :func:`stream_training_graphs` returns, built in this process from samples that hold their subgraphs.
+
+    For small local inputs (``examples_on: driver``): the tables of :func:`rg.retrievers.inputs.build_tables`
+    over the same questions in the same order, the graphs of :func:`rg.retrievers.inputs.question_graphs`, and
+    the training side filtered by :func:`trainable`, handed to ``ray.data.from_items`` without a Ray Data pass.
+
+    Raises:
+        KeyError: if the labels lack a question (before any graph is built).
+    """
+    import ray.data
+
+    samples = [*train, *val]
+    rows = labels_by_id(labels, {s.id for s in samples})
+    require_labels([s.id for s in samples], rows)
+    tables, index = build_tables(samples, encoder)
+    usable = [pickle.dumps(g) for g in question_graphs(train, index, rows) if trainable(g, skip_unlabelled)]
+    train_ds = ray.data.from_items([{"graph": g} for g in usable]).materialize()
+    val_ds = ray.data.from_items([{"graph": pickle.dumps(g)} for g in question_graphs(val, index, rows)]).materialize()
+    return TrainingGraphs(train=train_ds, val=val_ds, train_usable=len(usable), tables=tables, index=index)
 
 
 def iter_graphs(ds: "ray.data.Dataset") -> Iterator[QuestionGraph]:
