@@ -146,7 +146,9 @@ def held_training_graphs(
 
     For small local inputs (``examples_on: driver``): the tables of :func:`rg.retrievers.inputs.build_tables`
     over the same questions in the same order, the graphs of :func:`rg.retrievers.inputs.question_graphs`, and
-    the training side filtered by :func:`trainable`, handed to ``ray.data.from_items`` without a Ray Data pass.
+    the training side filtered by :func:`trainable`, handed to ``ray.data.from_items`` without a Ray Data pass,
+    each side as one block, as the stream materialises a small input: ``get_dataset_shard`` then gives every
+    worker the same rows, and training takes the same steps.
 
     Raises:
         KeyError: if the labels lack a question (before any graph is built).
@@ -158,8 +160,9 @@ def held_training_graphs(
     require_labels([s.id for s in samples], rows)
     tables, index = build_tables(samples, encoder)
     usable = [pickle.dumps(g) for g in question_graphs(train, index, rows) if trainable(g, skip_unlabelled)]
-    train_ds = ray.data.from_items([{"graph": g} for g in usable]).materialize()
-    val_ds = ray.data.from_items([{"graph": pickle.dumps(g)} for g in question_graphs(val, index, rows)]).materialize()
+    train_ds = ray.data.from_items([{"graph": g} for g in usable], override_num_blocks=1).materialize()
+    val_ds = ray.data.from_items([{"graph": pickle.dumps(g)} for g in question_graphs(val, index, rows)],
+                                 override_num_blocks=1).materialize()
     return TrainingGraphs(train=train_ds, val=val_ds, train_usable=len(usable), tables=tables, index=index)
 
 
