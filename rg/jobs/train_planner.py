@@ -338,7 +338,7 @@ def _driver_input(cfg: PlannerTrainConfig) -> _TrainInput:
     evaluation = None if cfg.evaluation.side is None else (by_side[cfg.evaluation.side], labels)
     return _TrainInput(
         planner,
-        # one block per side, as the stream materialises a small input: the workers' shards are the same
+        # one block per side, the stream's layout for an input one task reads (the demo's): the same shards
         ray.data.from_items([{"example": pickle.dumps(e)} for e in train_examples], override_num_blocks=1),
         ray.data.from_items([{"example": pickle.dumps(e)} for e in val_examples], override_num_blocks=1),
         len(train_samples), len(val_samples), len(train_examples), len(val_examples), train_stats, val_stats,

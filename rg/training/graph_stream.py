@@ -147,8 +147,9 @@ def held_training_graphs(
     For small local inputs (``examples_on: driver``): the tables of :func:`rg.retrievers.inputs.build_tables`
     over the same questions in the same order, the graphs of :func:`rg.retrievers.inputs.question_graphs`, and
     the training side filtered by :func:`trainable`, handed to ``ray.data.from_items`` without a Ray Data pass,
-    each side as one block, as the stream materialises a small input: ``get_dataset_shard`` then gives every
-    worker the same rows, and training takes the same steps.
+    each side as one block. That is the layout the stream gives an input read by one task, such as the demo's:
+    there ``get_dataset_shard`` gives every worker the same rows both ways, and training takes the same steps
+    (with many blocks the workers' shards, and so the DDP steps, would differ).
 
     Raises:
         KeyError: if the labels lack a question (before any graph is built).
