@@ -124,6 +124,7 @@ def test_streamed_and_held_graphs_equal_the_driver_built_ones(ray_local, two_inp
 
     # and the small-input path (examples_on: driver): the same from the whole samples, without a Ray Data pass
     held = held_training_graphs(train, val, str(tmp_path / "labels"), HashEncoder(dim=4), True)
+    assert held.train.num_blocks() == held.val.num_blocks() == 1  # the layout a one-task stream gives
 
     for built in (streamed, held):
         assert built.index == index
