@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import machine
-from bench.serve import free_port
+from rg.run.ports import free_port
 from rg.kgedits import read_log
 from tests.scripted_server import Respond, Script, ScriptedServer
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
-import socket
 import statistics
 import time
 import urllib.request
@@ -29,16 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import RunRecord, write_report
+from rg.run.ports import free_port
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "models.json"
 TOPICS = ("rivers", "the moon", "bread", "trains", "owls", "glass", "chess", "rain", "copper", "tea",
           "maps", "bees", "clocks", "salt", "kites", "snow")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _post(url: str, body: dict[str, Any]) -> tuple[float, int]:
@@ -100,7 +94,7 @@ class ServerPair:
         self.owns_ray = not ray.is_initialized()
         if self.owns_ray:
             ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-        self.port = _free_port()
+        self.port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": self.port})
         serve.run_many([serve.RunTarget(build_app({
             "base": "smollm2-135m", "max_batch_size": 8 if label == "batched" else 1, "max_ongoing_requests": 16,

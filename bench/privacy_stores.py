@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rg.jobs.load_kg import LoadKGConfig, load_kg
     from rg.stores.ntriples import entity_ids
     from rg.graph import KnowledgeGraph
-    from bench.serve import free_port
+    from rg.run.ports import free_port, free_ports
 
     data = generate(SyntheticConfig(seed=0, questions=200))
     questions = [q.question for q in data.questions[:n]]
@@ -177,9 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     result: dict[str, Any] = {"machine_before": before, "questions": n}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        http_port, isql_port = free_ports(2)
         cfg = LoadKGConfig(output_dir=str(folder / "kg"), synthetic=SyntheticConfig(seed=0), graph=GRAPH,
-                           virtuoso={"data_dir": str(folder / "virtuoso"), "http_port": free_port(),
-                                     "isql_port": free_port()})
+                           virtuoso={"data_dir": str(folder / "virtuoso"), "http_port": http_port,
+                                     "isql_port": isql_port})
         report = load_kg(cfg)
         from rg.stores.virtuoso import VirtuosoServer
 

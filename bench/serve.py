@@ -44,7 +44,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import threading
 import time
 from pathlib import Path
@@ -54,6 +53,7 @@ import aiohttp
 
 from bench.machine import RunRecord, write_report
 from rg.data.synthetic import SyntheticConfig, generate
+from rg.run.ports import free_port
 from tests.scripted_server import Respond, Script, ScriptedServer
 
 HAND = {"min_replicas": 1, "max_replicas": 3, "target_ongoing_requests": 1, "max_ongoing_requests": 2,
@@ -73,12 +73,6 @@ def scripted_brain(body: dict[str, Any]) -> str:
         return json.dumps({"sub_questions": [shown["question"]], "depth": 1,
                            "indicators": [{"text": "TE_1 -[link]-> ANSWER", "relations": [], "depth": 1}]})
     return json.dumps({"ids": [c["id"] for c in shown["candidates"]][: shown["keep"]]})
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def app_args(brain_url: str, questions: int) -> dict[str, Any]:

@@ -68,7 +68,7 @@ def served(config: Path) -> Iterator[str]:
     import yaml
     from ray import serve
 
-    from bench.serve import free_port
+    from rg.run.ports import free_port
     from serve.app import build_app
 
     [app] = yaml.safe_load(config.read_text())["applications"]

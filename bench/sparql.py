@@ -43,19 +43,12 @@ from rg.stores.sparql import SparqlStore
 from rg.stores.virtuoso import VirtuosoServer
 from rg.supervision.answer_paths import score_relation_paths
 from rg.supervision.store_paths import score_store_paths
+from rg.run.ports import free_ports
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sparql.json"
 CAP = 5000
 GRAPH = "http://rg.bench/metaqa"
 MAX_ANSWERS = 3
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sample_cases(kg: KnowledgeGraph, ids: list[str], n: int, seed: int) -> dict[int, list[SearchCase]]:
@@ -111,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mem = MemoryStore(relabel(kg, entity_ids(kg)))
     cases = sample_cases(kg, ids, n, args.seed)
     with tempfile.TemporaryDirectory(prefix="rg-bench-sparql-") as tmp:
-        server = VirtuosoServer(Path(tmp) / "db", free_port(), free_port())
+        server = VirtuosoServer(Path(tmp) / "db", *free_ports(2))
         t0 = time.perf_counter()
         server.start(timeout=120)
         start_s = time.perf_counter() - t0

@@ -90,11 +90,11 @@ def virtuoso(tmp_path_factory):
     import shutil
 
     from rg.stores.virtuoso import PACKAGE, SERVER_BINARY, VirtuosoServer
-    from tests.stores_virtuoso import free_port
+    from rg.run.ports import free_ports
 
     if shutil.which(SERVER_BINARY) is None:
         pytest.skip(f"{SERVER_BINARY} not installed: apt-get install -y {PACKAGE}")
-    server = VirtuosoServer(tmp_path_factory.mktemp("virtuoso"), free_port(), free_port())
+    server = VirtuosoServer(tmp_path_factory.mktemp("virtuoso"), *free_ports(2))
     server.start(timeout=120)
     yield server
     assert server.stop(), "the session's Virtuoso was not running at teardown"

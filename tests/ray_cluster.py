@@ -1,4 +1,4 @@
-"""Helpers of the tests that run rg on Ray clusters of their own: free ports, a `ray start --head`
+"""Helpers of the tests that run rg on Ray clusters of their own: a `ray start --head`
 node stopped by its PID, polling Ray Train's registered checkpoints, waiting for a submitted job."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,16 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct TCP ports on 127.0.0.1 that nothing listens on right now."""
-    sockets = [socket.socket() for _ in range(n)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
+from rg.run.ports import free_ports
 
 
 def short_temp_dir(name: str) -> Path:

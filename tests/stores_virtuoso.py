@@ -1,8 +1,7 @@
-"""Helpers for the store tests: free ports and loading a graph into a running Virtuoso."""
+"""Helpers for the store tests: loading a graph into a running Virtuoso."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from rg.graph import KnowledgeGraph
@@ -10,13 +9,6 @@ from rg.stores.config import SparqlStoreConfig
 from rg.stores.ntriples import write_ntriples
 from rg.stores.sparql import SparqlStore
 from rg.stores.virtuoso import VirtuosoServer
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def load_graph(server: VirtuosoServer, kg: KnowledgeGraph, graph: str, folder: Path, aliases=None,

@@ -27,7 +27,8 @@ from rg.graph import KnowledgeGraph
 from rg.stores.base import StoreError
 from rg.stores.memory import MemoryStore
 from rg.stores.ntriples import entity_ids, relabel
-from tests.stores_virtuoso import free_port, load_graph
+from rg.run.ports import free_port, free_ports
+from tests.stores_virtuoso import load_graph
 
 TRIPLES = [("Film A", "directed_by", "Ann Lee"), ("Film A", "starred_actors", "Bo Chen"),
            ("Film B", "starred_actors", "Bo Chen"), ("Film B", "release_year", "1999"),
@@ -184,7 +185,7 @@ def test_virtuoso_stopped_mid_build_then_restarted_loses_and_doubles_nothing(ray
     if shutil.which(SERVER_BINARY) is None:
         pytest.skip(f"{SERVER_BINARY} not installed: apt-get install -y virtuoso-opensource")
     kg, kb, questions = _dataset(tmp_path, 200)
-    server = VirtuosoServer(tmp_path / "db", free_port(), free_port())
+    server = VirtuosoServer(tmp_path / "db", *free_ports(2))
     server.start(timeout=120)
     try:
         store = load_graph(server, kg, "http://rg.test/fault", tmp_path, max_retries=2, backoff_s=0.05, timeout_s=5)

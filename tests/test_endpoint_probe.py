@@ -17,7 +17,8 @@ from rg.llm.probe import EndpointDownError, probe_endpoint
 from rg.jobs import refine as refine_module
 from rg.data.labels import read_labels
 from tests.scripted_server import Reply, Script, ScriptedServer, Status
-from tests.test_refine_reruns import free_port, llm_config, samples_file, write_yaml  # noqa: F401 — fixture
+from rg.run.ports import free_port
+from tests.test_refine_reruns import llm_config, samples_file, write_yaml  # noqa: F401 — fixture
 
 DOWN = Script.always(Reply("ans: Path 1"), models=Status(503, message="upstream down"))
 UP = Script.always(Reply("ans: Path 1"))

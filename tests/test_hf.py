@@ -8,12 +8,7 @@ import time
 import pytest
 
 from rg.data.hf import HubUnavailableError, check_hub_reachable, load_hf_rog, probe_endpoint
-
-
-def _closed_local_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from rg.run.ports import free_port
 
 
 @pytest.fixture
@@ -41,7 +36,7 @@ def test_load_hf_rog_rejects_unknown_name() -> None:
 
 def test_check_hub_reachable_uses_configured_endpoint(hub_env) -> None:
     constants = pytest.importorskip("huggingface_hub.constants")
-    endpoint = f"http://127.0.0.1:{_closed_local_port()}"
+    endpoint = f"http://127.0.0.1:{free_port()}"
     hub_env.setattr(constants, "ENDPOINT", endpoint)
     start = time.monotonic()
     with pytest.raises(HubUnavailableError, match=f"{endpoint}.*read_rog"):
@@ -56,5 +51,5 @@ def test_probe_endpoint_local_server(hub_env) -> None:
         port = server.getsockname()[1]
         assert probe_endpoint(f"http://127.0.0.1:{port}", timeout=1.0) is None
         assert check_hub_reachable(f"http://127.0.0.1:{port}", timeout=1.0).endswith(str(port))
-    assert "cannot connect" in probe_endpoint(f"http://127.0.0.1:{_closed_local_port()}", 1.0)
+    assert "cannot connect" in probe_endpoint(f"http://127.0.0.1:{free_port()}", 1.0)
     assert "not an http(s) URL" in probe_endpoint("ftp://example", 1.0)

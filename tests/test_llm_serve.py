@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import socket
 import urllib.error
 import urllib.request
 from email.message import Message
@@ -21,15 +20,10 @@ from rg.models import REGISTRY, LocalChatModel, ModelNotAvailableError
 from rg.reasoning import NO_ANSWER_LINE, LLMReader, LLMReaderConfig
 from rg.supervision.llm_selector import LLMPathSelector, LLMSelectorConfig
 from rg.supervision.refine import refine_sample
+from rg.run.ports import free_port
 
 SERVER = {"base": "smollm2-135m", "max_batch_size": 2, "max_ongoing_requests": 2, "max_queued_requests": 2,
           "retry_after_s": 2, "max_tokens_limit": 64, "default_max_tokens": 16}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

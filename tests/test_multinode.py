@@ -31,8 +31,9 @@ from rg.retrievers.registry import load_retriever
 from rg.jobs.refine import RefineConfig, refine
 from rg.data.labels import read_labels
 from rg.jobs.harness import REPORT_FILE
+from rg.run.ports import free_ports
 from tests.conftest import start_local_ray
-from tests.ray_cluster import free_ports, registered_epoch, short_temp_dir
+from tests.ray_cluster import registered_epoch, short_temp_dir
 from tests.test_refine_job import samples_file  # noqa: F401 — fixture: 40 synthetic questions with subgraphs
 from tests.test_training_ray import encoder_cache  # noqa: F401 — fixture
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from rg.llm.journal import read_journal
 from rg.jobs import refine as refine_module
 from rg.jobs.refine import JOURNAL_FILE, RefineConfig, refine
 from rg.data.labels import read_labels
+from rg.run.ports import free_port
 from tests.scripted_server import Reply, Respond, Script, ScriptedServer, Status
 from tests.synthetic_data import write_synthetic_parquet
 
@@ -71,12 +71,6 @@ def test_transient_fallbacks_are_asked_again_and_counted(ray_local, samples_file
     assert "llm_server_error" not in second["fallback_reasons"]
     assert second["llm_usage_all_runs"]["total"]["calls"] == len(srv.chat_requests)
     assert second["llm_calls_not_written"] == 0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_endpoint_that_never_answers_stops_before_any_batch(ray_local, samples_file, tmp_path, capsys, job_line):

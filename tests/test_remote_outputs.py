@@ -259,12 +259,12 @@ def s3_server(tmp_path, monkeypatch):
     import shutil
     import socket
 
+    from rg.run.ports import free_port
+
     server = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
     if server is None:
         pytest.skip("moto_server not installed: pip install 'moto[server]' (in the `test` extra)")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:

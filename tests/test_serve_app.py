@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 from rg.config import ConfigError
+from rg.run.ports import free_port
 from tests.dualtower_world import TRIPLES, schema
 from tests.scripted_server import Respond, Script, ScriptedServer
 from tests.test_dualtower_wire import RAW_ENTITIES, leaks, payload_of
@@ -42,12 +42,6 @@ def reading_brain(body: dict) -> str:
     wanted = re.findall(r"\[([^\]]+)\]", shown["indicator"])
     ids = [c["id"] for c in shown["candidates"] if [list(b) for b in c["branches"]] == [wanted]]
     return json.dumps({"ids": (ids or [c["id"] for c in shown["candidates"]])[: shown["keep"]]})
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def app_config(folder: Path, brain_url: str, **overrides) -> dict:

@@ -46,7 +46,7 @@ from tests.test_dualtower_modes import (
     controller,
     kinds,
 )
-from tests.test_serve_app import free_port
+from rg.run.ports import free_port
 
 
 @pytest.fixture(scope="module")

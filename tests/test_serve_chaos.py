@@ -144,7 +144,8 @@ def test_killing_the_hand_under_load_loses_nothing_and_service_recovers(ray_loca
 
     from tests.scripted_server import Respond, Script, ScriptedServer
     from serve.app import ATTEMPTS_HEADER, build_app
-    from tests.test_serve_app import Http, app_config, free_port, reading_brain
+    from rg.run.ports import free_port
+    from tests.test_serve_app import Http, app_config, reading_brain
 
     question = {"question": "who directed Casino", "topics": ["Casino"]}
     with ScriptedServer(Script.always(Respond(reading_brain), latency_s=1.0)) as brain:

@@ -17,7 +17,8 @@ import time
 import pytest
 
 from tests.scripted_server import Respond, Script, ScriptedServer
-from tests.test_serve_app import Http, app_config, free_port, reading_brain
+from rg.run.ports import free_port
+from tests.test_serve_app import Http, app_config, reading_brain
 
 pytestmark = pytest.mark.slow  # starts its own Serve app (five deployments: minutes on the shared 2-core machine)
 

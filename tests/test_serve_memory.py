@@ -17,7 +17,8 @@ from rg.config import ConfigError
 from rg.memory.keys import new_key_hex
 from rg.reasoning.dualtower.memory import MemoryUnavailable, settle
 from tests.scripted_server import Respond, Script, ScriptedServer
-from tests.test_serve_app import Http, app_config, free_port, reading_brain
+from rg.run.ports import free_port
+from tests.test_serve_app import Http, app_config, reading_brain
 
 APP = "mem"
 

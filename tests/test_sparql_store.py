@@ -22,7 +22,8 @@ from rg.stores.memory import MemoryStore
 from rg.stores.ntriples import entity_ids, relabel
 from rg.stores.sparql import SparqlStore, StoreError
 from rg.stores.sparql_text import decode_local, encode_local, iri, literal
-from tests.stores_virtuoso import free_port, load_graph
+from rg.run.ports import free_ports
+from tests.stores_virtuoso import load_graph
 
 TINY = [("a", "r", "b"), ("b", "s", "c"), ("a", "q", "c"), ("c", "r", "a"), ("a", "r", "d"), ("d", "s", "c"),
         ("c", "t", "e")]
@@ -190,7 +191,7 @@ def test_a_stopped_server_gives_a_recorded_reason(tmp_path):
 
     if shutil.which(SERVER_BINARY) is None:
         pytest.skip("virtuoso-t not installed: apt-get install -y virtuoso-opensource")
-    server = VirtuosoServer(tmp_path / "db", free_port(), free_port())
+    server = VirtuosoServer(tmp_path / "db", *free_ports(2))
     pid = server.start(timeout=120)
     assert server.pid() == pid
     store = load_graph(server, KnowledgeGraph.from_triples(TINY), "http://rg.test/stop", tmp_path,

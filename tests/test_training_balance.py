@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from rg.retrievers.graphs import QuestionGraph
 from rg.training import TrainConfig, make_batches
 from rg.training.balance import balanced_groups, best_swap, swap_plan
 from rg.training.shards import balance_shards
+from rg.run.ports import free_port
 
 
 def test_best_swap_picks_the_pair_that_evens_the_totals() -> None:
@@ -92,12 +92,6 @@ def test_the_old_batch_by_size_key_names_its_replacement() -> None:
     assert TrainConfig(batching="balanced").batching == "balanced"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _balance_worker(rank: int, port: int, shards: list[list[int]], out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=len(shards))
@@ -111,7 +105,7 @@ def _balance_worker(rank: int, port: int, shards: list[list[int]], out: str) -> 
 
 def test_balance_shards_swaps_items_between_two_processes(tmp_path: Path) -> None:
     shards = [[50, 40, 3, 2, 1], [5, 5, 4, 4, 4]]  # totals 96 and 22
-    mp.spawn(_balance_worker, args=(_free_port(), shards, str(tmp_path)), nprocs=2)
+    mp.spawn(_balance_worker, args=(free_port(), shards, str(tmp_path)), nprocs=2)
     after = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in range(2)]
     before = [f"w{r}-{i}:{s}" for r in range(2) for i, s in enumerate(shards[r])]
     assert sorted(after[0] + after[1]) == sorted(before)  # nothing lost or duplicated
