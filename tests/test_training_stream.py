@@ -15,6 +15,7 @@ from rg.retrievers.graphs import QuestionGraph
 from rg.retrievers.inputs import build_tables, question_graphs
 from rg.supervision.labels import VOTED_SELECTOR, LabelConfig
 from rg.training.graph_stream import held_training_graphs, iter_graphs, stream_training_graphs, trainable
+from rg.training.shards import HeldRows, shard_rows, worker_share
 from tests.synthetic_data import HashEncoder, write_synthetic_parquet
 
 
@@ -124,7 +125,8 @@ def test_streamed_and_held_graphs_equal_the_driver_built_ones(ray_local, two_inp
 
     # and the small-input path (examples_on: driver): the same from the whole samples, without a Ray Data pass
     held = held_training_graphs(train, val, str(tmp_path / "labels"), HashEncoder(dim=4), True)
-    assert held.train.num_blocks() == held.val.num_blocks() == 1  # the layout a one-task stream gives
+    assert isinstance(held.train, HeldRows) and isinstance(held.val, HeldRows)
+    assert streamed.train.num_blocks() == streamed.val.num_blocks() == 1  # the layout HeldRows' shares follow
 
     for built in (streamed, held):
         assert built.index == index
@@ -136,7 +138,7 @@ def test_streamed_and_held_graphs_equal_the_driver_built_ones(ray_local, two_inp
         assert [g.id for g in got_val] == [g.id for g in val_graphs]
         assert all(_same_graph(a, b) for a, b in zip(got_train, train_graphs))
         assert all(_same_graph(a, b) for a, b in zip(got_val, val_graphs))
-        assert built.train.columns() == ["graph"]
+    assert streamed.train.columns() == ["graph"] and list(held.train.all_rows()[0]) == ["graph"]
 
 
 def test_missing_labels_fail_on_the_driver_before_any_graph(ray_local, two_inputs, tmp_path):
@@ -159,3 +161,33 @@ def test_a_duplicate_id_across_inputs_is_refused(ray_local, two_inputs, tmp_path
     again = [inputs[0], inputs[0]]  # every question twice in the files the graphs are read from
     with pytest.raises(ValueError, match="occurs twice"):
         stream_training_graphs(again, light["train"], light["val"], str(tmp_path / "labels"), HashEncoder(dim=4), True)
+
+
+def test_held_rows_give_each_worker_what_a_one_block_dataset_gives(ray_local, tmp_path):
+    import json
+    import pickle
+
+    import ray.data
+
+    from rg.jobs.harness import TrainRunConfig, fit_run
+
+    def shares_loop(config: dict) -> None:  # defined here: Ray pickles it by value (workers cannot import tests)
+        """Ray Train worker: write what this rank reads of each side, through Ray Data and through HeldRows."""
+        import ray.train
+
+        rank = ray.train.get_context().get_world_rank()
+        got = {name: shard_rows(config, name, "n") for name in ("data_split", "held_split", "data_whole", "held_whole")}
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(got))
+
+    rows = [{"n": pickle.dumps(i)} for i in range(11)]  # odd: equal shares leave the last row to no worker
+    one_block = ray.data.from_items(rows, override_num_blocks=1).materialize()
+    cfg = TrainRunConfig(num_workers=2, run_name="shares", output_dir=str(tmp_path / "out"))
+    datasets = {"data_split": one_block, "held_split": HeldRows.put(rows),
+                "data_whole": one_block, "held_whole": HeldRows.put(rows)}
+    fit_run(cfg, shares_loop, {}, storage=str(tmp_path / "runs"), datasets=datasets,
+            metric="none", split=("data_split", "held_split"))
+    got = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert got[0]["data_split"] == list(range(5)) and got[1]["data_split"] == list(range(5, 10))
+    for rank in (0, 1):
+        assert got[rank]["held_split"] == got[rank]["data_split"] == worker_share(list(range(11)), rank, 2)
+        assert got[rank]["held_whole"] == got[rank]["data_whole"] == list(range(11))

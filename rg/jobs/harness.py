@@ -39,7 +39,7 @@ from rg.run.guard import check_run_config
 from rg.run.paths import resolve_data_path
 from rg.runtime import RayConfig
 from rg.train_progress import DriverBar
-from rg.training.shards import with_worker_group
+from rg.training.shards import HELD_ROWS_KEY, HeldRows, with_worker_group
 from rg.training.strategy import DeepSpeedSettings, deepspeed_engine, load_engine_config
 
 if TYPE_CHECKING:
@@ -194,13 +194,20 @@ def fit_run(cfg: TrainRunConfig, loop: Callable[[dict[str, Any]], None], loop_co
             board: Any = None) -> "Result":
     """Run ``loop`` on ``cfg.num_workers`` Ray Train workers over ``datasets`` (those in ``split`` sharded),
     keeping ``cfg.keep_checkpoints`` checkpoints by ``metric`` (higher is better); with a step ``board`` the
-    driver draws each epoch's steps."""
+    driver draws each epoch's steps.
+
+    A side may be a Ray Data dataset or :class:`~rg.training.shards.HeldRows`; held sides reach the loop in its
+    config (under ``HELD_ROWS_KEY``), and :func:`~rg.training.shards.shard_rows` reads either.
+    """
     import ray.train
     from ray.train.torch import TorchTrainer
 
+    held = {name: {"rows": rows, "split": name in split} for name, rows in datasets.items()
+            if isinstance(rows, HeldRows)}
+    datasets = {name: ds for name, ds in datasets.items() if not isinstance(ds, HeldRows)}
     trainer = TorchTrainer(
         loop,
-        train_loop_config=loop_config,
+        train_loop_config={**loop_config, HELD_ROWS_KEY: held} if held else loop_config,
         scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu,
                                                resources_per_worker=dict(resources_per_worker or {}) or None),
         run_config=ray.train.RunConfig(
@@ -211,8 +218,8 @@ def fit_run(cfg: TrainRunConfig, loop: Callable[[dict[str, Any]], None], loop_co
             failure_config=ray.train.FailureConfig(max_failures=cfg.max_failures),
             callbacks=list(callbacks),
         ),
-        datasets=dict(datasets),
-        dataset_config=ray.train.DataConfig(datasets_to_split=list(split)),
+        datasets=datasets,
+        dataset_config=ray.train.DataConfig(datasets_to_split=[name for name in split if name in datasets]),
     )
     with DriverBar(board) if board is not None else nullcontext():
         return trainer.fit()

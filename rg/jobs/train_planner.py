@@ -10,8 +10,8 @@ on the training questions, base model, untrained LoRA adapter — and ships it t
 the bytes of a checkpoint folder; Ray Data tokenises the examples into the object store, and the
 trainer hands them to the workers as Ray Datasets. (``examples_on: driver`` is the former path,
 kept as the baseline of ``bench.driver_memory`` and of the equivalence tests: every sample with
-its subgraph on the driver, examples built there and handed to ``ray.data.from_items``.) Each worker trains its shard of
-the training examples under DDP (gloo on CPU) with the shared loop
+its subgraph on the driver, examples built there and handed to the workers through the object store.)
+Each worker trains its shard of the training examples under DDP (gloo on CPU) with the shared loop
 :func:`rg.training.planner_loop.fit_planner`, evaluates the whole validation set and reports
 each epoch; rank 0 attaches a checkpoint in the harness's layout (:mod:`rg.jobs.harness`): the planner
 in ``model/`` (adapter via peft ``save_pretrained``, tokenizer, model config, prompt template id; a tiny
@@ -68,7 +68,7 @@ from rg.data.labels import Labels, labels_by_id
 from rg.evaluation.references import reference_paths
 from rg.supervision.labels import LabelConfig
 from rg.train_progress import posting_progress, step_board
-from rg.training.shards import equal_steps, shard_rows
+from rg.training.shards import HeldRows, equal_steps, shard_rows
 from rg.training.planner_data import (
     PlanTarget,
     TargetStats,
@@ -153,7 +153,7 @@ class PlannerTrainConfig(TrainRunConfig):
         "ray_data",
         description="Where the targets and examples are built: 'ray_data' streams the input files through Ray Data "
         "and keeps only vocabulary, prompts and counts on the driver; 'driver' is the former path (every sample with "
-        "its subgraph read on the driver, examples handed to ray.data.from_items), kept as the baseline of "
+        "its subgraph read on the driver, examples handed to the workers through the object store), kept as the baseline of "
         "bench.driver_memory. Both give the same examples. 'auto': 'driver' for local inputs of at most "
         f"{AUTO_DRIVER_MB:g} MB (no Ray Data pass to start), else 'ray_data'.",
     )
@@ -193,8 +193,8 @@ def planner_loop_per_worker(config: dict[str, Any]) -> None:
 
     fit_cfg = PlannerFitConfig.model_validate(config["train"])
     meta = CheckpointMeta.model_validate(config["meta"])
-    train = equal_steps(shard_rows("train", "example"))
-    val = shard_rows("val", "example")
+    train = equal_steps(shard_rows(config, "train", "example"))
+    val = shard_rows(config, "val", "example")
 
     resumed = resume(lambda folder: PlannerModel.load(folder, trainable=True))
     planner = resumed.model
@@ -238,7 +238,7 @@ class _TrainInput:
     """What :func:`train_planner` trains on, from either path of ``examples_on``."""
 
     planner: PlannerModel
-    train: Any  # ray.data.Dataset of pickled examples ("example" column)
+    train: Any  # ray.data.Dataset or HeldRows of pickled examples ("example" column)
     val: Any
     train_questions: int
     val_questions: int
@@ -304,9 +304,8 @@ def _streamed_input(cfg: PlannerTrainConfig) -> _TrainInput:
 
 
 def _driver_input(cfg: PlannerTrainConfig) -> _TrainInput:
-    """The former path (``examples_on: driver``): every sample with its subgraph on the driver, then ``from_items``."""
-    import ray.data
-
+    """The former path (``examples_on: driver``): every sample with its subgraph on the driver, the examples
+    handed to the workers as :class:`~rg.training.shards.HeldRows`."""
     sides = ("train", "val") + (("test",) if cfg.evaluation.side == "test" else ())
     by_side = load_split_samples(cfg.input, cfg.split, sides, cfg.limit)
     train_samples, val_samples = by_side["train"], by_side["val"]
@@ -338,9 +337,9 @@ def _driver_input(cfg: PlannerTrainConfig) -> _TrainInput:
     evaluation = None if cfg.evaluation.side is None else (by_side[cfg.evaluation.side], labels)
     return _TrainInput(
         planner,
-        # one block per side, the stream's layout for an input one task reads (the demo's): the same shards
-        ray.data.from_items([{"example": pickle.dumps(e)} for e in train_examples], override_num_blocks=1),
-        ray.data.from_items([{"example": pickle.dumps(e)} for e in val_examples], override_num_blocks=1),
+        # the shards of one block per side, the stream's layout for an input one task reads (the demo's)
+        HeldRows.put([{"example": pickle.dumps(e)} for e in train_examples]),
+        HeldRows.put([{"example": pickle.dumps(e)} for e in val_examples]),
         len(train_samples), len(val_samples), len(train_examples), len(val_examples), train_stats, val_stats,
         evaluation,
     )

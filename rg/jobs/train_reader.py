@@ -9,8 +9,8 @@ the object store before training (for the reasons :mod:`rg.training.graph_stream
 handed to the workers as Ray Datasets (gold answers go only into the training targets and the
 validation metric). ``examples_on: driver`` is the former path, kept as the baseline of
 ``bench.driver_memory`` and of the equivalence tests: every sample with its subgraph scored on
-the driver and handed to ``ray.data.from_items``. Each worker loads the base model from the registry, adds the LoRA adapter, trains its
-shard of the examples under DDP (gloo on CPU), reads its shard of the validation questions with
+the driver and handed to the workers through the object store. Each worker loads the base model from
+the registry, adds the LoRA adapter, trains its shard of the examples under DDP (gloo on CPU), reads its shard of the validation questions with
 the constrained decoder, and the Hits@1 counts are summed across workers; rank 0 checkpoints
 the reader (``model/``), the optimizer state, the epoch and the history each epoch in the harness's layout
 (:mod:`rg.jobs.harness`). A resubmitted run
@@ -63,7 +63,7 @@ from rg.training.reader_loop import (
     reader_examples,
 )
 from rg.train_progress import posting_progress, step_board
-from rg.training.shards import equal_steps, shard_rows
+from rg.training.shards import HeldRows, equal_steps, shard_rows
 from rg.training.strategy import check_strategy
 from rg.jobs.harness import EpochReporter, TrainRunConfig, best_of, distribute, fit_run, numeric, resume, start_run, write_report
 
@@ -106,7 +106,7 @@ class ReaderTrainConfig(TrainRunConfig):
         "ray_data",
         description="Where evidence and examples are built: 'ray_data' streams the input files through Ray Data "
         "actors (the driver keeps the questions without subgraphs and counts); 'driver' is the former path (every "
-        "sample with its subgraph scored on the driver, examples handed to ray.data.from_items), kept as the "
+        "sample with its subgraph scored on the driver, examples handed to the workers through the object store), kept as the "
         "baseline of bench.driver_memory. Both give the same examples. 'auto': 'driver' for local inputs of at most "
         f"{AUTO_DRIVER_MB:g} MB (no Ray Data pass to start), else 'ray_data'.",
     )
@@ -147,8 +147,8 @@ def reader_loop_per_worker(config: dict[str, Any]) -> None:
     fit_cfg = ReaderFitConfig.model_validate(config["train"])
     lora = ReaderLora.model_validate(config["lora"])
     torch.set_num_threads(max(1, int(config["cpus_per_worker"])))
-    train = equal_steps(shard_rows("train", "example"))
-    val = shard_rows("val", "item") if config["validate"] else []
+    train = equal_steps(shard_rows(config, "train", "example"))
+    val = shard_rows(config, "val", "item") if config["validate"] else []
     torch.manual_seed(fit_cfg.seed)
     model, tokenizer = lora_reader_model(settings, lora)
     dtype = dtype_name(model.get_base_model().dtype)  # what settings.precision means on this worker
@@ -213,8 +213,8 @@ def reader_items(cfg: ReaderTrainConfig, samples, scorer) -> list[ReaderItem]:
 class _TrainInput:
     """What :func:`train_reader` trains on, from either path of ``examples_on``."""
 
-    train: Any  # ray.data.Dataset: "example" column (pickled Example)
-    val: Any  # ray.data.Dataset: "item" column (pickled ReaderItem)
+    train: Any  # ray.data.Dataset or HeldRows: "example" column (pickled Example)
+    val: Any  # likewise: "item" column (pickled ReaderItem)
     train_questions: int
     val_questions: int
     train_examples: int
@@ -229,8 +229,8 @@ def _require_examples(cfg: ReaderTrainConfig, examples: int, skipped: int) -> No
 
 
 def _driver_input(cfg: ReaderTrainConfig, base_folder: Path) -> _TrainInput:
-    """The former path (``examples_on: driver``): every sample with its subgraph scored on the driver, then ``from_items``."""
-    import ray.data
+    """The former path (``examples_on: driver``): every sample with its subgraph scored on the driver, the rows
+    handed to the workers as :class:`~rg.training.shards.HeldRows`."""
     from transformers import AutoTokenizer
 
     sides = load_split_samples(cfg.input, cfg.split, ("train", "val"), cfg.limit)
@@ -245,8 +245,8 @@ def _driver_input(cfg: ReaderTrainConfig, base_folder: Path) -> _TrainInput:
                                         cfg.train.seed)
     _require_examples(cfg, len(examples), skipped)
     return _TrainInput(
-        ray.data.from_items([{"example": pickle.dumps(e)} for e in examples]),
-        ray.data.from_items([{"item": pickle.dumps(i)} for i in val_items]),
+        HeldRows.put([{"example": pickle.dumps(e)} for e in examples]),
+        HeldRows.put([{"item": pickle.dumps(i)} for i in val_items]),
         len(train_samples), len(val_samples), len(examples), skipped, sum(len(e.input_ids) for e in examples),
     )
 

@@ -189,10 +189,10 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 
     train_cfg = TrainConfig.model_validate(config["train"])
     tables: EmbeddingTables = ray.get(config["tables"])
-    train_graphs = equal_steps(shard_rows("train", "graph"))
+    train_graphs = equal_steps(shard_rows(config, "train", "graph"))
     # a few questions swapped between the workers so that every shard holds about as many triples
     train_graphs = balance_shards(train_graphs, [g.num_triples for g in train_graphs])
-    val_graphs = shard_rows("val", "graph")
+    val_graphs = shard_rows(config, "val", "graph")
 
     torch.manual_seed(train_cfg.seed)
     retriever = build_retriever(config["kind"], config["model_config"])

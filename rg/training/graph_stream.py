@@ -33,7 +33,7 @@ here: a question's labels are what its row says.
 
 For inputs small enough to hold (``examples_on: driver``, or ``auto`` under a few MB: the demo's 0.6 MB),
 :func:`held_training_graphs` builds the same tables and graphs from whole samples in the driver and hands them
-to ``ray.data.from_items``: four Ray Data passes (two scans, two graph passes) cost more there than the work.
+to the workers through the object store: four Ray Data passes (two scans, two graph passes) cost more there than the work.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from rg.retrievers.inputs import (
     require_labels,
     sample_names,
 )
+from rg.training.shards import HeldRows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -67,16 +68,16 @@ class TrainingGraphs:
     """The training input as the trainer takes it; the graphs themselves are in the object store.
 
     Attributes:
-        train: Materialised dataset of the usable training questions, one ``graph`` column
-            (a pickled :class:`QuestionGraph`), in input order.
-        val: Materialised dataset of every validation question, likewise.
+        train: The usable training questions, one ``graph`` column (a pickled :class:`QuestionGraph`), in input
+            order: a materialised dataset when streamed, :class:`~rg.training.shards.HeldRows` when built here.
+        val: Every validation question, likewise.
         train_usable: Rows of ``train``.
         tables: The embedding tables of every string of both sides.
         index: Rows of those strings.
     """
 
-    train: "ray.data.MaterializedDataset"
-    val: "ray.data.MaterializedDataset"
+    train: "ray.data.MaterializedDataset | HeldRows"
+    val: "ray.data.MaterializedDataset | HeldRows"
     train_usable: int
     tables: EmbeddingTables
     index: TextIndex
@@ -146,30 +147,29 @@ def held_training_graphs(
 
     For small local inputs (``examples_on: driver``): the tables of :func:`rg.retrievers.inputs.build_tables`
     over the same questions in the same order, the graphs of :func:`rg.retrievers.inputs.question_graphs`, and
-    the training side filtered by :func:`trainable`, handed to ``ray.data.from_items`` without a Ray Data pass,
-    each side as one block. That is the layout the stream gives an input read by one task, such as the demo's:
-    there ``get_dataset_shard`` gives every worker the same rows both ways, and training takes the same steps
-    (with many blocks the workers' shards, and so the DDP steps, would differ).
+    the training side filtered by :func:`trainable`, put in the object store as
+    :class:`~rg.training.shards.HeldRows` without a Ray Data pass. A worker takes the rows that
+    ``get_dataset_shard`` gives it of a one-block dataset, the layout the stream gives an input read by one
+    task, such as the demo's: so training takes the same steps both ways (with many blocks the workers'
+    shards, and so the DDP steps, would differ).
 
     Raises:
         KeyError: if the labels lack a question (before any graph is built).
     """
-    import ray.data
-
     samples = [*train, *val]
     rows = labels_by_id(labels, {s.id for s in samples})
     require_labels([s.id for s in samples], rows)
     tables, index = build_tables(samples, encoder)
     usable = [pickle.dumps(g) for g in question_graphs(train, index, rows) if trainable(g, skip_unlabelled)]
-    train_ds = ray.data.from_items([{"graph": g} for g in usable], override_num_blocks=1).materialize()
-    val_ds = ray.data.from_items([{"graph": pickle.dumps(g)} for g in question_graphs(val, index, rows)],
-                                 override_num_blocks=1).materialize()
-    return TrainingGraphs(train=train_ds, val=val_ds, train_usable=len(usable), tables=tables, index=index)
+    val_rows = [{"graph": pickle.dumps(g)} for g in question_graphs(val, index, rows)]
+    return TrainingGraphs(train=HeldRows.put([{"graph": g} for g in usable]), val=HeldRows.put(val_rows),
+                          train_usable=len(usable), tables=tables, index=index)
 
 
-def iter_graphs(ds: "ray.data.Dataset") -> Iterator[QuestionGraph]:
-    """The graphs of a :class:`TrainingGraphs` dataset, one block at a time (e.g. for PNA's degree histogram)."""
-    for row in ds.iter_rows():
+def iter_graphs(side: "ray.data.Dataset | HeldRows") -> Iterator[QuestionGraph]:
+    """The graphs of a :class:`TrainingGraphs` side, a dataset's one block at a time (e.g. for PNA's degree
+    histogram)."""
+    for row in side.all_rows() if isinstance(side, HeldRows) else side.iter_rows():
         yield pickle.loads(row["graph"])
 
 
