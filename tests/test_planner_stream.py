@@ -20,6 +20,7 @@ from rg.data.labels import write_labels
 from rg.jobs.weak_labels import WEAK_LABELS_DIR, weak_rows
 from rg.supervision.labels import LabelConfig
 from rg.jobs.train_planner import PlannerTrainConfig, _driver_input, _streamed_input, train_planner
+from rg.training.shards import side_rows
 from tests.synthetic_data import write_synthetic_parquet
 
 
@@ -57,7 +58,7 @@ def config(inputs, tmp_path, examples_on: str, **update) -> PlannerTrainConfig:
 
 
 def _rows(ds) -> list:
-    return [pickle.loads(row["example"]) for row in ds.iter_rows()]
+    return [pickle.loads(row["example"]) for row in side_rows(ds)]
 
 
 @pytest.mark.parametrize("mode", [

@@ -15,6 +15,7 @@ from rg.evidence import EvidenceConfig
 from rg.models import REGISTRY, ModelNotAvailableError
 from rg.jobs.harness import REPORT_FILE
 from rg.jobs.train_reader import ReaderTrainConfig, fit_depth, format_reader_report, train_reader
+from rg.training.shards import side_rows
 from tests.synthetic_data import write_synthetic_parquet
 
 
@@ -108,6 +109,6 @@ def test_streamed_examples_equal_the_driver_built_ones(ray_local, reader_parquet
     after = _streamed_input(cfg, base)
     counts = lambda d: (d.train_questions, d.val_questions, d.train_examples, d.skipped, d.prompt_tokens)  # noqa: E731
     assert counts(after) == counts(before) and before.train_questions == 14 and before.train_examples >= 2
-    rows = lambda ds, column: [pickle.loads(r[column]) for r in ds.iter_rows()]  # noqa: E731
+    rows = lambda ds, column: [pickle.loads(r[column]) for r in side_rows(ds)]  # noqa: E731
     assert rows(after.train, "example") == rows(before.train, "example")
     assert rows(after.val, "item") == rows(before.val, "item") and before.val_questions == 4

@@ -57,7 +57,7 @@ from rg.retrievers.inputs import (
     require_labels,
     sample_names,
 )
-from rg.training.shards import HeldRows
+from rg.training.shards import HeldRows, side_rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -169,7 +169,7 @@ def held_training_graphs(
 def iter_graphs(side: "ray.data.Dataset | HeldRows") -> Iterator[QuestionGraph]:
     """The graphs of a :class:`TrainingGraphs` side, a dataset's one block at a time (e.g. for PNA's degree
     histogram)."""
-    for row in side.all_rows() if isinstance(side, HeldRows) else side.iter_rows():
+    for row in side_rows(side):
         yield pickle.loads(row["graph"])
 
 

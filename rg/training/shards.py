@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pickle
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,11 @@ class HeldRows:
         import ray
 
         return ray.get(self.ref)
+
+
+def side_rows(side: "ray.data.Dataset | HeldRows") -> Iterator[dict[str, Any]]:
+    """The rows of a training side on the driver, either kind (a dataset's one block at a time)."""
+    return iter(side.all_rows()) if isinstance(side, HeldRows) else side.iter_rows()
 
 
 def worker_share(rows: Sequence[Any], rank: int, world: int) -> list[Any]:
