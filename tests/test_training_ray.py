@@ -35,7 +35,7 @@ def _driver_builds_nothing(monkeypatch) -> list[bool]:
 
     from rg.jobs import train_retriever as ray_train
     from rg.retrievers import inputs as data
-    from rg.training import graph_stream
+    from rg.training import graph_stream, shards
 
     def no_driver_dataset(*args, **kwargs):
         raise AssertionError("the driver built the training data itself")
@@ -46,8 +46,9 @@ def _driver_builds_nothing(monkeypatch) -> list[bool]:
         reads.append(kwargs.get("graph", True))
         return load_split_samples(*args, **kwargs)
 
-    # the driver reads questions without subgraphs and never builds graphs or hands rows to from_items
+    # the driver reads questions without subgraphs and never builds graphs or holds rows for the workers
     monkeypatch.setattr(ray.data, "from_items", no_driver_dataset)
+    monkeypatch.setattr(shards.HeldRows, "put", staticmethod(no_driver_dataset))
     monkeypatch.setattr(data, "question_graph", no_driver_dataset)
     monkeypatch.setattr(data, "build_tables", no_driver_dataset)
     monkeypatch.setattr(graph_stream, "question_graph", no_driver_dataset)  # the actors import their own copy
