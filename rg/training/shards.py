@@ -21,8 +21,9 @@ class HeldRows:
     """Rows a job built on its driver (``examples_on: driver``), handed to the workers through Ray's object
     store instead of a Ray Data dataset.
 
-    A Ray Data side costs every run a split coordinator actor and a streaming execution per worker (about
-    4 s of a demo training stage under AVX2 caps) for rows that already sit in one process. A worker takes
+    A Ray Data side costs every run a split coordinator actor and a streaming execution per worker (4.2–4.6 s
+    of the demo's retriever and planner runs in a Ray timeline under AVX2 caps; less when earlier stages have
+    warmed Ray Data) for rows that already sit in one process. A worker takes
     from held rows what ``get_dataset_shard`` gives it of a one-block dataset under Ray Train's
     ``streaming_split(n, equal=True)``: rank ``r`` of ``n`` the rows ``[r*q, (r+1)*q)``, ``q = len // n``
     (the last ``len % n`` rows go to no worker); a side that is not split, every row
