@@ -31,17 +31,15 @@ class HeldRows:
 
     Attributes:
         ref: ObjectRef of the list of rows (dicts of pickled columns, as the dataset's).
-        rows: How many rows.
     """
 
     ref: "ray.ObjectRef"
-    rows: int
 
     @classmethod
     def put(cls, rows: Sequence[dict[str, Any]]) -> "HeldRows":
         import ray
 
-        return cls(ray.put(list(rows)), len(rows))
+        return cls(ray.put(list(rows)))
 
     def all_rows(self) -> list[dict[str, Any]]:
         import ray
