@@ -3,13 +3,16 @@
     RAY_AUTH_MODE=disabled python -m bench.demo --quick              # 60 questions, 1-2 epochs per trained model
     RAY_AUTH_MODE=disabled python -m bench.demo [--isa avx2]         # the README's main command (195 s / 239 s on a 2-core EPYC)
     RAY_AUTH_MODE=disabled python -m bench.demo --checkout DIR       # also the same run from another checkout
+    RAY_AUTH_MODE=disabled python -m bench.demo --fresh-models       # a first run: SmolLM2 converted from its wheel
 
 The pipeline runs in a child process exactly as the README runs it (``python -m jobs.pipeline --config
 configs/demo.yaml``), on a fresh output folder and a fresh encoder cache in a temporary directory, so nothing is
-resumed. The JSON records each stage's seconds and result line, the QA stages' Hits@1 and Macro-F1, the whole
-wall time, the machine (CPU model and flags, cores, torch threads, load before and after) and the commit, and
-what the console showed: its line count and the lines a user should not meet on a successful run (:data:`NOISE`:
-Ray's log format, ``core_worker`` messages, Python warnings, tracebacks).
+resumed; ``--fresh-models`` also gives it an empty models cache (``RG_MODELS_DIR``), so the reader's base is
+converted from its wheel as on a new user's first run. The JSON records each stage's seconds and result line,
+the QA stages' Hits@1 and Macro-F1, the whole wall time, the machine (CPU model and flags, cores, torch
+threads, load before and after) and the commit, and what the console showed: its line count and the lines a user
+should not meet on a successful run (:data:`NOISE`: Ray's log format, ``core_worker`` messages, Python warnings,
+tracebacks).
 
 ``--isa avx2`` runs the child with torch's AVX2 kernels (``ATEN_CPU_CAPABILITY=avx2``, MKL and oneDNN capped at
 AVX2): the code path of a CPU without AVX-512 and without native bf16 (most laptops and CI runners), where the
@@ -64,8 +67,10 @@ def _commit(checkout: Path) -> str | None:
     return done.stdout.strip() or None
 
 
-def run_pipeline(config: Path, overrides: Sequence[str], checkout: Path, scratch: Path, isa: str) -> dict[str, Any]:
-    """One fresh ``jobs.pipeline`` run from ``checkout`` in a child process; its stages, QA scores and wall time.
+def run_pipeline(config: Path, overrides: Sequence[str], checkout: Path, scratch: Path, isa: str,
+                 fresh_models: bool = False) -> dict[str, Any]:
+    """One fresh ``jobs.pipeline`` run from ``checkout`` in a child process; its stages, QA scores and wall time
+    (``fresh_models``: with an empty models cache of its own).
 
     Raises:
         RuntimeError: when the pipeline exits non-zero (its last output lines are in the message).
@@ -75,7 +80,8 @@ def run_pipeline(config: Path, overrides: Sequence[str], checkout: Path, scratch
     command = [sys.executable, "-m", "jobs.pipeline", "--config", str(config.resolve()), "--fresh", "--no-progress",
                *(x for s in sets for x in ("--set", s))]
     env = {**os.environ, "PYTHONPATH": str(checkout), "RG_LOG_DIR": str(scratch / "logs"),
-           **(AVX2_ENV if isa == "avx2" else {})}
+           **(AVX2_ENV if isa == "avx2" else {}),
+           **({"RG_MODELS_DIR": str(scratch / "models")} if fresh_models else {})}
     load_before = round(os.getloadavg()[0], 2)
     started = time.perf_counter()
     done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True, check=False)
@@ -145,19 +151,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--isa", choices=("native", "avx2"), default="native",
                         help="avx2: run torch, MKL and oneDNN as on a CPU without AVX-512 and native bf16")
     parser.add_argument("--checkout", type=Path, default=None, help="a second rg checkout to run as the baseline")
+    parser.add_argument("--fresh-models", action="store_true",
+                        help="an empty models cache per run: the base model is converted as on a first run")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / f"{NAME}.json")
     args = parser.parse_args(argv)
     record = RunRecord("bench.demo", argv)
     overrides = [*(QUICK_SETS if args.quick else ()), *args.overrides]
     result: dict[str, Any] = {"isa": args.isa, "config": str(args.config), "quick": args.quick,
-                              "overrides": overrides, "isa_env": AVX2_ENV if args.isa == "avx2" else {}}
+                              "fresh_models": args.fresh_models, "overrides": overrides,
+                              "isa_env": AVX2_ENV if args.isa == "avx2" else {}}
     with tempfile.TemporaryDirectory(prefix="rg-bench-demo-") as tmp:
         baseline = None
         if args.checkout is not None:
             checkout = args.checkout.resolve()
             baseline = run_pipeline(config_in(checkout, args.config), overrides, checkout, Path(tmp) / "baseline",
-                                    args.isa)
-        run = run_pipeline(args.config, overrides, ROOT, Path(tmp) / "rg", args.isa)
+                                    args.isa, args.fresh_models)
+        run = run_pipeline(args.config, overrides, ROOT, Path(tmp) / "rg", args.isa, args.fresh_models)
     result.update({"run": run, **({"baseline_run": baseline} if baseline else {}), **compare(run, baseline)})
     write_report(args.out, result, record)
     slowest = sorted(run["stages"].items(), key=lambda kv: -kv[1]["seconds"])[:3]

@@ -719,13 +719,14 @@ def test_demo_smoke_and_a_quiet_console(tmp_path: Path) -> None:
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(config))
     out = tmp_path / "demo.json"
-    assert demo.main(["--config", str(path), "--out", str(out)]) == 0
+    assert demo.main(["--config", str(path), "--out", str(out), "--fresh-models"]) == 0
     report = check_keys(out, [
         "machine.cpu_model", "machine.cpu_flags.avx512_bf16", "machine.load_1min_after", "isa", "run.commit",
         "run.wall_seconds", "run.pipeline_seconds", "run.stages.build.seconds", "run.qa", "run.console_noise_lines",
         "pipeline_over_budget",
     ])
     run = report["run"]
+    assert report["fresh_models"] is True  # an empty models cache of its own (no stage here loads a base model)
     assert list(run["stages"]) == ["build", "refine", "evaluate", "qa/baseline", "qa/raw"]
     assert set(run["qa"]["qa/baseline"]) == {"hits_at_1", "macro_f1", "micro_f1"}
     pooled = run["stages"]["qa/raw"]
