@@ -123,6 +123,8 @@ def measure(model, examples, reader, val_items, steps: int, batch_size: int, epo
     cached = _timed_steps(loss_fn, optimizer, [prefix.collate(chunk) for chunk in chunks])
     widths = [max(lengths[i] for i in chunk) for chunk in chunks]
     batches_per_epoch = -(-len(examples) // batch_size)
+    projected_full = full * batches_per_epoch * epochs
+    projected_cached = cached * batches_per_epoch * epochs + prefix.seconds
     result = {
         "layers": model.get_base_model().config.num_hidden_layers, "frozen_layers": prefix.start,
         "dtype": str(next(p for p in model.parameters() if not p.requires_grad).dtype).removeprefix("torch."),
@@ -133,8 +135,10 @@ def measure(model, examples, reader, val_items, steps: int, batch_size: int, epo
         "prefix_s_per_example": round(prefix.seconds / len(examples), 3), "prefix_s": round(prefix.seconds, 1),
         "opening_tokens": shared_opening(examples), "prefix_whole_s": round(whole.seconds, 1),
         "prefix_opening_over_whole": round(prefix.seconds / whole.seconds, 3), "prefix_max_abs_diff": drift,
-        "projected_train_s_full": round(full * batches_per_epoch * epochs, 1),
-        "projected_train_s_cached": round(cached * batches_per_epoch * epochs + prefix.seconds, 1),
+        "projected_train_s_full": round(projected_full, 1),
+        "projected_train_s_cached": round(projected_cached, 1),
+        # the ratio of the unrounded projections: a tiny model's quick run rounds both to 0.0
+        "projected_ratio": round(projected_cached / projected_full, 3),
     }
     if reader is not None and val_items:
         model.eval()
@@ -156,7 +160,6 @@ def measure(model, examples, reader, val_items, steps: int, batch_size: int, epo
                        "read_opening_over_whole": round(opening_s / whole_s, 3),
                        "validation_hits_at_1": round(hits["hits_at_1"], 3),
                        "same_hits_at_1_whole": whole_hits["hits_at_1"] == hits["hits_at_1"]})
-    result["projected_ratio"] = round(result["projected_train_s_cached"] / result["projected_train_s_full"], 3)
     return result
 
 
